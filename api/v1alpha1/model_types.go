@@ -1,0 +1,113 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The types in this file describe what dtnflow learns about a path: the fitted
+// throughput-vs-streams model, the CPU-vs-throughput regression of each side, and the
+// samples both were fitted from. TransferJob status and PathProfile status share them.
+
+// StreamModelName names a throughput-vs-parallel-streams model (Yildirim, Yin & Kosar,
+// DADC'09, §3).
+// +kubebuilder:validation:Enum=Dinda;Newton;FullSecondOrder
+type StreamModelName string
+
+const (
+	// StreamModelDinda is Th = n/√(a′n² + b′) (Dinda et al.).
+	StreamModelDinda StreamModelName = "Dinda"
+	// StreamModelNewton is Th = n/√(a′n^c′ + b′), solved by Newton's iteration.
+	StreamModelNewton StreamModelName = "Newton"
+	// StreamModelFullSecondOrder is Th = n/√(a′n² + b′n + c′).
+	StreamModelFullSecondOrder StreamModelName = "FullSecondOrder"
+)
+
+// Decimal is a real number written as a decimal string (Go's strconv 'g' format, for
+// example "1.25e-18"). It carries fitted coefficients, which span too many orders of
+// magnitude for resource.Quantity and may not be floats in a Kubernetes API.
+// +kubebuilder:validation:Pattern=`^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$`
+// +kubebuilder:validation:MaxLength=32
+type Decimal string
+
+// StreamModel is a fitted throughput-vs-streams curve for one stripe.
+type StreamModel struct {
+	// name is the model that fitted the samples best (least mean absolute error over
+	// every valid 3-point combination: BestCmb, DADC'09 §3.2).
+	// +required
+	Name StreamModelName `json:"name"`
+
+	// a is the coefficient a′ of the model, with throughput in bits per second.
+	// +required
+	A Decimal `json:"a"`
+
+	// b is the coefficient b′ of the model.
+	// +required
+	B Decimal `json:"b"`
+
+	// c is the coefficient c′ of the model; absent for Dinda, which has two coefficients.
+	// +optional
+	C Decimal `json:"c,omitempty"`
+
+	// optimalStreams is the stream count at which the model peaks, bounded by the
+	// samples for a model that rises monotonically.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	OptimalStreams int32 `json:"optimalStreams"`
+
+	// fitErrorBitsPerSecond is the mean absolute error of the model over the samples.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	FitErrorBitsPerSecond int64 `json:"fitErrorBitsPerSecond"`
+}
+
+// CPUModel is the linear relation between the CPU an agent uses and the throughput it
+// moves (U_cpu = a + b·Th: Yildirim & Kosar, Condor Week 2011; Liu et al., NDM'13 §5.1),
+// fitted by least squares for one side of a path.
+type CPUModel struct {
+	// interceptMillicores is the CPU an agent uses at zero throughput (a).
+	// +required
+	InterceptMillicores int64 `json:"interceptMillicores"`
+
+	// millicoresPerGbps is the CPU an agent uses per Gbit/s moved (b).
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	MillicoresPerGbps int64 `json:"millicoresPerGbps"`
+
+	// samples is the number of measurements the fit used.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Samples int32 `json:"samples"`
+}
+
+// ProbeSample is one measurement of a path: a stripe moving memory-to-memory with a
+// given number of streams and socket buffer size.
+type ProbeSample struct {
+	// streams is the number of parallel TCP streams of the stripe.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Streams int32 `json:"streams"`
+
+	// bufferBytes is the socket buffer size asked for; 0 means kernel autotuning.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BufferBytes int64 `json:"bufferBytes,omitempty"`
+
+	// bitsPerSecond is the measured throughput of the stripe.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	BitsPerSecond int64 `json:"bitsPerSecond"`
+
+	// sourceMillicores is the CPU the sending agent used while the sample ran.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SourceMillicores int64 `json:"sourceMillicores,omitempty"`
+
+	// destinationMillicores is the CPU the receiving agent used while the sample ran.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	DestinationMillicores int64 `json:"destinationMillicores,omitempty"`
+
+	// time is when the sample was taken.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+}

@@ -1,0 +1,111 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PathProfileSpec names the path a profile describes. The controller creates one
+// profile per path, named <source>.<destination>, the first time a job uses the path.
+type PathProfileSpec struct {
+	// sourceEndpoint is the TransferEndpoint data is read from.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.sourceEndpoint is immutable"
+	// +required
+	SourceEndpoint string `json:"sourceEndpoint"`
+
+	// destinationEndpoint is the TransferEndpoint data is written to.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.destinationEndpoint is immutable"
+	// +required
+	DestinationEndpoint string `json:"destinationEndpoint"`
+
+	// maxAgeSeconds is how long what was learned stays fresh: a job that starts within
+	// it skips or shortens its probe and starts from the stored model.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:default=86400
+	// +optional
+	MaxAgeSeconds *int64 `json:"maxAgeSeconds,omitempty"`
+}
+
+// PathProfileStatus is what was learned about the path.
+type PathProfileStatus struct {
+	// model is the fitted throughput-vs-streams model of one stripe.
+	// +optional
+	Model *StreamModel `json:"model,omitempty"`
+
+	// sourceCPU is the CPU-vs-throughput regression of the sending side.
+	// +optional
+	SourceCPU *CPUModel `json:"sourceCPU,omitempty"`
+
+	// destinationCPU is the CPU-vs-throughput regression of the receiving side.
+	// +optional
+	DestinationCPU *CPUModel `json:"destinationCPU,omitempty"`
+
+	// bufferBytes is the socket buffer size chosen for the path; 0 is kernel
+	// autotuning.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BufferBytes int64 `json:"bufferBytes,omitempty"`
+
+	// bestBitsPerSecond is the highest aggregate rate a job achieved on the path.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BestBitsPerSecond int64 `json:"bestBitsPerSecond,omitempty"`
+
+	// samples are the most recent measurements, with their times, oldest first.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Samples []ProbeSample `json:"samples,omitempty"`
+
+	// lastUpdateTime is when the profile last learned something.
+	// +optional
+	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
+
+	// contributingJobs are the most recent jobs (namespace/name) that taught the
+	// profile something, newest last.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	ContributingJobs []string `json:"contributingJobs,omitempty"`
+}
+
+// PathProfile is what dtnflow learned about one source → destination path, so the
+// next job on the path starts warm.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=pp,categories=dtnflow
+// +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.sourceEndpoint`
+// +kubebuilder:printcolumn:name="Destination",type=string,JSONPath=`.spec.destinationEndpoint`
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model.name`
+// +kubebuilder:printcolumn:name="Streams",type=integer,JSONPath=`.status.model.optimalStreams`
+// +kubebuilder:printcolumn:name="Best bit/s",type=integer,JSONPath=`.status.bestBitsPerSecond`
+// +kubebuilder:printcolumn:name="Updated",type=date,JSONPath=`.status.lastUpdateTime`
+type PathProfile struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec names the path.
+	// +required
+	Spec PathProfileSpec `json:"spec"`
+
+	// status is what was learned.
+	// +optional
+	Status PathProfileStatus `json:"status,omitempty"`
+}
+
+// PathProfileList is a list of PathProfiles.
+// +kubebuilder:object:root=true
+type PathProfileList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PathProfile `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&PathProfile{}, &PathProfileList{})
+}

@@ -1,0 +1,189 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TransferEndpointSpec describes one site: the DTN nodes that may move its data, where
+// the data lives on them, and what dtnflow may use of them.
+// +kubebuilder:validation:XValidation:rule="!has(self.agentPorts) || self.agentPorts.first <= self.agentPorts.last",message="spec.agentPorts.first must not be greater than spec.agentPorts.last",fieldPath=".agentPorts"
+type TransferEndpointSpec struct {
+	// nodeSelector selects the site's DTN nodes by label. Agent pods of this endpoint
+	// run only on Ready nodes that match.
+	// +kubebuilder:validation:MinProperties=1
+	// +required
+	NodeSelector map[string]string `json:"nodeSelector"`
+
+	// storage is where the site's data lives on each of its nodes. Every path a
+	// TransferJob names is resolved under it, and nothing outside it is ever read or
+	// written.
+	// +required
+	Storage EndpointStorage `json:"storage"`
+
+	// nicBitsPerSecond is the capacity of each node's network interface for transfers,
+	// in bits per second. The planner never puts more than this on one node.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	NICBitsPerSecond int64 `json:"nicBitsPerSecond"`
+
+	// diskBitsPerSecond is the rate each node's storage can read or write, in bits per
+	// second, when known. Absent means the storage is not expected to bind.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	DiskBitsPerSecond *int64 `json:"diskBitsPerSecond,omitempty"`
+
+	// cpuBudgetPerNode is the CPU dtnflow's agents may use on each node, in total over
+	// every stripe placed there. Agent pods get CPU limits only when it is set.
+	// +optional
+	CPUBudgetPerNode *resource.Quantity `json:"cpuBudgetPerNode,omitempty"`
+
+	// maxStripesPerNode is the most stripes (agent processes of one side) one node
+	// runs at once, over every job.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +kubebuilder:default=4
+	// +optional
+	MaxStripesPerNode int32 `json:"maxStripesPerNode,omitempty"`
+
+	// namespaceSelector selects the namespaces whose TransferJobs may use this
+	// endpoint, as source or destination. An empty selector ({}) allows every
+	// namespace; it is required so that opening a site's storage is a decision.
+	// +required
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector"`
+
+	// agentPorts is the range of TCP ports that agents of this endpoint listen on.
+	// Agents use the host network, so each listening agent on a node takes one port.
+	// +optional
+	AgentPorts *PortRange `json:"agentPorts,omitempty"`
+
+	// externalAddress is the host:port of a dtnflow-agent that runs outside the
+	// cluster for this site (started by hand with `dtnflow-agent receive`). When set,
+	// the site's side of each stripe is not scheduled as a pod: stripes connect there.
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$`
+	// +optional
+	ExternalAddress string `json:"externalAddress,omitempty"`
+}
+
+// EndpointStorage is the storage root of a site on its DTN nodes.
+type EndpointStorage struct {
+	// hostPath is the absolute path of the storage root on every node of the site
+	// (typically a parallel file system mounted on all of them).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="spec.storage.hostPath must be an absolute path"
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="spec.storage.hostPath must not contain a '..' segment"
+	// +required
+	HostPath string `json:"hostPath"`
+
+	// readOnly makes the site usable only as a source: agents mount the root
+	// read-only, and a TransferJob that names it as destination is refused.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+}
+
+// PortRange is an inclusive range of TCP ports.
+type PortRange struct {
+	// first is the lowest port of the range.
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	// +required
+	First int32 `json:"first"`
+
+	// last is the highest port of the range.
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	// +required
+	Last int32 `json:"last"`
+}
+
+// TransferEndpointStatus is what the controller observed of the site's nodes.
+type TransferEndpointStatus struct {
+	// conditions holds Ready: true when at least one selected node is Ready.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation of the spec this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// readyNodes is the number of selected nodes that are Ready.
+	// +optional
+	ReadyNodes int32 `json:"readyNodes,omitempty"`
+
+	// nodes lists the selected nodes, Ready or not, with their observed capacity.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	Nodes []EndpointNode `json:"nodes,omitempty"`
+}
+
+// EndpointNode is one node of a site as observed.
+type EndpointNode struct {
+	// name is the Node's name.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// ready is true when the Node's Ready condition is True.
+	// +required
+	Ready bool `json:"ready"`
+
+	// allocatableCPU is the Node's allocatable CPU.
+	// +optional
+	AllocatableCPU *resource.Quantity `json:"allocatableCPU,omitempty"`
+
+	// cpuBudget is the CPU dtnflow may use on the node: the endpoint's budget, or the
+	// node's allocatable CPU when no budget is set.
+	// +optional
+	CPUBudget *resource.Quantity `json:"cpuBudget,omitempty"`
+
+	// nicBitsPerSecond is the NIC capacity the planner uses for the node.
+	// +optional
+	NICBitsPerSecond int64 `json:"nicBitsPerSecond,omitempty"`
+
+	// stripes is the number of dtnflow agent pods (over every job) on the node.
+	// +optional
+	Stripes int32 `json:"stripes,omitempty"`
+}
+
+// TransferEndpoint is a site that TransferJobs move data from or to: its DTN nodes, its
+// storage root and what dtnflow may use of them.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=tep,categories=dtnflow
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.readyNodes`
+// +kubebuilder:printcolumn:name="NIC bit/s",type=integer,JSONPath=`.spec.nicBitsPerSecond`
+// +kubebuilder:printcolumn:name="Root",type=string,JSONPath=`.spec.storage.hostPath`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type TransferEndpoint struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec describes the site.
+	// +required
+	Spec TransferEndpointSpec `json:"spec"`
+
+	// status is what the controller observed of the site.
+	// +optional
+	Status TransferEndpointStatus `json:"status,omitempty"`
+}
+
+// TransferEndpointList is a list of TransferEndpoints.
+// +kubebuilder:object:root=true
+type TransferEndpointList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TransferEndpoint `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TransferEndpoint{}, &TransferEndpointList{})
+}

@@ -1,0 +1,642 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TransferJobSpec says what to move, where, and how much freedom the planner has.
+// Only source and destination are fixed once set; tuning, suspend and the lifecycle
+// fields may change while the job runs, and the controller acts on the change.
+type TransferJobSpec struct {
+	// source names the endpoint to read from and the files and directories to move.
+	// It cannot change once set.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.source is immutable"
+	// +required
+	Source TransferSource `json:"source"`
+
+	// destination names the endpoint to write to and the directory to write under.
+	// It cannot change once set.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.destination is immutable"
+	// +required
+	Destination TransferDestination `json:"destination"`
+
+	// tuning chooses between the planner (Auto) and fixed parameters, and bounds both.
+	// +kubebuilder:default={mode: Auto}
+	// +optional
+	Tuning TransferTuning `json:"tuning,omitempty"`
+
+	// integrity chooses the end-to-end checksum. Every block is also checked in flight
+	// with CRC32C, whatever is chosen here.
+	// +kubebuilder:default={checksum: SHA256, verify: true}
+	// +optional
+	Integrity TransferIntegrity `json:"integrity,omitempty"`
+
+	// overwrite says what happens to a file that already exists at the destination:
+	// Never leaves it and fails the job naming it; IfDifferent skips it when its size
+	// and checksum match the source and replaces it otherwise; Always replaces it.
+	// +kubebuilder:validation:Enum=Never;IfDifferent;Always
+	// +kubebuilder:default=IfDifferent
+	// +optional
+	Overwrite OverwritePolicy `json:"overwrite,omitempty"`
+
+	// backoffLimit is the number of agent failures (pods that fail or vanish) the job
+	// survives; one more ends it as Failed with reason BackoffLimitExceeded.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=6
+	// +optional
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the job this many seconds after it completes or
+	// fails. Absent keeps it until deleted by hand.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// suspend stops the job's agents when set to true, keeping what was verified;
+	// setting it back to false resumes from there.
+	// +kubebuilder:default=false
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// RelativePath is a path under an endpoint's storage root: it has no leading '/' and
+// no '..' segment.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=4096
+// +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="must be relative to the endpoint's storage root (no leading '/')"
+// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="must not contain a '..' segment"
+type RelativePath string
+
+// TransferSource is the side a job reads from.
+type TransferSource struct {
+	// endpoint is the name of the TransferEndpoint to read from.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Endpoint string `json:"endpoint"`
+
+	// paths are the files and directories to move, relative to the endpoint's storage
+	// root; a directory is moved with everything under it.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=1024
+	// +listType=atomic
+	// +required
+	Paths []RelativePath `json:"paths"`
+}
+
+// TransferDestination is the side a job writes to.
+type TransferDestination struct {
+	// endpoint is the name of the TransferEndpoint to write to.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Endpoint string `json:"endpoint"`
+
+	// path is the directory, relative to the endpoint's storage root, that the
+	// source paths are written under. Absent means the root itself.
+	// +optional
+	Path RelativePath `json:"path,omitempty"`
+}
+
+// TuningMode chooses who picks the transfer parameters.
+// +kubebuilder:validation:Enum=Auto;Fixed
+type TuningMode string
+
+const (
+	// TuningAuto probes the path, fits the models and plans; it re-plans as measured
+	// throughput changes.
+	TuningAuto TuningMode = "Auto"
+	// TuningFixed uses spec.tuning.fixed as given and never re-plans.
+	TuningFixed TuningMode = "Fixed"
+)
+
+// TransferTuning chooses and bounds the transfer parameters.
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Fixed' || has(self.fixed)",message="spec.tuning.fixed is required when spec.tuning.mode is Fixed",fieldPath=".fixed"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'Fixed' || !has(self.fixed)",message="spec.tuning.fixed may be set only when spec.tuning.mode is Fixed",fieldPath=".fixed"
+// +kubebuilder:validation:XValidation:rule="!has(self.fixed) || !has(self.limits) || !has(self.limits.maxNodes) || self.fixed.nodes <= self.limits.maxNodes",message="spec.tuning.fixed.nodes must not exceed spec.tuning.limits.maxNodes",fieldPath=".fixed.nodes"
+// +kubebuilder:validation:XValidation:rule="!has(self.fixed) || !has(self.limits) || !has(self.limits.maxStripesPerNode) || self.fixed.stripesPerNode <= self.limits.maxStripesPerNode",message="spec.tuning.fixed.stripesPerNode must not exceed spec.tuning.limits.maxStripesPerNode",fieldPath=".fixed.stripesPerNode"
+// +kubebuilder:validation:XValidation:rule="!has(self.fixed) || !has(self.limits) || !has(self.limits.maxStreamsPerStripe) || self.fixed.streamsPerStripe <= self.limits.maxStreamsPerStripe",message="spec.tuning.fixed.streamsPerStripe must not exceed spec.tuning.limits.maxStreamsPerStripe",fieldPath=".fixed.streamsPerStripe"
+// +kubebuilder:validation:XValidation:rule="!has(self.fixed) || !has(self.limits) || !has(self.limits.maxConcurrency) || self.fixed.concurrency <= self.limits.maxConcurrency",message="spec.tuning.fixed.concurrency must not exceed spec.tuning.limits.maxConcurrency",fieldPath=".fixed.concurrency"
+type TransferTuning struct {
+	// mode is Auto (probe, fit, plan and re-plan) or Fixed (use fixed as given).
+	// +kubebuilder:default=Auto
+	// +optional
+	Mode TuningMode `json:"mode,omitempty"`
+
+	// fixed holds the parameters of Fixed mode; it is required then and refused
+	// otherwise.
+	// +optional
+	Fixed *FixedTuning `json:"fixed,omitempty"`
+
+	// limits bound what the planner may choose in Auto mode (and what Fixed may ask
+	// for). They may be changed while the job runs: the controller re-plans within
+	// the new limits.
+	// +optional
+	Limits *TuningLimits `json:"limits,omitempty"`
+}
+
+// FixedTuning is a complete set of transfer parameters chosen by hand.
+type FixedTuning struct {
+	// nodes is the number of DTN nodes used at each side.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +required
+	Nodes int32 `json:"nodes"`
+
+	// stripesPerNode is the number of stripes (sender/receiver process pairs) per node.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +required
+	StripesPerNode int32 `json:"stripesPerNode"`
+
+	// streamsPerStripe is the number of parallel TCP streams in each stripe.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=128
+	// +required
+	StreamsPerStripe int32 `json:"streamsPerStripe"`
+
+	// bufferBytes is the socket buffer size of each stream. Absent or 0 leaves the
+	// size to the kernel's autotuning.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1073741824
+	// +optional
+	BufferBytes int64 `json:"bufferBytes,omitempty"`
+
+	// concurrency is the number of files each stripe moves at once.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	// +required
+	Concurrency int32 `json:"concurrency"`
+
+	// pipelining is the number of file requests each stripe keeps in flight ahead of
+	// the ones being moved, so that small files cost no round trip each.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	// +required
+	Pipelining int32 `json:"pipelining"`
+}
+
+// TuningLimits bound the parameters of a job.
+type TuningLimits struct {
+	// maxNodes is the most DTN nodes used at each side.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	MaxNodes *int32 `json:"maxNodes,omitempty"`
+
+	// maxStripesPerNode is the most stripes per node.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	MaxStripesPerNode *int32 `json:"maxStripesPerNode,omitempty"`
+
+	// maxStreamsPerStripe is the most parallel TCP streams per stripe.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=128
+	// +optional
+	MaxStreamsPerStripe *int32 `json:"maxStreamsPerStripe,omitempty"`
+
+	// maxConcurrency is the most files in flight per stripe.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	// +optional
+	MaxConcurrency *int32 `json:"maxConcurrency,omitempty"`
+
+	// maxBitsPerSecond caps the job's aggregate rate, so that a job can share a path
+	// with others; the agents pace themselves to it.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxBitsPerSecond *int64 `json:"maxBitsPerSecond,omitempty"`
+}
+
+// ChecksumAlgorithm names the end-to-end digest of every file.
+// +kubebuilder:validation:Enum=SHA256;SHA512;MD5
+type ChecksumAlgorithm string
+
+const (
+	ChecksumSHA256 ChecksumAlgorithm = "SHA256"
+	ChecksumSHA512 ChecksumAlgorithm = "SHA512"
+	// ChecksumMD5 exists for comparison with GridFTP's -verify-checksum; it is not
+	// collision-resistant.
+	ChecksumMD5 ChecksumAlgorithm = "MD5"
+)
+
+// TransferIntegrity chooses how files are verified end to end.
+type TransferIntegrity struct {
+	// checksum is the digest computed of every file at both ends.
+	// +kubebuilder:default=SHA256
+	// +optional
+	Checksum ChecksumAlgorithm `json:"checksum,omitempty"`
+
+	// verify compares the digest of every file read back at the destination with the
+	// digest of the source before the file takes its final name. Turning it off
+	// leaves only the in-flight block checks.
+	// +kubebuilder:default=true
+	// +optional
+	Verify *bool `json:"verify,omitempty"`
+}
+
+// OverwritePolicy says what happens to a destination file that already exists.
+// +kubebuilder:validation:Enum=Never;IfDifferent;Always
+type OverwritePolicy string
+
+const (
+	OverwriteNever       OverwritePolicy = "Never"
+	OverwriteIfDifferent OverwritePolicy = "IfDifferent"
+	OverwriteAlways      OverwritePolicy = "Always"
+)
+
+// Condition types of a TransferJob.
+const (
+	// ConditionProbing is True while the job measures the path.
+	ConditionProbing = "Probing"
+	// ConditionPlanned is True once a plan exists for the job.
+	ConditionPlanned = "Planned"
+	// ConditionTransferring is True while agents move data.
+	ConditionTransferring = "Transferring"
+	// ConditionComplete is True when every file is at the destination and verified.
+	ConditionComplete = "Complete"
+	// ConditionFailed is True when the job has ended without completing.
+	ConditionFailed = "Failed"
+	// ConditionSuspended is True while spec.suspend holds the job.
+	ConditionSuspended = "Suspended"
+)
+
+// TransferState is a one-word summary of a job's conditions, for `kubectl get`.
+// +kubebuilder:validation:Enum=Pending;Probing;Transferring;Suspended;Complete;Failed
+type TransferState string
+
+const (
+	StatePending      TransferState = "Pending"
+	StateProbing      TransferState = "Probing"
+	StateTransferring TransferState = "Transferring"
+	StateSuspended    TransferState = "Suspended"
+	StateComplete     TransferState = "Complete"
+	StateFailed       TransferState = "Failed"
+)
+
+// TransferJobStatus is what the controller observed of a job and decided for it.
+type TransferJobStatus struct {
+	// state summarises the conditions in one word.
+	// +optional
+	State TransferState `json:"state,omitempty"`
+
+	// conditions are Probing, Planned, Transferring, Complete, Failed and Suspended,
+	// each with a reason.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation of the spec that the last successful
+	// reconciliation acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// plan is the current plan.
+	// +optional
+	Plan *TransferPlan `json:"plan,omitempty"`
+
+	// progress is the job's measured progress.
+	// +optional
+	Progress *TransferProgress `json:"progress,omitempty"`
+
+	// samples are the probe measurements the plan was fitted from.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Samples []ProbeSample `json:"samples,omitempty"`
+
+	// stripes are the job's stripes as observed.
+	// +kubebuilder:validation:MaxItems=512
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Stripes []StripeStatus `json:"stripes,omitempty"`
+
+	// replans records the most recent changes of plan, newest last.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Replans []Replan `json:"replans,omitempty"`
+
+	// agentFailures counts agent pods that failed or vanished; it is compared with
+	// spec.backoffLimit.
+	// +optional
+	AgentFailures int32 `json:"agentFailures,omitempty"`
+
+	// startTime is when the job was first acted on.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the job completed or failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// BindingResource names what limits a plan's predicted rate.
+// +kubebuilder:validation:Enum=Path;NIC;CPU;Disk;UserLimit
+type BindingResource string
+
+const (
+	BindingPath      BindingResource = "Path"
+	BindingNIC       BindingResource = "NIC"
+	BindingCPU       BindingResource = "CPU"
+	BindingDisk      BindingResource = "Disk"
+	BindingUserLimit BindingResource = "UserLimit"
+)
+
+// TransferPlan is the planner's decision for a job (the OPT_B flow model of Yildirim &
+// Kosar for nodes × stripes × streams; Arslan & Kosar for the per-size-class
+// parameters; Liu et al. for the CPU of each side).
+type TransferPlan struct {
+	// sourceNodes are the source nodes chosen.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	SourceNodes []string `json:"sourceNodes,omitempty"`
+
+	// destinationNodes are the destination nodes chosen.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	DestinationNodes []string `json:"destinationNodes,omitempty"`
+
+	// stripesPerNode is the number of stripes on each chosen node.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	StripesPerNode int32 `json:"stripesPerNode"`
+
+	// streamsPerStripe is the number of parallel TCP streams per stripe.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	StreamsPerStripe int32 `json:"streamsPerStripe"`
+
+	// bufferBytes is the socket buffer size per stream; 0 is kernel autotuning.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BufferBytes int64 `json:"bufferBytes,omitempty"`
+
+	// sizeClasses are the per-size-class parameters of the dataset.
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=map
+	// +listMapKey=class
+	// +optional
+	SizeClasses []SizeClassPlan `json:"sizeClasses,omitempty"`
+
+	// sourceCPUMillicores is the CPU request of each sending agent.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SourceCPUMillicores int64 `json:"sourceCPUMillicores,omitempty"`
+
+	// destinationCPUMillicores is the CPU request of each receiving agent.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	DestinationCPUMillicores int64 `json:"destinationCPUMillicores,omitempty"`
+
+	// predictedBitsPerSecond is the aggregate rate the plan is predicted to reach.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PredictedBitsPerSecond int64 `json:"predictedBitsPerSecond,omitempty"`
+
+	// bindingResource is what limits the predicted rate.
+	// +optional
+	BindingResource BindingResource `json:"bindingResource,omitempty"`
+
+	// model is the fitted throughput-vs-streams model of one stripe; absent in Fixed
+	// mode, which does not probe.
+	// +optional
+	Model *StreamModel `json:"model,omitempty"`
+
+	// sourceCPU is the CPU-vs-throughput regression of the sending side.
+	// +optional
+	SourceCPU *CPUModel `json:"sourceCPU,omitempty"`
+
+	// destinationCPU is the CPU-vs-throughput regression of the receiving side.
+	// +optional
+	DestinationCPU *CPUModel `json:"destinationCPU,omitempty"`
+
+	// hash identifies the plan; agent pods carry it in a label.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Hash string `json:"hash,omitempty"`
+}
+
+// SizeClass names a class of files by size relative to the path's bandwidth-delay
+// product (Arslan & Kosar).
+// +kubebuilder:validation:Enum=Small;Medium;Large;Huge
+type SizeClass string
+
+const (
+	SizeClassSmall  SizeClass = "Small"
+	SizeClassMedium SizeClass = "Medium"
+	SizeClassLarge  SizeClass = "Large"
+	SizeClassHuge   SizeClass = "Huge"
+)
+
+// SizeClassPlan is the plan for one class of files.
+type SizeClassPlan struct {
+	// class is the size class.
+	// +required
+	Class SizeClass `json:"class"`
+
+	// files is the number of files in the class.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Files int64 `json:"files,omitempty"`
+
+	// bytes is the total size of the class.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+
+	// pipelining is the number of requests kept in flight per channel.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Pipelining int32 `json:"pipelining"`
+
+	// parallelism is the number of streams a file of the class is spread over.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Parallelism int32 `json:"parallelism"`
+
+	// concurrency is the number of files of the class in flight at once.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Concurrency int32 `json:"concurrency"`
+
+	// channels is the number of channels allocated to the class (Pro-Active
+	// Multi-Chunk).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Channels int32 `json:"channels,omitempty"`
+}
+
+// TransferProgress is a job's measured progress.
+type TransferProgress struct {
+	// bytesDone is the number of bytes written and verified at the destination.
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+
+	// bytesTotal is the size of the dataset.
+	// +optional
+	BytesTotal int64 `json:"bytesTotal,omitempty"`
+
+	// filesDone is the number of files complete at the destination.
+	// +optional
+	FilesDone int64 `json:"filesDone,omitempty"`
+
+	// filesTotal is the number of files in the dataset.
+	// +optional
+	FilesTotal int64 `json:"filesTotal,omitempty"`
+
+	// percent is bytesDone as a percentage of bytesTotal, rounded down.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Percent int32 `json:"percent,omitempty"`
+
+	// currentBitsPerSecond is the aggregate rate over the latest measurement period.
+	// +optional
+	CurrentBitsPerSecond int64 `json:"currentBitsPerSecond,omitempty"`
+
+	// averageBitsPerSecond is bytesDone over the time spent transferring.
+	// +optional
+	AverageBitsPerSecond int64 `json:"averageBitsPerSecond,omitempty"`
+
+	// rate is currentBitsPerSecond for people, for example "941 Mbit/s".
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Rate string `json:"rate,omitempty"`
+
+	// etaSeconds is the estimated time left, from the current rate.
+	// +optional
+	ETASeconds *int64 `json:"etaSeconds,omitempty"`
+
+	// eta is etaSeconds for people, for example "3m20s".
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	ETA string `json:"eta,omitempty"`
+
+	// lastUpdateTime is when the agents last reported.
+	// +optional
+	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
+}
+
+// StripeState is the observed state of one stripe.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed
+type StripeState string
+
+const (
+	StripePending   StripeState = "Pending"
+	StripeRunning   StripeState = "Running"
+	StripeSucceeded StripeState = "Succeeded"
+	StripeFailed    StripeState = "Failed"
+)
+
+// StripeStatus is one stripe as observed.
+type StripeStatus struct {
+	// name is the stripe's name; its agent pods are named after it.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// sourceNode is the node of the sending agent.
+	// +optional
+	SourceNode string `json:"sourceNode,omitempty"`
+
+	// destinationNode is the node of the receiving agent.
+	// +optional
+	DestinationNode string `json:"destinationNode,omitempty"`
+
+	// state is the stripe's state.
+	// +required
+	State StripeState `json:"state"`
+
+	// bitsPerSecond is the stripe's latest measured rate.
+	// +optional
+	BitsPerSecond int64 `json:"bitsPerSecond,omitempty"`
+}
+
+// PlanShape is the part of a plan a re-plan changes.
+type PlanShape struct {
+	// nodes is the number of nodes at each side.
+	// +optional
+	Nodes int32 `json:"nodes,omitempty"`
+
+	// stripes is the total number of stripes.
+	// +optional
+	Stripes int32 `json:"stripes,omitempty"`
+
+	// streamsPerStripe is the number of streams per stripe.
+	// +optional
+	StreamsPerStripe int32 `json:"streamsPerStripe,omitempty"`
+}
+
+// Replan records one change of plan.
+type Replan struct {
+	// time is when the change was made.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// reason is a CamelCase word for why, for example ThroughputDropped.
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	Reason string `json:"reason"`
+
+	// message explains the change for people.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// from is the shape before the change.
+	// +required
+	From PlanShape `json:"from"`
+
+	// to is the shape after the change.
+	// +required
+	To PlanShape `json:"to"`
+}
+
+// TransferJob moves files from one TransferEndpoint to another as fast as the path
+// allows: dtnflow probes the path, plans nodes × stripes × streams, runs agent pods
+// sized from a CPU model, and re-plans as measured throughput changes.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tj,categories=dtnflow
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Progress%",type=integer,JSONPath=`.status.progress.percent`
+// +kubebuilder:printcolumn:name="Rate",type=string,JSONPath=`.status.progress.rate`
+// +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.progress.eta`
+// +kubebuilder:printcolumn:name="Stripes",type=integer,JSONPath=`.status.plan.stripesPerNode`,priority=1
+// +kubebuilder:printcolumn:name="Streams",type=integer,JSONPath=`.status.plan.streamsPerStripe`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type TransferJob struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec says what to move and how.
+	// +required
+	Spec TransferJobSpec `json:"spec"`
+
+	// status is what the controller observed and decided.
+	// +optional
+	Status TransferJobStatus `json:"status,omitempty"`
+}
+
+// TransferJobList is a list of TransferJobs.
+// +kubebuilder:object:root=true
+type TransferJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TransferJob `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TransferJob{}, &TransferJobList{})
+}
