@@ -1,0 +1,274 @@
+// Package contract is the interface between the dtnflow controller and the agents it
+// runs: pod names and roles, the directive the controller gives a job's coordinator, and
+// the report the coordinator gives back. Both sides import it; neither copies it.
+//
+// How a job runs on a cluster:
+//
+//   - One coordinator pod per job (<job>-coordinator, on a source node) runs
+//     `dtnflow-agent coordinate`. It lists the source paths, hands out work (files and
+//     chunks of large files) to the job's senders, and is stateless: what is verified
+//     lives in the receivers' durable journals under the destination root, so a
+//     replaced coordinator carries on without re-sending verified data.
+//   - Each stripe k is a sender pod (<job>-s<k>-send, source node) running
+//     `dtnflow-agent send --coordinator ...` and a receiver pod (<job>-s<k>-recv,
+//     destination node) running `dtnflow-agent receive`. Stripes join and leave at any
+//     time; a sender pulls work from the coordinator, and work leased to a stripe that
+//     disappears goes back to the others.
+//   - The controller writes a Directive as JSON into the coordinator pod's annotation
+//     AnnotationDirective. The coordinator reads it from its own pod (GET, every report
+//     interval) and passes stream counts, buffer sizes and per-class parameters on to
+//     the senders without restarting them.
+//   - The coordinator writes a Report as JSON into its own pod's annotation
+//     AnnotationReport (a merge patch, every report interval and at every phase
+//     change). The controller watches its pods, so a report wakes it; the controller
+//     stays the only writer of TransferJob status.
+//   - The coordinator's ServiceAccount may only get and patch its own pod (a per-job
+//     Role with resourceNames); senders and receivers get no API access at all.
+//   - All agents of one job prove the job's secret (the Secret <job>-auth, key
+//     SecretKey, mounted at SecretMountPath) to each other; other peers are refused.
+package contract
+
+import (
+	"strconv"
+	"time"
+)
+
+// Annotation keys on the coordinator pod.
+const (
+	// AnnotationDirective holds the controller's Directive (JSON).
+	AnnotationDirective = "dtnflow.io/directive"
+	// AnnotationReport holds the coordinator's Report (JSON).
+	AnnotationReport = "dtnflow.io/report"
+)
+
+// Labels on every pod, secret and service account the controller creates for a job.
+const (
+	LabelJob       = "dtnflow.io/job"       // the TransferJob's name
+	LabelRole      = "dtnflow.io/role"      // a Role below
+	LabelStripe    = "dtnflow.io/stripe"    // stripe index, on sender and receiver pods
+	LabelPlanHash  = "dtnflow.io/plan-hash" // TransferPlan.Hash the pod was built for
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByValue = "dtnflow"
+)
+
+// Role is what an agent pod does for its job.
+type Role string
+
+const (
+	RoleCoordinator Role = "coordinator"
+	RoleSender      Role = "sender"
+	RoleReceiver    Role = "receiver"
+)
+
+// The job secret.
+const (
+	// SecretKey is the key in the job's Secret that holds the shared secret bytes.
+	SecretKey = "secret"
+	// SecretMountPath is where agent pods mount the job's Secret; the file is
+	// SecretMountPath + "/" + SecretKey.
+	SecretMountPath = "/var/run/dtnflow/auth"
+	// DataMountPath is where agent pods mount the endpoint's storage root.
+	DataMountPath = "/data"
+)
+
+// Mode is what the controller asks the coordinator to do.
+type Mode string
+
+const (
+	// ModeProbe: measure the path memory-to-memory with stripe 0 and report samples.
+	ModeProbe Mode = "Probe"
+	// ModeTransfer: move the dataset with the parameters of the directive.
+	ModeTransfer Mode = "Transfer"
+	// ModePause: finish the blocks in flight, then stop handing out work.
+	ModePause Mode = "Pause"
+)
+
+// Directive is the controller's instruction to a job's coordinator. A newer Generation
+// replaces an older one; the coordinator ignores a directive whose Generation is not
+// newer than the last one it applied.
+type Directive struct {
+	Generation int64 `json:"generation"`
+	Mode       Mode  `json:"mode"`
+
+	// Probe says how to measure; set in ModeProbe.
+	Probe *ProbeDirective `json:"probe,omitempty"`
+
+	// The plan; set in ModeTransfer.
+	StreamsPerStripe int32            `json:"streamsPerStripe,omitempty"`
+	BufferBytes      int64            `json:"bufferBytes,omitempty"` // 0: kernel autotuning
+	SizeClasses      []SizeClassParam `json:"sizeClasses,omitempty"`
+	// MaxBitsPerSecond caps the aggregate rate of the job over all stripes (0: none).
+	MaxBitsPerSecond int64 `json:"maxBitsPerSecond,omitempty"`
+	// Stripes is the number of stripes the controller runs; the coordinator uses it to
+	// size its leases, not to start anything.
+	Stripes int32 `json:"stripes,omitempty"`
+}
+
+// ProbeDirective says how to probe.
+type ProbeDirective struct {
+	// MaxStreams bounds the exponential sampling 1, 2, 4, ... (ExpSelection).
+	MaxStreams int32 `json:"maxStreams"`
+	// BufferBytes lists socket buffer sizes to sample with one stream before the
+	// stream sampling (buffer first, streams second); empty means autotuning only.
+	BufferBytes []int64 `json:"bufferBytes,omitempty"`
+	// SampleSeconds is how long each sample runs.
+	SampleSeconds int32 `json:"sampleSeconds"`
+	// KnownStreams lists stream counts already sampled (from a PathProfile) that need
+	// not be measured again.
+	KnownStreams []int32 `json:"knownStreams,omitempty"`
+}
+
+// SizeClassParam is the per-size-class tuning (Arslan & Kosar, Algorithm 1).
+type SizeClassParam struct {
+	Class string `json:"class"` // Small, Medium, Large or Huge
+	// MaxBytes is the largest file of the class (the class's upper threshold); a file
+	// belongs to the first class whose MaxBytes it does not exceed. 0 means no bound.
+	MaxBytes    int64 `json:"maxBytes,omitempty"`
+	Pipelining  int32 `json:"pipelining"`
+	Parallelism int32 `json:"parallelism"`
+	Concurrency int32 `json:"concurrency"`
+	Channels    int32 `json:"channels,omitempty"`
+}
+
+// Phase is where a coordinator is.
+type Phase string
+
+const (
+	PhaseStarting     Phase = "Starting"     // listing the dataset, waiting for stripes
+	PhaseProbing      Phase = "Probing"      // running probe samples
+	PhaseProbed       Phase = "Probed"       // samples complete; waiting for a transfer directive
+	PhaseTransferring Phase = "Transferring" // moving data
+	PhasePaused       Phase = "Paused"
+	PhaseComplete     Phase = "Complete" // every file at the destination and verified
+	PhaseFailed       Phase = "Failed"   // cannot go on; Error says why
+)
+
+// Report is what a coordinator publishes about its job.
+type Report struct {
+	// Generation is the Generation of the last directive applied.
+	Generation int64     `json:"generation"`
+	Phase      Phase     `json:"phase"`
+	Time       time.Time `json:"time"`
+	// Error explains PhaseFailed (or a problem that does not stop the job), naming the
+	// path involved, for example "destination file exists: data/a.bin (overwrite: Never)".
+	Error string `json:"error,omitempty"`
+
+	Dataset *Dataset `json:"dataset,omitempty"`
+
+	// Samples are the probe measurements so far, in the order taken.
+	Samples []Sample `json:"samples,omitempty"`
+
+	BytesDone  int64 `json:"bytesDone"`
+	BytesTotal int64 `json:"bytesTotal"`
+	FilesDone  int64 `json:"filesDone"`
+	FilesTotal int64 `json:"filesTotal"`
+	// BitsPerSecond is the aggregate rate over the last report interval.
+	BitsPerSecond int64 `json:"bitsPerSecond"`
+
+	Stripes []StripeReport `json:"stripes,omitempty"`
+}
+
+// Dataset summarises the files to move: totals and a histogram by size, enough for the
+// planner's size classes without listing every file.
+type Dataset struct {
+	Files int64 `json:"files"`
+	Bytes int64 `json:"bytes"`
+	// Buckets[i] counts the files whose size s satisfies 2^(i-1) < s <= 2^i
+	// (bucket 0 holds empty and 1-byte files).
+	Buckets []SizeBucket `json:"buckets,omitempty"`
+}
+
+// SizeBucket is one bucket of the Dataset histogram.
+type SizeBucket struct {
+	Log2  int32 `json:"log2"`
+	Files int64 `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+// Sample is one probe measurement.
+type Sample struct {
+	Streams               int32     `json:"streams"`
+	BufferBytes           int64     `json:"bufferBytes,omitempty"`
+	BitsPerSecond         int64     `json:"bitsPerSecond"`
+	SourceMillicores      int64     `json:"sourceMillicores"`
+	DestinationMillicores int64     `json:"destinationMillicores"`
+	Time                  time.Time `json:"time"`
+}
+
+// StripeReport is one stripe as its coordinator sees it.
+type StripeReport struct {
+	Index         int32 `json:"index"`
+	Connected     bool  `json:"connected"`
+	Streams       int32 `json:"streams"`
+	BitsPerSecond int64 `json:"bitsPerSecond"`
+	BytesDone     int64 `json:"bytesDone"`
+	RTTMicros     int64 `json:"rttMicros,omitempty"`
+	// LossPPM is retransmitted segments per million sent over the last interval.
+	LossPPM               int64 `json:"lossPPM,omitempty"`
+	SourceMillicores      int64 `json:"sourceMillicores,omitempty"`
+	DestinationMillicores int64 `json:"destinationMillicores,omitempty"`
+}
+
+// The command lines the controller gives agent pods. The agent's flag parsing must
+// accept exactly these; the controller builds them only through these functions.
+
+// CoordinatorArgs are the arguments of `dtnflow-agent coordinate` in a coordinator pod.
+// listenPort is the host-network port senders connect to; selfPod is the pod's
+// "namespace/name", which the coordinator reads directives from and reports to.
+func CoordinatorArgs(listenPort int32, selfPod string, o JobOptions) []string {
+	args := []string{"coordinate",
+		"--listen", ":" + itoa(int64(listenPort)),
+		"--root", DataMountPath,
+		"--secret-file", SecretMountPath + "/" + SecretKey,
+		"--pod", selfPod,
+		"--dest-path", o.DestinationPath,
+		"--checksum", o.Checksum,
+		"--verify=" + boolString(o.Verify),
+		"--overwrite", o.Overwrite,
+	}
+	for _, p := range o.SourcePaths {
+		args = append(args, "--path", p)
+	}
+	return args
+}
+
+// SenderArgs are the arguments of `dtnflow-agent send` in the sender pod of stripe k.
+func SenderArgs(stripe int32, coordinatorAddr, receiverAddr string) []string {
+	return []string{"send",
+		"--stripe", itoa(int64(stripe)),
+		"--coordinator", coordinatorAddr,
+		"--receiver", receiverAddr,
+		"--root", DataMountPath,
+		"--secret-file", SecretMountPath + "/" + SecretKey,
+	}
+}
+
+// ReceiverArgs are the arguments of `dtnflow-agent receive` in the receiver pod of
+// stripe k. The receiver writes under DataMountPath; the coordinator tells it the
+// destination directory and the job's policies over the authenticated connection.
+func ReceiverArgs(stripe int32, listenPort int32) []string {
+	return []string{"receive",
+		"--stripe", itoa(int64(stripe)),
+		"--listen", ":" + itoa(int64(listenPort)),
+		"--root", DataMountPath,
+		"--secret-file", SecretMountPath + "/" + SecretKey,
+	}
+}
+
+// JobOptions are the parts of a TransferJob's spec the coordinator needs.
+type JobOptions struct {
+	SourcePaths     []string
+	DestinationPath string // "" is the destination root
+	Checksum        string // SHA256, SHA512 or MD5
+	Verify          bool
+	Overwrite       string // Never, IfDifferent or Always
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
