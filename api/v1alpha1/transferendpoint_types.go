@@ -73,7 +73,7 @@ type EndpointStorage struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="spec.storage.hostPath must be an absolute path"
-	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="spec.storage.hostPath must not contain a '..' segment"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="spec.storage.hostPath must not contain a '..' segment"
 	// +required
 	HostPath string `json:"hostPath"`
 

@@ -65,7 +65,7 @@ type TransferJobSpec struct {
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=4096
 // +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="must be relative to the endpoint's storage root (no leading '/')"
-// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="must not contain a '..' segment"
+// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="must not contain a '..' segment"
 type RelativePath string
 
 // TransferSource is the side a job reads from.

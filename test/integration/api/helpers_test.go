@@ -1,0 +1,138 @@
+package api
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dtnflow/dtnflow/test/integration/framework"
+)
+
+// object is a manifest as a map, so that a test can remove a field entirely or set it to
+// a value of the wrong type, which typed Go structs cannot express.
+type object = map[string]any
+
+func validEndpoint(name string) object {
+	return object{
+		"apiVersion": "dtnflow.io/v1alpha1",
+		"kind":       "TransferEndpoint",
+		"metadata":   object{"name": name},
+		"spec": object{
+			"nodeSelector":      object{"dtnflow.io/site": name},
+			"storage":           object{"hostPath": "/srv/dtn"},
+			"nicBitsPerSecond":  int64(10_000_000_000),
+			"namespaceSelector": object{},
+		},
+	}
+}
+
+func validJob(namespace, name string) object {
+	return object{
+		"apiVersion": "dtnflow.io/v1alpha1",
+		"kind":       "TransferJob",
+		"metadata":   object{"name": name, "namespace": namespace},
+		"spec": object{
+			"source":      object{"endpoint": "site-a", "paths": []any{"runs/0427/raw", "runs/0427/calibration.h5"}},
+			"destination": object{"endpoint": "site-b", "path": "incoming"},
+		},
+	}
+}
+
+// set writes value at the dotted path, creating maps on the way.
+func set(obj object, path string, value any) {
+	parts := strings.Split(path, ".")
+	m := obj
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(object)
+		if !ok {
+			next = object{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[parts[len(parts)-1]] = value
+}
+
+// del removes the field at the dotted path.
+func del(obj object, path string) {
+	parts := strings.Split(path, ".")
+	m := obj
+	for _, p := range parts[:len(parts)-1] {
+		m = m[p].(object)
+	}
+	delete(m, parts[len(parts)-1])
+}
+
+func toUnstructured(obj object) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: deepCopy(obj).(object)}
+}
+
+func deepCopy(v any) any {
+	switch t := v.(type) {
+	case object:
+		out := object{}
+		for k, e := range t {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = deepCopy(e)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+// readManifests decodes every YAML document of a file into unstructured objects.
+func readManifests(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if err.Error() == "EOF" {
+				break
+			}
+			t.Fatalf("decoding %s: %v", path, err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func samplesDir() string { return filepath.Join(framework.RepoRoot(), "config", "samples") }
+
+// ensureNamespace creates a namespace for a test, labelled as given.
+func ensureNamespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	ns := &unstructured.Unstructured{Object: object{
+		"apiVersion": "v1", "kind": "Namespace",
+		"metadata": object{"name": name},
+	}}
+	ns.SetLabels(labels)
+	if err := env.Client.Create(context.Background(), ns); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("creating namespace %s: %v", name, err)
+	}
+}
+
+// createDryRun asks the API server to validate obj without storing it.
+func createDryRun(obj *unstructured.Unstructured) error {
+	return env.Client.Create(context.Background(), obj, client.DryRunAll)
+}
