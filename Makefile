@@ -69,6 +69,14 @@ kube-assets: ## Build kube-apiserver, etcd and kubectl from the module proxy int
 test-integration: kube-assets ## Integration tests against a real kube-apiserver + etcd built from source.
 	KUBEBUILDER_ASSETS=$$(hack/build-kube.sh kube-apiserver etcd kubectl) go test -count=1 ./test/integration/...
 
+##@ Demo
+
+# Placeholder until the local cluster lands (issue 7): whoever adds the real `demo` target
+# replaces this block.
+.PHONY: demo
+demo: ## Run the main job on the embedded local cluster.
+	@echo "make demo: the local two-site cluster is not there yet; see README.md for what exists."; exit 1
+
 ##@ Tools
 
 $(CONTROLLER_GEN):
