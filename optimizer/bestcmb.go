@@ -1,0 +1,84 @@
+package optimizer
+
+import (
+	"errors"
+	"math"
+)
+
+// ErrTooFewPoints is returned when fewer than three distinct stream counts were
+// measured: every model needs three.
+var ErrTooFewPoints = errors.New("optimizer: at least three distinct stream counts are needed to fit a stream model")
+
+// ErrNoValidFit is returned when no 3-point combination gives coefficients in any
+// model's effective range (DADC'09 §3.1.1).
+var ErrNoValidFit = errors.New("optimizer: no combination of samples gives a valid stream model")
+
+// BestCmb fits every 3-point combination of pts with each of the given models (all
+// three when none is given), keeps the combinations whose coefficients are valid
+// (§3.1.1), and returns the one with the least mean absolute error over all of pts —
+// BestCmb of Yildirim, Yin & Kosar, DADC'09 §3.2, taken across models as well as
+// combinations. pts may be in any order; repeated stream counts are averaged and
+// unusable points (rate not finite and positive, streams < 1) are dropped first.
+//
+// The result carries the model, its coefficients, the optimum stream count (Optimum),
+// the predicted peak and the fit error. Use StreamFit.Curve for the predicted curve.
+func BestCmb(pts []StreamPoint, models ...Model) (StreamFit, error) {
+	if len(models) == 0 {
+		models = Models
+	}
+	if !sortedDistinct(pts) {
+		pts = normalizePoints(append([]StreamPoint(nil), pts...))
+	}
+	n := len(pts)
+	if n < 3 {
+		return StreamFit{}, ErrTooFewPoints
+	}
+	best := StreamFit{FitErrorBitsPerSecond: math.Inf(1)}
+	found := false
+	// errors closer than this are a tie (rounding), which the earlier model keeps
+	var meanRate float64
+	for _, p := range pts {
+		meanRate += p.BitsPerSecond / float64(n)
+	}
+	tie := 1e-9 * meanRate
+	for i := 0; i < n-2; i++ {
+		for j := i + 1; j < n-1; j++ {
+			for k := j + 1; k < n; k++ {
+				three := [3]StreamPoint{pts[i], pts[j], pts[k]}
+				for _, m := range models {
+					a, b, c, ok := FitThree(m, three)
+					if !ok || !Valid(m, a, b, c) {
+						continue
+					}
+					err := meanAbsError(m, a, b, c, pts, best.FitErrorBitsPerSecond-tie)
+					if err < best.FitErrorBitsPerSecond-tie {
+						found = true
+						best = StreamFit{Model: m, A: a, B: b, C: c, FitErrorBitsPerSecond: err,
+							Points: [3]int{pts[i].Streams, pts[j].Streams, pts[k].Streams}}
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		return StreamFit{}, ErrNoValidFit
+	}
+	best.MaxSampledStreams = pts[n-1].Streams
+	best.OptimalStreams = Optimum(best.Model, best.A, best.B, best.C, best.MaxSampledStreams)
+	best.PeakBitsPerSecond = best.BitsPerSecond(best.OptimalStreams)
+	return best, nil
+}
+
+// meanAbsError is (1/n)·Σ|Th − Th_pred| over pts; it gives up (returning +Inf) as soon
+// as the running sum shows the result cannot beat bound.
+func meanAbsError(m Model, a, b, c float64, pts []StreamPoint, bound float64) float64 {
+	limit := bound * float64(len(pts))
+	var sum float64
+	for _, p := range pts {
+		sum += math.Abs(p.BitsPerSecond - predict(m, a, b, c, float64(p.Streams)))
+		if sum >= limit {
+			return math.Inf(1)
+		}
+	}
+	return sum / float64(len(pts))
+}

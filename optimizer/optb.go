@@ -1,0 +1,392 @@
+package optimizer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Node is one DTN node a side may use.
+type Node struct {
+	Name string
+	// NICBitsPerSecond is the capacity of the node's interface for transfers; a node
+	// without it (≤ 0) is not used.
+	NICBitsPerSecond float64
+	// CPUBudgetMillicores is the CPU dtnflow's agents may use on the node over every
+	// stripe; 0 means no budget, and CPU does not bind.
+	CPUBudgetMillicores float64
+	// DiskBitsPerSecond is the rate the node's storage reads or writes; 0 means
+	// unknown, and disk does not bind.
+	DiskBitsPerSecond float64
+	// PlacedStripes counts stripes of other jobs already on the node.
+	PlacedStripes int
+	// MaxStripes is the endpoint's cap on stripes per node over every job; 0: none.
+	MaxStripes int
+}
+
+// Binding names what limits a plan's predicted rate. The first five are the API's
+// v1alpha1.BindingResource values.
+type Binding string
+
+const (
+	BindingPath      Binding = "Path"
+	BindingNIC       Binding = "NIC"
+	BindingCPU       Binding = "CPU"
+	BindingDisk      Binding = "Disk"
+	BindingUserLimit Binding = "UserLimit"
+	// BindingNodes: every stripe runs at the rate the path gives one stripe and there is
+	// no node or stripe slot left to add another (the endpoint's maxStripesPerNode or
+	// too few nodes). The API has no such value yet; controllers/planning reports it
+	// as UserLimit.
+	BindingNodes Binding = "Nodes"
+)
+
+// FlowInput is what OPT_B plans from.
+type FlowInput struct {
+	// Curve is the per-stripe throughput-vs-streams curve (a StreamFit, or the
+	// fallbacks of curve.go).
+	Curve Curve
+	// SourceCPU and DestinationCPU are the per-side CPU models, U = a + b·Th per stripe.
+	SourceCPU, DestinationCPU CPUModel
+	// SourceNodes and DestinationNodes are the nodes available at each side.
+	SourceNodes, DestinationNodes []Node
+	// Limits are the user's limits (unset fields take the Default* ceilings).
+	Limits Limits
+	// PathBitsPerSecond is the path's capacity when known; 0 means unknown. The
+	// stream curve of one stripe says little about the aggregate a path carries
+	// (Condor Week 2011: U_network is "found by the model", not given), so only a
+	// measured or configured figure belongs here.
+	PathBitsPerSecond float64
+}
+
+// FlowPlan is OPT_B's answer.
+type FlowPlan struct {
+	StreamsPerStripe int
+	StripesPerNode   int
+	// Nodes is the number of nodes at each side; the names are SourceNodes and
+	// DestinationNodes, best first.
+	Nodes                         int
+	SourceNodes, DestinationNodes []string
+	// StripeBitsPerSecond is the predicted rate of each stripe (aggregate/stripes).
+	StripeBitsPerSecond float64
+	// PredictedBitsPerSecond is the predicted aggregate rate.
+	PredictedBitsPerSecond float64
+	// Binding is what stops the rate from going higher.
+	Binding Binding
+	// SourceMillicoresPerStripe and DestinationMillicoresPerStripe are the CPU each
+	// sending and receiving agent needs at StripeBitsPerSecond (the per-side CPU
+	// models).
+	SourceMillicoresPerStripe, DestinationMillicoresPerStripe float64
+	// Reason explains the plan for people.
+	Reason string
+}
+
+// Stripes is the total number of stripes.
+func (p FlowPlan) Stripes() int { return p.Nodes * p.StripesPerNode }
+
+// ErrNoNodes is returned when a side has no usable node.
+var ErrNoNodes = errors.New("optimizer: a side has no usable node (NIC capacity > 0 and a free stripe slot)")
+
+// ErrNoCapacity is returned when every shape is predicted to move nothing (a stripe
+// curve at 0, or CPU budgets below the CPU model's intercept).
+var ErrNoCapacity = errors.New("optimizer: no plan is predicted to move any data")
+
+// planTolerance: among shapes within 1 % of the best predicted rate, the one with the
+// fewest stripes (then the fewest nodes) is chosen, so that a stripe or node that adds
+// next to nothing is not spent.
+const planTolerance = 0.01
+
+// OptB plans streams per stripe, stripes per node and nodes per side — OPT_B of
+// Yildirim & Kosar (Condor Week 2011, "Flow Model of End-to-end Throughput" and
+// "OPT_B Algorithm for Homogeneous Resources"):
+//
+//  1. Streams: N_opt from the stripe curve (the model's optimum), bounded by
+//     maxStreamsPerStripe; U_f = Th(N_opt) is the most one stripe (flow) carries.
+//  2. Each node with k of the job's stripes carries
+//     min(k·U_f, NIC, disk, CPU-bound rate), where the CPU-bound rate solves
+//     k·(a + b·x) ≤ budget for the per-stripe rate x with the side's CPU model
+//     U_cpu = a + b·Th. The intercept a makes each stripe cost CPU of its own, so
+//     stripes stop paying once the CPU budget binds.
+//  3. N nodes at each side carry N times the weakest chosen node; the aggregate is the
+//     smaller side, capped by the path (when known) and maxBitsPerSecond.
+//  4. Every (N, k) within the limits and the nodes' free slots is evaluated; the plan
+//     is the one with the fewest stripes, then fewest nodes, within 1 % of the best.
+//     The case study fills stripes on one node before adding the second, which this
+//     order reproduces.
+//
+// Where the slides are silent we choose:
+//   - Heterogeneous nodes (OPT_B assumes homogeneous ones): the N best nodes are used
+//     with the same number of stripes each, so the weakest of them sets the pace.
+//   - Stripes of other jobs already on a node take an equal share each of its NIC,
+//     disk and CPU budget, and use its stripe slots.
+//   - Both sides use the same number of nodes (a stripe is a sender and a receiver).
+func OptB(in FlowInput) (FlowPlan, error) {
+	if in.Curve == nil {
+		return FlowPlan{}, errors.New("optimizer: OptB needs a stripe curve")
+	}
+	lim := in.Limits.WithDefaults()
+	streams := bestStreamsWithin(in.Curve, lim.MaxStreamsPerStripe)
+	u := in.Curve.BitsPerSecond(streams)
+	if !(u > 0) {
+		return FlowPlan{}, ErrNoCapacity
+	}
+	maxK := lim.MaxStripesPerNode
+	src := newSideTable(in.SourceNodes, in.SourceCPU, u, maxK)
+	dst := newSideTable(in.DestinationNodes, in.DestinationCPU, u, maxK)
+	if src.usable(1) == 0 || dst.usable(1) == 0 {
+		return FlowPlan{}, ErrNoNodes
+	}
+
+	type shape struct{ n, k int }
+	var best shape
+	bestRate := -1.0
+	rates := make([]float64, 0, maxK*8)
+	shapes := make([]shape, 0, maxK*8)
+	for k := 1; k <= maxK; k++ {
+		maxN := min(lim.MaxNodes, src.usable(k), dst.usable(k))
+		for n := 1; n <= maxN; n++ {
+			r := in.aggregate(src, dst, n, k, lim)
+			rates = append(rates, r)
+			shapes = append(shapes, shape{n, k})
+			if r > bestRate {
+				bestRate, best = r, shape{n, k}
+			}
+		}
+	}
+	if !(bestRate > 0) {
+		return FlowPlan{}, ErrNoCapacity
+	}
+	chosen := best
+	for i, s := range shapes {
+		if rates[i] < (1-planTolerance)*bestRate {
+			continue
+		}
+		if s.n*s.k < chosen.n*chosen.k || (s.n*s.k == chosen.n*chosen.k && s.n < chosen.n) {
+			chosen = s
+		}
+	}
+	plan := in.planFor(src, dst, chosen.n, chosen.k, streams, lim)
+	// What binds is what stops the best shape from going higher.
+	plan.Binding = in.binding(src, dst, best.n, best.k, streams, lim)
+	plan.Reason = plan.describe()
+	return plan, nil
+}
+
+// EvaluateShape predicts a given shape without choosing it: Fixed mode, and the rescale
+// policy's what-ifs. nodes and stripesPerNode are bounded by what the nodes allow;
+// streams is used as given.
+func EvaluateShape(in FlowInput, nodes, stripesPerNode, streams int) (FlowPlan, error) {
+	if in.Curve == nil {
+		return FlowPlan{}, errors.New("optimizer: EvaluateShape needs a stripe curve")
+	}
+	if nodes < 1 || stripesPerNode < 1 || streams < 1 {
+		return FlowPlan{}, fmt.Errorf("optimizer: shape %d nodes × %d stripes × %d streams has a count below 1", nodes, stripesPerNode, streams)
+	}
+	lim := in.Limits.WithDefaults()
+	u := in.Curve.BitsPerSecond(streams)
+	src := newSideTable(in.SourceNodes, in.SourceCPU, u, stripesPerNode)
+	dst := newSideTable(in.DestinationNodes, in.DestinationCPU, u, stripesPerNode)
+	if src.usable(stripesPerNode) < nodes || dst.usable(stripesPerNode) < nodes {
+		return FlowPlan{}, fmt.Errorf("optimizer: %d nodes with %d free stripe slots each are not available at both sides: %w", nodes, stripesPerNode, ErrNoNodes)
+	}
+	// A fixed shape may exceed the user's limits only if the caller allows it; the
+	// rate cap still applies.
+	plan := in.planFor(src, dst, nodes, stripesPerNode, streams, lim)
+	plan.Binding = in.binding(src, dst, nodes, stripesPerNode, streams, lim)
+	plan.Reason = plan.describe()
+	return plan, nil
+}
+
+// sideTable holds, for one side and each stripes-per-node count k, the nodes sorted by
+// what they carry with k stripes.
+type sideTable struct {
+	nodes []Node
+	cpu   CPUModel
+	u     float64
+	// byK[k-1] are the indexes of nodes usable with k stripes, best first, and cap[k-1]
+	// what each carries.
+	byK  [][]int
+	capK [][]float64
+	term [][]Binding
+}
+
+func newSideTable(nodes []Node, cpu CPUModel, u float64, maxK int) *sideTable {
+	t := &sideTable{nodes: nodes, cpu: cpu, u: u, byK: make([][]int, maxK), capK: make([][]float64, maxK), term: make([][]Binding, maxK)}
+	for k := 1; k <= maxK; k++ {
+		idx := make([]int, 0, len(nodes))
+		caps := make([]float64, len(nodes))
+		terms := make([]Binding, len(nodes))
+		for i, nd := range nodes {
+			c, b, ok := nodeCapacity(nd, cpu, u, k)
+			if !ok {
+				continue
+			}
+			caps[i], terms[i] = c, b
+			idx = append(idx, i)
+		}
+		sort.SliceStable(idx, func(a, b int) bool {
+			if caps[idx[a]] != caps[idx[b]] {
+				return caps[idx[a]] > caps[idx[b]]
+			}
+			return nodes[idx[a]].Name < nodes[idx[b]].Name
+		})
+		t.byK[k-1], t.capK[k-1], t.term[k-1] = idx, caps, terms
+	}
+	return t
+}
+
+func (t *sideTable) usable(k int) int {
+	if k < 1 || k > len(t.byK) {
+		return 0
+	}
+	return len(t.byK[k-1])
+}
+
+// weakest returns what the n-th best node carries with k stripes and its binding term.
+func (t *sideTable) weakest(n, k int) (float64, Binding) {
+	i := t.byK[k-1][n-1]
+	return t.capK[k-1][i], t.term[k-1][i]
+}
+
+// bindingStripes marks the per-stripe term (k·U_f) internally; it never leaves OptB.
+const bindingStripes Binding = "stripes"
+
+// nodeCapacity is what one node carries with k of the job's stripes (OPT_B step 2).
+func nodeCapacity(nd Node, cpu CPUModel, u float64, k int) (float64, Binding, bool) {
+	if !(nd.NICBitsPerSecond > 0) || math.IsNaN(nd.NICBitsPerSecond) {
+		return 0, "", false
+	}
+	placed := max(0, nd.PlacedStripes)
+	if nd.MaxStripes > 0 && placed+k > nd.MaxStripes {
+		return 0, "", false
+	}
+	share := float64(k) / float64(k+placed)
+	best, term := float64(k)*u, bindingStripes
+	if v := nd.NICBitsPerSecond * share; v < best {
+		best, term = v, BindingNIC
+	}
+	if nd.DiskBitsPerSecond > 0 {
+		if v := nd.DiskBitsPerSecond * share; v < best {
+			best, term = v, BindingDisk
+		}
+	}
+	if nd.CPUBudgetMillicores > 0 {
+		perStripe := nd.CPUBudgetMillicores * share / float64(k)
+		if v := float64(k) * cpu.BitsPerSecond(perStripe); v < best {
+			best, term = v, BindingCPU
+		}
+	}
+	if math.IsNaN(best) || best < 0 {
+		best = 0
+	}
+	return best, term, true
+}
+
+// aggregate is the predicted rate of n nodes × k stripes (OPT_B step 3).
+func (in FlowInput) aggregate(src, dst *sideTable, n, k int, lim Limits) float64 {
+	s, _ := src.weakest(n, k)
+	d, _ := dst.weakest(n, k)
+	r := float64(n) * math.Min(s, d)
+	if in.PathBitsPerSecond > 0 {
+		r = math.Min(r, in.PathBitsPerSecond)
+	}
+	if lim.MaxBitsPerSecond > 0 {
+		r = math.Min(r, lim.MaxBitsPerSecond)
+	}
+	if math.IsInf(r, 0) || math.IsNaN(r) {
+		return 0
+	}
+	return r
+}
+
+func (in FlowInput) planFor(src, dst *sideTable, n, k, streams int, lim Limits) FlowPlan {
+	r := in.aggregate(src, dst, n, k, lim)
+	p := FlowPlan{StreamsPerStripe: streams, StripesPerNode: k, Nodes: n, PredictedBitsPerSecond: r,
+		StripeBitsPerSecond: r / float64(n*k)}
+	for i := 0; i < n; i++ {
+		p.SourceNodes = append(p.SourceNodes, src.nodes[src.byK[k-1][i]].Name)
+		p.DestinationNodes = append(p.DestinationNodes, dst.nodes[dst.byK[k-1][i]].Name)
+	}
+	p.SourceMillicoresPerStripe = in.SourceCPU.Millicores(p.StripeBitsPerSecond)
+	p.DestinationMillicoresPerStripe = in.DestinationCPU.Millicores(p.StripeBitsPerSecond)
+	return p
+}
+
+// binding names the smallest term of shape (n, k); when that is the stripes
+// themselves, it asks why there are not more: the user's limits, or no nodes/slots.
+func (in FlowInput) binding(src, dst *sideTable, n, k, streams int, lim Limits) Binding {
+	s, sb := src.weakest(n, k)
+	d, db := dst.weakest(n, k)
+	side, term := s, sb
+	if d < s {
+		side, term = d, db
+	}
+	r := float64(n) * side
+	const eps = 1e-9
+	if lim.MaxBitsPerSecond > 0 && lim.MaxBitsPerSecond <= r*(1+eps) &&
+		(in.PathBitsPerSecond <= 0 || lim.MaxBitsPerSecond <= in.PathBitsPerSecond) {
+		return BindingUserLimit
+	}
+	if in.PathBitsPerSecond > 0 && in.PathBitsPerSecond <= r*(1+eps) {
+		return BindingPath
+	}
+	if term != bindingStripes {
+		return term
+	}
+	// The stripes bind: more of them (or more streams) would carry more.
+	if streams < max(1, in.Curve.Optimal()) && streams >= lim.MaxStreamsPerStripe {
+		return BindingUserLimit
+	}
+	moreNodes := n < min(src.usable(k), dst.usable(k))
+	moreStripes := k < len(src.byK) && src.usable(k+1) >= n && dst.usable(k+1) >= n
+	switch {
+	case moreNodes && n >= lim.MaxNodes:
+		return BindingUserLimit
+	case moreStripes && k >= lim.MaxStripesPerNode:
+		return BindingUserLimit
+	case !moreNodes && !moreStripes && k >= lim.MaxStripesPerNode:
+		// no slot left, and the user's limit would stop us anyway
+		return BindingUserLimit
+	}
+	return BindingNodes
+}
+
+func (p FlowPlan) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d node(s) × %d stripe(s) × %d stream(s): %s predicted (%s per stripe)",
+		p.Nodes, p.StripesPerNode, p.StreamsPerStripe, FormatBitsPerSecond(p.PredictedBitsPerSecond), FormatBitsPerSecond(p.StripeBitsPerSecond))
+	switch p.Binding {
+	case BindingPath:
+		b.WriteString(", bound by the path's capacity")
+	case BindingNIC:
+		b.WriteString(", bound by the nodes' NIC capacity")
+	case BindingCPU:
+		b.WriteString(", bound by the nodes' CPU budget")
+	case BindingDisk:
+		b.WriteString(", bound by the nodes' storage rate")
+	case BindingUserLimit:
+		b.WriteString(", bound by the job's limits")
+	case BindingNodes:
+		b.WriteString(", bound by the nodes and stripe slots available")
+	}
+	return b.String()
+}
+
+// FormatBitsPerSecond writes a rate for people, for example "941 Mbit/s".
+func FormatBitsPerSecond(bps float64) string {
+	switch {
+	case math.IsInf(bps, 0) || math.IsNaN(bps):
+		return "unknown"
+	case bps >= 1e12:
+		return fmt.Sprintf("%.3g Tbit/s", bps/1e12)
+	case bps >= 1e9:
+		return fmt.Sprintf("%.3g Gbit/s", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.3g Mbit/s", bps/1e6)
+	case bps >= 1e3:
+		return fmt.Sprintf("%.3g kbit/s", bps/1e3)
+	}
+	return fmt.Sprintf("%.3g bit/s", bps)
+}

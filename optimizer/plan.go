@@ -1,0 +1,207 @@
+package optimizer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// DefaultRTT is the round-trip time assumed for the size classes' BDP when neither the
+// RTT nor a sampled buffer is known. 10 ms is a regional path (the LONI path of the
+// papers is 6–10 ms); a wrong guess only shifts Algorithm 1's pipelining and
+// concurrency, which the agents also bound by file count and maxCC.
+const DefaultRTT = 10 * time.Millisecond
+
+// PlanInput is everything the planner plans from.
+type PlanInput struct {
+	// Samples are the probe measurements (all of them: buffer phase and stream
+	// phase, this job's and, for a warm start, a fresh PathProfile's).
+	Samples []Sample
+	// Prober is how the samples were taken; it says which buffer the stream samples
+	// used.
+	Prober Prober
+	// Warm holds what a PathProfile learned, used where the samples fall short.
+	Warm Warm
+	// SourceNodes and DestinationNodes are the nodes available at each side.
+	SourceNodes, DestinationNodes []Node
+	// Limits are the user's limits.
+	Limits Limits
+	// Dataset is the dataset's size histogram (HistogramOf for a list of sizes).
+	Dataset Histogram
+	// RTT is the path's round-trip time; 0 when unknown.
+	RTT time.Duration
+	// PathBitsPerSecond is the path's capacity when known (see FlowInput).
+	PathBitsPerSecond float64
+	// Scheduler shares channels among size classes; "" means ProActiveMultiChunk.
+	Scheduler Scheduler
+}
+
+// Warm is what a PathProfile learned about a path: a fit, CPU models and a buffer.
+type Warm struct {
+	Fit                       *StreamFit
+	SourceCPU, DestinationCPU *CPUModel
+	// BufferBytes is the buffer chosen before; it is used only when HaveBuffer.
+	BufferBytes int64
+	HaveBuffer  bool
+}
+
+// ChunkPlan is the plan of one size class.
+type ChunkPlan struct {
+	Chunk
+	Params ClassParams
+	// Channels is the class's share of the per-stripe channel budget under the
+	// scheduler (SC: its own concurrency, one class at a time).
+	Channels int
+}
+
+// Plan is the planner's decision.
+type Plan struct {
+	// Fit is the stream model, nil when no model fitted (the plan then follows
+	// Curve, the measured points).
+	Fit   *StreamFit
+	Curve Curve
+	// BufferBytes is the socket buffer per stream; 0 is kernel autotuning.
+	BufferBytes int64
+	// Flow is OPT_B's nodes × stripes × streams.
+	Flow FlowPlan
+	// SourceCPU and DestinationCPU are the CPU models used (fitted, warm or default).
+	SourceCPU, DestinationCPU CPUModel
+	// Chunks are the size classes with their parameters.
+	Chunks []ChunkPlan
+	// Scheduler is how channels are shared among classes.
+	Scheduler Scheduler
+	// BDPBytes is the per-stripe bandwidth-delay product the classes were sized with.
+	BDPBytes float64
+	// Notes say where the planner fell back to a default, for people.
+	Notes []string
+}
+
+// ErrNoSamples is returned in Auto planning with neither a usable sample nor a warm
+// model.
+var ErrNoSamples = errors.New("optimizer: no usable probe sample and no stored model to plan from")
+
+// MakePlan plans a transfer: the buffer (DADC'09 §4.2.2, buffer first), the stream
+// model (BestCmb, §3.2), the CPU model of each side (least squares, Condor Week 2011),
+// nodes × stripes × streams (OPT_B), CPU per agent, and size classes with Algorithm 1
+// parameters and channel shares (Arslan & Kosar). Each step's source and choices are
+// documented on the function that does it; MakePlan only chains them and records
+// fallbacks in Notes.
+//
+// Size classes are sized per stripe: each stripe pulls files from the coordinator
+// like one client of Arslan & Kosar, so BW is the stripe's predicted rate, BDP is
+// BW × RTT and maxCC is the per-stripe maxConcurrency. Without an RTT the buffer the
+// probe settled on stands in for the BDP (DADC'09 §2: the plateau "encapsulates" the
+// path's BDP for one stream); without either, DefaultRTT.
+func MakePlan(in PlanInput) (Plan, error) {
+	var plan Plan
+	lim := in.Limits.WithDefaults()
+
+	// 1. buffer
+	switch buffer, settled := in.Prober.Buffer(in.Samples); {
+	case settled:
+		plan.BufferBytes = buffer
+	case in.Warm.HaveBuffer:
+		plan.BufferBytes = in.Warm.BufferBytes
+		plan.Notes = append(plan.Notes, "buffer sampling unfinished: using the stored buffer")
+	default:
+		if b, ok := ChooseBuffer(in.Samples, in.Prober.Plateau); ok {
+			plan.BufferBytes = b
+		}
+		plan.Notes = append(plan.Notes, "buffer sampling unfinished: using the best buffer sampled so far")
+	}
+
+	// 2. stream model
+	pts := StreamPoints(in.Samples, plan.BufferBytes)
+	fit, err := BestCmb(pts)
+	switch {
+	case err == nil:
+		plan.Fit, plan.Curve = &fit, fit
+	case in.Warm.Fit != nil:
+		w := *in.Warm.Fit
+		plan.Fit, plan.Curve = &w, w
+		plan.Notes = append(plan.Notes, fmt.Sprintf("no stream model from the samples (%v): using the stored model", err))
+	case len(pts) > 0:
+		plan.Curve = EmpiricalCurve(pts)
+		plan.Notes = append(plan.Notes, fmt.Sprintf("no stream model from the samples (%v): following the measured points", err))
+	default:
+		return Plan{}, ErrNoSamples
+	}
+
+	// 3. CPU models
+	plan.SourceCPU = cpuModelFor(in.Samples, Source, in.Warm.SourceCPU, &plan.Notes)
+	plan.DestinationCPU = cpuModelFor(in.Samples, Destination, in.Warm.DestinationCPU, &plan.Notes)
+
+	// 4. OPT_B
+	flow, err := OptB(FlowInput{Curve: plan.Curve, SourceCPU: plan.SourceCPU, DestinationCPU: plan.DestinationCPU,
+		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Limits: in.Limits, PathBitsPerSecond: in.PathBitsPerSecond})
+	if err != nil {
+		return Plan{}, err
+	}
+	plan.Flow = flow
+
+	// 5. size classes
+	plan.Scheduler = in.Scheduler
+	if plan.Scheduler == "" {
+		plan.Scheduler = ProActiveMultiChunk
+	}
+	plan.BDPBytes = StripeBDP(flow.StripeBitsPerSecond, in.RTT, plan.BufferBytes)
+	plan.Chunks = PlanChunks(in.Dataset, flow.StripeBitsPerSecond, plan.BDPBytes, plan.BufferBytes,
+		flow.StreamsPerStripe, lim.MaxConcurrency, plan.Scheduler)
+	return plan, nil
+}
+
+// StripeBDP is the bandwidth-delay product of one stripe in bytes: rate × RTT, or the
+// sampled buffer when the RTT is unknown, or rate × DefaultRTT.
+func StripeBDP(stripeBitsPerSecond float64, rtt time.Duration, bufferBytes int64) float64 {
+	if !(stripeBitsPerSecond > 0) || math.IsInf(stripeBitsPerSecond, 0) {
+		return float64(max(bufferBytes, 0))
+	}
+	switch {
+	case rtt > 0:
+		return stripeBitsPerSecond / 8 * rtt.Seconds()
+	case bufferBytes > 0:
+		return float64(bufferBytes)
+	}
+	return stripeBitsPerSecond / 8 * DefaultRTT.Seconds()
+}
+
+// PlanChunks classes a dataset and gives each class its Algorithm 1 parameters and its
+// channels: Partition, then Algorithm1 per chunk (parallelism bounded by the stripe's
+// streams, since a file cannot be spread over more streams than its stripe has), then
+// AllocateChannels over maxCC.
+func PlanChunks(h Histogram, stripeBitsPerSecond, bdpBytes float64, bufferBytes int64, streams, maxCC int, s Scheduler) []ChunkPlan {
+	bw := stripeBitsPerSecond
+	if !(bw > 0) || math.IsInf(bw, 0) {
+		bw = 0
+	}
+	chunks := Partition(h, bw, bdpBytes)
+	params := make([]ClassParams, len(chunks))
+	for i, c := range chunks {
+		p := Algorithm1(c.MeanBytes(), bdpBytes, float64(bufferBytes), c.Files, maxCC)
+		if streams > 0 {
+			p.Parallelism = min(p.Parallelism, streams)
+		}
+		params[i] = p
+	}
+	channels := AllocateChannels(chunks, params, maxCC, s)
+	out := make([]ChunkPlan, len(chunks))
+	for i, c := range chunks {
+		out[i] = ChunkPlan{Chunk: c, Params: params[i], Channels: channels[i]}
+	}
+	return out
+}
+
+func cpuModelFor(samples []Sample, side CPUSide, warm *CPUModel, notes *[]string) CPUModel {
+	m, err := FitCPUModel(samples, side)
+	if err == nil {
+		return m
+	}
+	if warm != nil && warm.MillicoresPerGbps >= 0 && finite(warm.InterceptMillicores) && finite(warm.MillicoresPerGbps) {
+		*notes = append(*notes, fmt.Sprintf("no %s CPU model from the samples: using the stored model", side))
+		return *warm
+	}
+	*notes = append(*notes, fmt.Sprintf("no %s CPU model from the samples: using the default (%g millicores + %g millicores per Gbit/s)",
+		side, DefaultCPUModel.InterceptMillicores, DefaultCPUModel.MillicoresPerGbps))
+	return DefaultCPUModel
+}

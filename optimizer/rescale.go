@@ -1,0 +1,502 @@
+package optimizer
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// The rescale policy turns measurements into an intent to add or remove stripes,
+// change the streams per stripe, or hold. The papers plan once from samples; they say
+// nothing about re-planning while a transfer runs beyond ProMC's channel moves (whose
+// three-period rule inspires the hysteresis here) and NDM'13 §4.2's finding that more
+// streams hold up better under loss. Everything in this file is therefore our design,
+// documented here and on RescaleConfig.
+//
+// The policy reads the per-stripe rate against the stream curve's prediction:
+//
+//   - stripes at (nearly) their predicted rate mean the end systems, not the path,
+//     limit each stripe, so the path may carry more stripes: add up to OPT_B's
+//     planned count;
+//   - stripes well below it mean the path is what limits (capacity fell, a flow
+//     competes): fewer stripes carry the same, so remove down to the count that puts
+//     them back in the middle of the band — unless loss is high, when more streams
+//     per stripe are tried first (NDM'13 §4.2);
+//   - in between it holds. The gap between the two thresholds is the hysteresis.
+//
+// Every change is then judged on what it did: an addition that did not add at least
+// half a stripe's worth, a removal that lost more than 10 %, or more streams that
+// gained less than 5 % are undone, and the same move is blocked with an exponential
+// back-off (expiring early when the aggregate leaves the band it was blocked at, or
+// loss falls to half). Changes wait for a settle time and a window of measurements
+// (the median of which is what the policy reads), and for a cool-down, so ±10 %
+// noise neither triggers nor undoes anything.
+
+// Action is what an intent asks for.
+type Action string
+
+const (
+	Hold          Action = "Hold"
+	AddStripes    Action = "AddStripes"
+	RemoveStripes Action = "RemoveStripes"
+	ChangeStreams Action = "ChangeStreams"
+)
+
+// Shape is the part of a plan the rescale policy changes.
+type Shape struct {
+	Stripes          int
+	StreamsPerStripe int
+}
+
+// Intent is the policy's decision.
+type Intent struct {
+	Action Action
+	// Stripes is how many stripes to add or remove (positive).
+	Stripes int
+	// To is the shape after the intent (equal to the current shape for Hold).
+	To Shape
+	// Reason is a CamelCase word for why (it goes into v1alpha1.Replan.Reason).
+	Reason string
+	// Message explains the decision for people.
+	Message string
+}
+
+// StripeMeasurement is one stripe over the last report interval.
+type StripeMeasurement struct {
+	BitsPerSecond float64
+	LossPPM       float64
+	Connected     bool
+}
+
+// Measurement is one report of the running job.
+type Measurement struct {
+	Time                   time.Time
+	AggregateBitsPerSecond float64
+	Stripes                []StripeMeasurement
+}
+
+// RescaleInput is one round of the policy.
+type RescaleInput struct {
+	Now     time.Time
+	Current Shape
+	// MinStripes and MaxStripes bound the stripe count (nodes × stripes per node
+	// within the limits and free slots); MaxStreams bounds streams per stripe.
+	MinStripes, MaxStripes, MaxStreams int
+	// MaxBitsPerSecond is the user's rate cap; 0 means none.
+	MaxBitsPerSecond float64
+	// Curve is the per-stripe stream curve the plan was made from.
+	Curve Curve
+	// PlannedStripes is OPT_B's stripe count: what the resources are predicted to
+	// carry. The policy adds stripes up to it, not beyond.
+	PlannedStripes int
+	// Measurement is the latest report; one already seen is ignored, so calling the
+	// policy again with the same report is harmless.
+	Measurement Measurement
+}
+
+// RescaleConfig tunes the policy; zero fields take the defaults named.
+type RescaleConfig struct {
+	// Settle: measurements this soon after a change are ignored (default 15 s: a new
+	// stripe needs a few round trips and slow start before it shows its rate).
+	Settle time.Duration
+	// CoolDown is the least time between two changes (default 30 s).
+	CoolDown time.Duration
+	// Window is the number of measurements whose median the policy reads (default 3).
+	Window int
+	// AddAbove: stripes at or above this fraction of their predicted rate are not held
+	// back by the path (default 0.85).
+	AddAbove float64
+	// RemoveBelow: stripes at or below this fraction are held back by it (default 0.55).
+	RemoveBelow float64
+	// MinGain is the fraction of a stripe's rate an added stripe must add (default 0.5).
+	MinGain float64
+	// MaxDrop is the loss of aggregate rate that undoes a removal or a streams change
+	// (default 0.10).
+	MaxDrop float64
+	// StreamsGain is the gain more streams must bring (default 0.05).
+	StreamsGain float64
+	// HighLossPPM is the loss at which more streams are tried before fewer stripes
+	// (default 1000, 0.1 %: NDM'13 §4.2 saw streams matter from 0.1 % on).
+	HighLossPPM float64
+	// BackoffMin and BackoffMax bound how long a failed move is blocked (default
+	// 2 min, doubling to 16 min).
+	BackoffMin, BackoffMax time.Duration
+	// BlockBand: a block expires early when the aggregate moves more than this
+	// fraction away from where it was set (default 0.2).
+	BlockBand float64
+	// Granularity makes every stripe change a multiple of it (default 1); the API
+	// expresses stripes as nodes × stripes per node, so controllers/planning sets it
+	// to the node count.
+	Granularity int
+}
+
+func (c RescaleConfig) withDefaults() RescaleConfig {
+	def := func(v *float64, d float64) {
+		if !(*v > 0) {
+			*v = d
+		}
+	}
+	if c.Settle <= 0 {
+		c.Settle = 15 * time.Second
+	}
+	if c.CoolDown <= 0 {
+		c.CoolDown = 30 * time.Second
+	}
+	if c.Window <= 0 {
+		c.Window = 3
+	}
+	def(&c.AddAbove, 0.85)
+	def(&c.RemoveBelow, 0.55)
+	def(&c.MinGain, 0.5)
+	def(&c.MaxDrop, 0.10)
+	def(&c.StreamsGain, 0.05)
+	def(&c.HighLossPPM, 1000)
+	def(&c.BlockBand, 0.2)
+	if c.BackoffMin <= 0 {
+		c.BackoffMin = 2 * time.Minute
+	}
+	if c.BackoffMax < c.BackoffMin {
+		c.BackoffMax = max(16*time.Minute, c.BackoffMin)
+	}
+	if c.Granularity <= 0 {
+		c.Granularity = 1
+	}
+	return c
+}
+
+// observation is one smoothed-over measurement.
+type observation struct {
+	Time      time.Time
+	Aggregate float64
+	LossPPM   float64
+}
+
+// pending is a change waiting to be judged.
+type pending struct {
+	Action          Action
+	From            Shape
+	Stripes         int
+	BeforeAggregate float64
+	BeforeLossPPM   float64
+	Reason          string
+}
+
+// block stops one kind of move until it expires.
+type block struct {
+	Until   time.Time
+	Level   float64 // smoothed aggregate when set
+	LossPPM float64
+	Backoff time.Duration
+}
+
+// RescaleState is what the policy remembers between rounds. It is plain data: keep it
+// in memory per job; losing it (a controller restart) only costs a fresh settle and
+// window before the next change.
+type RescaleState struct {
+	Window      []observation
+	LastSeen    time.Time
+	LastChange  time.Time
+	Pending     *pending
+	AddBlock    *block
+	RemoveBlock *block
+	StreamBlock *block
+	// CurveOptimum is the stream count the curve recommended when last looked at; a
+	// new curve with another optimum (a re-probe) changes the streams.
+	CurveOptimum int
+}
+
+// RescalePolicy is the rescale policy with its configuration.
+type RescalePolicy struct {
+	Config RescaleConfig
+}
+
+// Decide runs one round: it records the measurement and returns the intent and the
+// state for the next round. The intent's shape is always within
+// [MinStripes, MaxStripes] × [1, MaxStreams].
+func (p RescalePolicy) Decide(st RescaleState, in RescaleInput) (Intent, RescaleState) {
+	in = sanitizeInput(in)
+	it, next := p.decide(st, in)
+	return clampIntent(it, in), next
+}
+
+// clampIntent keeps an intent's shape within the bounds whatever led to it (a revert
+// to a shape the limits have since excluded, for instance) and makes its action and
+// count agree with the shape.
+func clampIntent(it Intent, in RescaleInput) Intent {
+	it.To.Stripes = min(max(it.To.Stripes, in.MinStripes), in.MaxStripes)
+	it.To.StreamsPerStripe = min(max(it.To.StreamsPerStripe, 1), in.MaxStreams)
+	cur := in.Current
+	switch {
+	case it.To == cur:
+		if it.Action != Hold {
+			it.Action, it.Stripes = Hold, 0
+		}
+	case it.To.Stripes > cur.Stripes:
+		it.Action, it.Stripes = AddStripes, it.To.Stripes-cur.Stripes
+	case it.To.Stripes < cur.Stripes:
+		it.Action, it.Stripes = RemoveStripes, cur.Stripes-it.To.Stripes
+	default:
+		it.Action, it.Stripes = ChangeStreams, 0
+	}
+	return it
+}
+
+func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, RescaleState) {
+	cfg := p.Config.withDefaults()
+	cur := in.Current
+	hold := func(reason, msg string) (Intent, RescaleState) {
+		return Intent{Action: Hold, To: cur, Reason: reason, Message: msg}, st
+	}
+	changed := func(it Intent) (Intent, RescaleState) {
+		st.LastChange = in.Now
+		st.Window = nil
+		return it, st
+	}
+
+	// 1. limits first, without waiting
+	if it, ok := enforceLimits(in, cfg); ok {
+		st.Pending = nil
+		return changed(it)
+	}
+
+	// 2. record the measurement
+	m := in.Measurement
+	if m.Time.After(st.LastSeen) && usableOrZero(m.AggregateBitsPerSecond) {
+		st.LastSeen = m.Time
+		if st.LastChange.IsZero() || !m.Time.Before(st.LastChange.Add(cfg.Settle)) {
+			st.Window = append(st.Window, observation{Time: m.Time, Aggregate: m.AggregateBitsPerSecond, LossPPM: medianLoss(m.Stripes)})
+			if len(st.Window) > cfg.Window {
+				st.Window = st.Window[len(st.Window)-cfg.Window:]
+			}
+		}
+	}
+	if st.CurveOptimum == 0 && in.Curve != nil {
+		st.CurveOptimum = bestStreamsWithin(in.Curve, in.MaxStreams)
+	}
+	if !st.LastChange.IsZero() && in.Now.Before(st.LastChange.Add(cfg.CoolDown)) {
+		return hold("CoolingDown", fmt.Sprintf("waiting %s after the last change before judging it", st.LastChange.Add(cfg.CoolDown).Sub(in.Now).Round(time.Second)))
+	}
+	if len(st.Window) < cfg.Window {
+		return hold("Measuring", fmt.Sprintf("%d of %d measurements since the last change", len(st.Window), cfg.Window))
+	}
+	agg, loss := medianObs(st.Window)
+	perStripe := agg / float64(cur.Stripes)
+	predicted := math.Inf(1)
+	if in.Curve != nil {
+		predicted = in.Curve.BitsPerSecond(cur.StreamsPerStripe)
+	}
+	if !(predicted > 0) || math.IsInf(predicted, 0) || math.IsNaN(predicted) {
+		predicted = perStripe // nothing to compare with: read the stripes as on target
+	}
+	ratio := 0.0
+	if predicted > 0 {
+		ratio = perStripe / predicted
+	}
+
+	// 3. judge the last change
+	if pd := st.Pending; pd != nil {
+		st.Pending = nil
+		switch pd.Action {
+		case AddStripes:
+			expected := float64(pd.Stripes) * pd.BeforeAggregate / float64(max(pd.From.Stripes, 1))
+			if agg-pd.BeforeAggregate < cfg.MinGain*expected {
+				st.AddBlock = nextBlock(st.AddBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
+				return changed(Intent{Action: RemoveStripes, Stripes: pd.Stripes, To: pd.From, Reason: "AddedStripesDidNotHelp",
+					Message: fmt.Sprintf("adding %d stripe(s) moved the aggregate from %s to %s, less than %.0f %% of what they should carry; back to %d stripes, no more additions for %s",
+						pd.Stripes, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), 100*cfg.MinGain, pd.From.Stripes, st.AddBlock.Backoff)})
+			}
+			st.AddBlock = nil
+		case RemoveStripes:
+			if agg < (1-cfg.MaxDrop)*pd.BeforeAggregate {
+				st.RemoveBlock = nextBlock(st.RemoveBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
+				return changed(Intent{Action: AddStripes, Stripes: pd.Stripes, To: pd.From, Reason: "RemovedStripesHurt",
+					Message: fmt.Sprintf("removing %d stripe(s) lowered the aggregate from %s to %s; back to %d stripes, no more removals for %s",
+						pd.Stripes, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), pd.From.Stripes, st.RemoveBlock.Backoff)})
+			}
+			st.RemoveBlock = nil
+		case ChangeStreams:
+			need := (1 - cfg.MaxDrop) * pd.BeforeAggregate
+			if pd.Reason == "HighLoss" {
+				need = (1 + cfg.StreamsGain) * pd.BeforeAggregate
+			}
+			if agg < need {
+				st.StreamBlock = nextBlock(st.StreamBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
+				return changed(Intent{Action: ChangeStreams, To: pd.From, Reason: "StreamsChangeDidNotHelp",
+					Message: fmt.Sprintf("%d streams per stripe moved the aggregate from %s to %s; back to %d streams, no more stream changes for %s",
+						cur.StreamsPerStripe, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), pd.From.StreamsPerStripe, st.StreamBlock.Backoff)})
+			}
+			st.StreamBlock = nil
+		}
+	}
+
+	// 4. expire blocks
+	st.AddBlock = expire(st.AddBlock, in.Now, agg, loss, cfg)
+	st.RemoveBlock = expire(st.RemoveBlock, in.Now, agg, loss, cfg)
+	st.StreamBlock = expire(st.StreamBlock, in.Now, agg, loss, cfg)
+
+	start := func(it Intent, reason string) (Intent, RescaleState) {
+		st.Pending = &pending{Action: it.Action, From: cur, Stripes: it.Stripes, BeforeAggregate: agg, BeforeLossPPM: loss, Reason: reason}
+		return changed(it)
+	}
+	rate := fmt.Sprintf("%s over %d stripes (%.0f %% of the predicted %s per stripe)",
+		FormatBitsPerSecond(agg), cur.Stripes, 100*ratio, FormatBitsPerSecond(predicted))
+
+	// 5. the user's cap
+	if in.MaxBitsPerSecond > 0 && agg >= 0.95*in.MaxBitsPerSecond {
+		return hold("AtRateLimit", fmt.Sprintf("%s: at the job's cap of %s", rate, FormatBitsPerSecond(in.MaxBitsPerSecond)))
+	}
+
+	// 6. a new curve with another optimum
+	if in.Curve != nil {
+		if opt := bestStreamsWithin(in.Curve, in.MaxStreams); opt != st.CurveOptimum {
+			st.CurveOptimum = opt
+			if opt != cur.StreamsPerStripe {
+				to := Shape{Stripes: cur.Stripes, StreamsPerStripe: opt}
+				return start(Intent{Action: ChangeStreams, To: to, Reason: "ModelOptimumChanged",
+					Message: fmt.Sprintf("the stream model now peaks at %d streams per stripe; changing from %d", opt, cur.StreamsPerStripe)}, "ModelOptimumChanged")
+			}
+		}
+	}
+
+	// 7. read the stripes against the curve
+	switch {
+	case ratio >= cfg.AddAbove:
+		target := min(in.PlannedStripes, in.MaxStripes)
+		if cur.Stripes >= target {
+			return hold("AtPlannedStripes", fmt.Sprintf("%s: the planned %d stripes run at their predicted rate", rate, in.PlannedStripes))
+		}
+		if st.AddBlock != nil {
+			return hold("AdditionBlocked", fmt.Sprintf("%s: an addition did not help at this rate; trying again after %s", rate, st.AddBlock.Until.Format(time.RFC3339)))
+		}
+		k := min(target-cur.Stripes, max(cur.Stripes, 1)) // at most double at once
+		k = roundDown(k, cfg.Granularity)
+		if k <= 0 {
+			return hold("AtPlannedStripes", fmt.Sprintf("%s: no whole step of %d stripes fits below the planned %d", rate, cfg.Granularity, target))
+		}
+		to := Shape{Stripes: cur.Stripes + k, StreamsPerStripe: cur.StreamsPerStripe}
+		return start(Intent{Action: AddStripes, Stripes: k, To: to, Reason: "PathHasRoom",
+			Message: fmt.Sprintf("%s: the path is not what limits them; adding %d stripe(s) (%d → %d)", rate, k, cur.Stripes, to.Stripes)}, "PathHasRoom")
+
+	case ratio <= cfg.RemoveBelow:
+		if loss >= cfg.HighLossPPM && cur.StreamsPerStripe < in.MaxStreams && st.StreamBlock == nil {
+			n := min(2*cur.StreamsPerStripe, in.MaxStreams)
+			to := Shape{Stripes: cur.Stripes, StreamsPerStripe: n}
+			return start(Intent{Action: ChangeStreams, To: to, Reason: "HighLoss",
+				Message: fmt.Sprintf("%s with %.0f ppm loss: more streams recover faster from loss; %d → %d streams per stripe", rate, loss, cur.StreamsPerStripe, n)}, "HighLoss")
+		}
+		if cur.Stripes <= in.MinStripes || st.RemoveBlock != nil {
+			return hold("PathBound", fmt.Sprintf("%s: the path limits the stripes and no removal is open", rate))
+		}
+		mid := (cfg.AddAbove + cfg.RemoveBelow) / 2
+		need := int(math.Ceil(agg / (predicted * mid)))
+		need = max(need, in.MinStripes, cur.Stripes-max(cur.Stripes/2, 1)) // at most halve at once
+		k := roundDown(cur.Stripes-need, cfg.Granularity)
+		if k <= 0 {
+			return hold("PathBound", fmt.Sprintf("%s: the path limits the stripes; no whole step of %d stripes to remove", rate, cfg.Granularity))
+		}
+		to := Shape{Stripes: cur.Stripes - k, StreamsPerStripe: cur.StreamsPerStripe}
+		return start(Intent{Action: RemoveStripes, Stripes: k, To: to, Reason: "PathSaturated",
+			Message: fmt.Sprintf("%s: the path limits them, so fewer carry the same; removing %d stripe(s) (%d → %d)", rate, k, cur.Stripes, to.Stripes)}, "PathSaturated")
+	}
+	return hold("Steady", rate)
+}
+
+// sanitizeInput makes the bounds consistent and the shape positive.
+func sanitizeInput(in RescaleInput) RescaleInput {
+	in.MaxStreams = max(in.MaxStreams, 1)
+	in.MinStripes = max(in.MinStripes, 1)
+	in.MaxStripes = max(in.MaxStripes, in.MinStripes)
+	in.Current.Stripes = max(in.Current.Stripes, 1)
+	in.Current.StreamsPerStripe = max(in.Current.StreamsPerStripe, 1)
+	if in.PlannedStripes <= 0 {
+		in.PlannedStripes = in.Current.Stripes
+	}
+	if !(in.MaxBitsPerSecond > 0) || math.IsInf(in.MaxBitsPerSecond, 0) {
+		in.MaxBitsPerSecond = 0
+	}
+	return in
+}
+
+// enforceLimits brings a shape outside the limits back inside at once (the user
+// lowered a limit, or the nodes changed).
+func enforceLimits(in RescaleInput, cfg RescaleConfig) (Intent, bool) {
+	cur := in.Current
+	switch {
+	case cur.Stripes > in.MaxStripes:
+		return Intent{Action: RemoveStripes, Stripes: cur.Stripes - in.MaxStripes, To: Shape{Stripes: in.MaxStripes, StreamsPerStripe: min(cur.StreamsPerStripe, in.MaxStreams)},
+			Reason: "LimitsChanged", Message: fmt.Sprintf("%d stripes exceed the %d allowed; removing %d", cur.Stripes, in.MaxStripes, cur.Stripes-in.MaxStripes)}, true
+	case cur.Stripes < in.MinStripes:
+		return Intent{Action: AddStripes, Stripes: in.MinStripes - cur.Stripes, To: Shape{Stripes: in.MinStripes, StreamsPerStripe: min(cur.StreamsPerStripe, in.MaxStreams)},
+			Reason: "LimitsChanged", Message: fmt.Sprintf("%d stripes are fewer than the %d required; adding %d", cur.Stripes, in.MinStripes, in.MinStripes-cur.Stripes)}, true
+	case cur.StreamsPerStripe > in.MaxStreams:
+		return Intent{Action: ChangeStreams, To: Shape{Stripes: cur.Stripes, StreamsPerStripe: in.MaxStreams},
+			Reason: "LimitsChanged", Message: fmt.Sprintf("%d streams per stripe exceed the %d allowed", cur.StreamsPerStripe, in.MaxStreams)}, true
+	}
+	return Intent{}, false
+}
+
+func nextBlock(prev *block, now time.Time, level, loss float64, cfg RescaleConfig) *block {
+	backoff := cfg.BackoffMin
+	if prev != nil {
+		backoff = min(2*prev.Backoff, cfg.BackoffMax)
+	}
+	return &block{Until: now.Add(backoff), Level: level, LossPPM: loss, Backoff: backoff}
+}
+
+// expire drops a block whose time is up, or whose conditions changed: the aggregate
+// left the band it was set in, or loss that was high fell to half. The back-off length
+// is kept (in a block that has already expired) so that repeated failures grow it.
+func expire(b *block, now time.Time, agg, loss float64, cfg RescaleConfig) *block {
+	if b == nil {
+		return nil
+	}
+	moved := b.Level > 0 && math.Abs(agg-b.Level) > cfg.BlockBand*b.Level
+	lossFell := b.LossPPM >= cfg.HighLossPPM && loss < b.LossPPM/2
+	if !now.Before(b.Until) || moved || lossFell {
+		return nil
+	}
+	return b
+}
+
+func roundDown(k, g int) int {
+	if g <= 1 {
+		return k
+	}
+	return k / g * g
+}
+
+func usableOrZero(x float64) bool { return x >= 0 && !math.IsInf(x, 0) && !math.IsNaN(x) }
+
+// medianObs returns the median aggregate and loss of the window.
+func medianObs(w []observation) (agg, loss float64) {
+	a := make([]float64, len(w))
+	l := make([]float64, len(w))
+	for i, o := range w {
+		a[i], l[i] = o.Aggregate, o.LossPPM
+	}
+	return median(a), median(l)
+}
+
+// medianLoss is the median loss of the connected stripes (0 when none report it).
+func medianLoss(s []StripeMeasurement) float64 {
+	var l []float64
+	for _, m := range s {
+		if m.Connected && m.LossPPM >= 0 && finite(m.LossPPM) {
+			l = append(l, m.LossPPM)
+		}
+	}
+	return median(l)
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
