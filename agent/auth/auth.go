@@ -1,0 +1,127 @@
+// Package auth is the mutual HMAC-SHA256 challenge-response every dtnflow-agent
+// connection starts with. Both peers prove they hold the job's shared secret without
+// sending it; a peer that cannot is refused before any frame is read.
+//
+//	client → server: "DTNF" v cn[32]
+//	server → client: "DTNF" v sn[32] HMAC(k, "dtnflow/server" ‖ cn ‖ sn)
+//	client → server: HMAC(k, "dtnflow/client" ‖ sn ‖ cn)
+//	server → client: 'K' (accepted) or 'R' (refused), then close
+//
+// The two labels differ, so neither side can be used as an oracle for the other's
+// proof; fresh nonces on both sides stop replays.
+package auth
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+)
+
+// Magic starts every dtnflow-agent connection; the listener uses it to tell the
+// protocol from HTTP on the same port.
+const Magic = "DTNF"
+
+// Version is the protocol version.
+const Version = 1
+
+// Timeout bounds the handshake.
+const Timeout = 10 * time.Second
+
+const nonceSize = 32
+
+// ErrRefused is returned by Client when the server refused our proof, and by Server
+// for a peer whose proof was wrong.
+var ErrRefused = errors.New("authentication refused: the peer does not hold the same job secret")
+
+// LoadSecret reads a secret file; surrounding whitespace (a trailing newline) is
+// dropped. A secret shorter than 16 bytes is refused.
+func LoadSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading secret file: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < 16 {
+		return nil, fmt.Errorf("secret file %s holds %d bytes; at least 16 are needed", path, len(b))
+	}
+	return b, nil
+}
+
+func mac(secret []byte, label string, a, b []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(label))
+	m.Write(a)
+	m.Write(b)
+	return m.Sum(nil)
+}
+
+// Client runs the client side of the handshake on c.
+func Client(c net.Conn, secret []byte) error {
+	c.SetDeadline(time.Now().Add(Timeout))
+	defer c.SetDeadline(time.Time{})
+	cn := make([]byte, nonceSize)
+	rand.Read(cn)
+	hello := append([]byte(Magic), Version)
+	if _, err := c.Write(append(hello, cn...)); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	resp := make([]byte, len(Magic)+1+nonceSize+sha256.Size)
+	if _, err := io.ReadFull(c, resp); err != nil {
+		return fmt.Errorf("handshake: %w (is the peer a dtnflow-agent that accepts this secret?)", err)
+	}
+	if string(resp[:4]) != Magic || resp[4] != Version {
+		return fmt.Errorf("handshake: the peer does not speak dtnflow-agent protocol v%d", Version)
+	}
+	sn := resp[5 : 5+nonceSize]
+	if !hmac.Equal(resp[5+nonceSize:], mac(secret, "dtnflow/server", cn, sn)) {
+		return fmt.Errorf("handshake: the server's proof is wrong: %w", ErrRefused)
+	}
+	if _, err := c.Write(mac(secret, "dtnflow/client", sn, cn)); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	var verdict [1]byte
+	if _, err := io.ReadFull(c, verdict[:]); err != nil || verdict[0] != 'K' {
+		return ErrRefused
+	}
+	return nil
+}
+
+// Server runs the server side on c, whose first bytes (the magic) may already have
+// been consumed by the caller's sniffing: pass them as seen (nil if none).
+func Server(c net.Conn, seen []byte, secret []byte) error {
+	c.SetDeadline(time.Now().Add(Timeout))
+	defer c.SetDeadline(time.Time{})
+	hello := make([]byte, len(Magic)+1+nonceSize)
+	n := copy(hello, seen)
+	if _, err := io.ReadFull(c, hello[n:]); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	if string(hello[:4]) != Magic || hello[4] != Version {
+		return fmt.Errorf("handshake: not dtnflow-agent protocol v%d", Version)
+	}
+	cn := hello[5:]
+	sn := make([]byte, nonceSize)
+	rand.Read(sn)
+	resp := append(append([]byte(Magic), Version), sn...)
+	resp = append(resp, mac(secret, "dtnflow/server", cn, sn)...)
+	if _, err := c.Write(resp); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	proof := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(c, proof); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	if !hmac.Equal(proof, mac(secret, "dtnflow/client", sn, cn)) {
+		c.Write([]byte{'R'})
+		return ErrRefused
+	}
+	_, err := c.Write([]byte{'K'})
+	return err
+}

@@ -1,0 +1,422 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/coord"
+	"github.com/dtnflow/dtnflow/agent/metrics"
+	"github.com/dtnflow/dtnflow/agent/mover"
+)
+
+func serveMetrics(ctx context.Context, addr string, status func() any, log *slog.Logger) {
+	if addr == "" {
+		return
+	}
+	srv := &http.Server{Addr: addr, Handler: metrics.Handler(status), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("Metrics server stopped", "err", err.Error())
+		}
+	}()
+}
+
+func openRoot(dir string) (*os.Root, error) {
+	if dir == "" {
+		return nil, errors.New("--root is required")
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--root: %w", err)
+	}
+	return r, nil
+}
+
+// ---- receive ----
+
+func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
+	fs := newFlags("receive", "receive --listen ADDR --root DIR --secret-file FILE [--stripe K]")
+	addr := fs.String("listen", "", "address to listen on, for example :7000 (senders, /metrics and /status share it)")
+	rootDir := fs.String("root", "", "destination root: every path written resolves under it")
+	secretFile := fs.String("secret-file", "", "file holding the job's shared secret (at least 16 bytes)")
+	stripe := fs.Int32("stripe", 0, "stripe index, for metrics and journal names")
+	metricsAddr := fs.String("metrics-addr", "", "also serve /metrics and /status on this address")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	secret, err := loadSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	root, err := openRoot(*rootDir)
+	if err != nil {
+		return err
+	}
+	ln, err := listen(*addr)
+	if err != nil {
+		return err
+	}
+	r := &mover.Receiver{Root: root, Stripe: *stripe, Log: log,
+		ID: fmt.Sprintf("%s-s%d-%d-%d", hostname(), *stripe, os.Getpid(), time.Now().UnixNano())}
+	serveMetrics(ctx, *metricsAddr, r.Status, log)
+	log.Info("Receiving", "listen", ln.Addr().String(), "root", *rootDir, "stripe", *stripe)
+	return mover.Serve(ctx, ln, secret, metrics.Handler(r.Status), r.HandleConn, log)
+}
+
+// ---- send ----
+
+type jobFlags struct {
+	streams, concurrency, pipelining int32
+	buffer, blockSize, chunkSize     byteSize
+	maxRate                          rateFlag
+	checksum, overwrite, destPath    string
+	verify                           bool
+	job                              string
+	reportInterval                   time.Duration
+}
+
+func (j *jobFlags) register(fs interface {
+	Int32Var(*int32, string, int32, string)
+	StringVar(*string, string, string, string)
+	BoolVar(*bool, string, bool, string)
+	DurationVar(*time.Duration, string, time.Duration, string)
+}, add func(v interface {
+	String() string
+	Set(string) error
+	Type() string
+}, name, usage string)) {
+	fs.Int32Var(&j.streams, "streams", 4, "parallel TCP streams per stripe")
+	fs.Int32Var(&j.concurrency, "concurrency", 4, "files in flight per stripe")
+	fs.Int32Var(&j.pipelining, "pipelining", 16, "requests kept in flight per concurrent file (small files cost no round trip)")
+	j.blockSize, j.chunkSize = mover.DefaultBlockSize, mover.DefaultChunkSize
+	add(&j.buffer, "buffer", "socket buffer per stream (0: kernel autotuning), e.g. 16M")
+	add(&j.blockSize, "block-size", "block size on the wire; files up to this size travel in one frame")
+	add(&j.chunkSize, "chunk-size", "large files are handed out and verified in chunks of this size")
+	add(&j.maxRate, "max-rate", "cap on the job's aggregate rate in bits/s, e.g. 5G (0: none)")
+	fs.StringVar(&j.checksum, "checksum", "SHA256", "end-to-end digest: SHA256, SHA512 or MD5")
+	fs.BoolVar(&j.verify, "verify", true, "read every file back at the destination and compare digests before renaming it")
+	fs.StringVar(&j.overwrite, "overwrite", "IfDifferent", "existing destination files: Never, IfDifferent or Always")
+	fs.StringVar(&j.destPath, "dest-path", "", "directory under the destination root to write under (default: the root)")
+	fs.StringVar(&j.job, "job", "", "job id, names the receivers' journal (default: derived from the paths)")
+	fs.DurationVar(&j.reportInterval, "report-interval", 2*time.Second, "how often progress is reported")
+}
+
+func (j *jobFlags) params() coord.Params {
+	return coord.Params{Streams: j.streams, BufferBytes: int64(j.buffer), Concurrency: j.concurrency, Pipelining: j.pipelining, MaxBitsPerSecond: int64(j.maxRate)}
+}
+
+func corruptEvery() int64 {
+	v, _ := strconv.ParseInt(os.Getenv("DTNFLOW_TEST_CORRUPT_EVERY"), 10, 64)
+	return v
+}
+
+func runSend(ctx context.Context, args []string, log *slog.Logger) error {
+	fs := newFlags("send", "send --to HOST:PORT --root DIR --secret-file FILE [flags] PATH...\n"+
+		"       dtnflow-agent send --mem --to HOST:PORT --secret-file FILE [--streams N] [--duration D | --bytes N]\n"+
+		"       dtnflow-agent send --stripe K --coordinator HOST:PORT --receiver HOST:PORT --root DIR --secret-file FILE")
+	var j jobFlags
+	j.register(fs, func(v interface {
+		String() string
+		Set(string) error
+		Type() string
+	}, name, usage string) {
+		fs.Var(v, name, usage)
+	})
+	to := fs.StringSlice("to", nil, "receiver address(es); stripe k goes to the k-th (round robin)")
+	rootDir := fs.String("root", "", "source root: every path read resolves under it")
+	secretFile := fs.String("secret-file", "", "file holding the job's shared secret")
+	stripes := fs.Int32("stripes", 1, "stripes run by this process (each its own control connection and streams)")
+	listenAddr := fs.String("listen", "", "also accept stripes from other hosts (send --coordinator) on this address")
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /status on this address")
+	retryFor := fs.Duration("retry-for", 2*time.Minute, "keep trying to reach a receiver that went away for this long")
+	auto := fs.Bool("auto", false, "probe the path memory-to-memory and let the optimizer choose streams, buffer and per-class parameters")
+	paths := fs.StringArray("path", nil, "source path under --root (repeatable; positional arguments work too)")
+	// memory-to-memory
+	mem := fs.Bool("mem", false, "memory-to-memory: send generated bytes that the receiver checks and discards")
+	duration := fs.Duration("duration", 10*time.Second, "with --mem: how long to send")
+	var memBytes byteSize
+	fs.Var(&memBytes, "bytes", "with --mem: how much to send (wins over --duration)")
+	// cluster mode
+	stripe := fs.Int32("stripe", 0, "cluster mode: this sender's stripe index")
+	coordinator := fs.String("coordinator", "", "cluster mode: the job's coordinator address")
+	receiver := fs.String("receiver", "", "cluster mode: this stripe's receiver address")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	secret, err := loadSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	if *mem {
+		if len(*to) == 0 {
+			return errors.New("--mem needs --to")
+		}
+		res, err := mover.Probe(ctx, (*to)[0], secret, mover.ProbeOptions{Streams: j.streams, BufferBytes: int64(j.buffer), Duration: *duration, Bytes: int64(memBytes), BlockSize: int64(j.blockSize)})
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal(res)
+		fmt.Println(string(b))
+		return nil
+	}
+	root, err := openRoot(*rootDir)
+	if err != nil {
+		return err
+	}
+	if *coordinator != "" {
+		if *receiver == "" {
+			return errors.New("--coordinator needs --receiver")
+		}
+		return runClusterSender(ctx, *stripe, *coordinator, *receiver, root, secret, *retryFor, *metricsAddr, log)
+	}
+	all := append(append([]string(nil), *paths...), fs.Args()...)
+	if len(*to) == 0 || len(all) == 0 {
+		fs.Usage()
+		return errors.New("send needs --to and at least one path")
+	}
+	if j.job == "" {
+		j.job = jobID(j.destPath, all)
+	}
+	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify,
+		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if *listenAddr != "" {
+		ln, err := listen(*listenAddr)
+		if err != nil {
+			return err
+		}
+		go mover.Serve(ctx, ln, secret, metrics.Handler(core.Status), core.ServeConn, log)
+	}
+	serveMetrics(ctx, *metricsAddr, core.Status, log)
+	if *auto {
+		if err := autoTune(ctx, core, (*to)[0], secret, &j, log); err != nil {
+			return err
+		}
+	}
+	core.SetPhase(contract.PhaseTransferring)
+	start := time.Now()
+	var wg sync.WaitGroup
+	stripeErrs := make(chan error, *stripes)
+	for k := range *stripes {
+		m := core.Join(k)
+		st := &mover.Stripe{Index: k, Receiver: (*to)[int(k)%len(*to)], Secret: secret, Root: root, Log: log, RetryFor: *retryFor, CorruptEvery: corruptEvery()}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := st.Run(ctx, m)
+			m.Leave()
+			stripeErrs <- err
+		}()
+	}
+	go func() {
+		wg.Wait()
+		if p := core.Phase(); p != contract.PhaseComplete && p != contract.PhaseFailed && *listenAddr == "" {
+			cancel() // every local stripe gave up
+		}
+	}()
+	runner := &coord.Runner{Core: core, Channel: &coord.LogChannel{Log: log}, Interval: j.reportInterval, Grace: 30 * time.Second}
+	phase := runner.Run(ctx)
+	cancel()
+	wg.Wait()
+	close(stripeErrs)
+	rep := core.Report()
+	el := time.Since(start).Seconds()
+	switch phase {
+	case contract.PhaseComplete:
+		fmt.Printf("Complete: %d files, %d bytes in %.1fs (%s)\n", rep.FilesDone, rep.BytesTotal, el, coord.HumanRate(int64(float64(rep.BytesTotal)*8/max(el, 1e-3))))
+		return nil
+	case contract.PhaseFailed:
+		return fmt.Errorf("job failed: %s", rep.Error)
+	}
+	for err := range stripeErrs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	return fmt.Errorf("stopped before the job finished (%d of %d files done)", rep.FilesDone, rep.FilesTotal)
+}
+
+func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver string, root *os.Root, secret []byte, retryFor time.Duration, metricsAddr string, log *slog.Logger) error {
+	st := &mover.Stripe{Index: stripe, Receiver: receiver, Secret: secret, Root: root, Log: log, RetryFor: retryFor, CorruptEvery: corruptEvery()}
+	serveMetrics(ctx, metricsAddr, func() any { return map[string]any{"role": "sender", "stripe": stripe, "cpuSeconds": metrics.CPUSeconds()} }, log)
+	var failingSince time.Time
+	backoff := 200 * time.Millisecond
+	for {
+		rem, err := coord.DialRemote(ctx, coordinator, secret, stripe)
+		if err == nil {
+			failingSince = time.Time{}
+			sctx, cancel := context.WithCancel(ctx)
+			go func() {
+				select {
+				case <-rem.Dead():
+					cancel()
+				case <-sctx.Done():
+				}
+			}()
+			err = st.Run(sctx, rem)
+			cancel()
+			rem.Close()
+			if err == nil {
+				log.Info("Job finished; sender exits", "stripe", stripe)
+				return nil
+			}
+			var fe *mover.FatalError
+			if errors.As(err, &fe) {
+				return err
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if failingSince.IsZero() {
+			failingSince = time.Now()
+		}
+		if time.Since(failingSince) > retryFor {
+			return err
+		}
+		log.Warn("Lost the coordinator or receiver; reconnecting", "stripe", stripe, "err", fmt.Sprint(err))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// ---- coordinate ----
+
+func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
+	fs := newFlags("coordinate", "coordinate --listen ADDR --root DIR --secret-file FILE --path P... [--pod NS/NAME]")
+	var j jobFlags
+	j.register(fs, func(v interface {
+		String() string
+		Set(string) error
+		Type() string
+	}, name, usage string) {
+		fs.Var(v, name, usage)
+	})
+	addr := fs.String("listen", "", "address senders connect to (also /metrics and /status)")
+	rootDir := fs.String("root", "", "source root")
+	secretFile := fs.String("secret-file", "", "file holding the job's shared secret")
+	pod := fs.String("pod", "", "namespace/name of this coordinator's pod: read directives from it and report to it (in-cluster)")
+	paths := fs.StringArray("path", nil, "source path under --root (repeatable)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	secret, err := loadSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	root, err := openRoot(*rootDir)
+	if err != nil {
+		return err
+	}
+	all := append(append([]string(nil), *paths...), fs.Args()...)
+	if j.job == "" {
+		if *pod != "" {
+			ns, name, _ := strings.Cut(*pod, "/")
+			j.job = ns + "." + strings.TrimSuffix(name, "-coordinator")
+		} else {
+			j.job = jobID(j.destPath, all)
+		}
+	}
+	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify,
+		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
+	if err != nil {
+		return err
+	}
+	var ch coord.Channel = &coord.LogChannel{Log: log}
+	if *pod != "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return fmt.Errorf("--pod needs the in-cluster API config: %w", err)
+		}
+		if ch, err = coord.NewPodChannel(cfg, *pod); err != nil {
+			return err
+		}
+	} else {
+		core.SetPhase(contract.PhaseTransferring)
+	}
+	ln, err := listen(*addr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go mover.Serve(ctx, ln, secret, metrics.Handler(core.Status), core.ServeConn, log)
+	log.Info("Coordinating", "listen", ln.Addr().String(), "job", j.job, "files", core.Dataset().Files, "bytes", core.Dataset().Bytes)
+	runner := &coord.Runner{Core: core, Channel: ch, Interval: j.reportInterval, Grace: 30 * time.Second, Probe: probePlanner()}
+	switch phase := runner.Run(ctx); phase {
+	case contract.PhaseComplete:
+		return nil
+	case contract.PhaseFailed:
+		msg, _ := core.Err()
+		return fmt.Errorf("job failed: %s", msg)
+	default:
+		return ctx.Err()
+	}
+}
+
+// ---- probe ----
+
+func runProbe(ctx context.Context, args []string, log *slog.Logger) error {
+	fs := newFlags("probe", "probe --to HOST:PORT --secret-file FILE [--streams 1,2,4,8] [--seconds 3]")
+	to := fs.String("to", "", "receiver address")
+	secretFile := fs.String("secret-file", "", "file holding the job's shared secret")
+	streams := fs.String("streams", "1,2,4,8", "stream counts to sample")
+	seconds := fs.Int("seconds", 3, "seconds per sample")
+	var buffer, block byteSize
+	block = mover.DefaultBlockSize
+	fs.Var(&buffer, "buffer", "socket buffer per stream (0: autotuning)")
+	fs.Var(&block, "block-size", "block size on the wire")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	secret, err := loadSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	list, err := parseInts(*streams)
+	if err != nil {
+		return fmt.Errorf("--streams: %w", err)
+	}
+	if *to == "" {
+		return errors.New("--to is required")
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for _, n := range list {
+		res, err := mover.Probe(ctx, *to, secret, mover.ProbeOptions{Streams: n, BufferBytes: int64(buffer), Duration: time.Duration(*seconds) * time.Second, BlockSize: int64(block)})
+		if err != nil {
+			return err
+		}
+		enc.Encode(res.Sample)
+		fmt.Fprintf(os.Stderr, "streams %3d  %14s  source %5d m  destination %5d m\n", n, coord.HumanRate(res.Sample.BitsPerSecond), res.Sample.SourceMillicores, res.Sample.DestinationMillicores)
+	}
+	return nil
+}
+
+var _ = net.Dial

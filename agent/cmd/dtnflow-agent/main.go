@@ -1,0 +1,62 @@
+// Command dtnflow-agent is dtnflow's data mover. See `dtnflow-agent help`.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `dtnflow-agent moves datasets between data transfer nodes: parallel TCP streams,
+stripes, pipelined small files, per-block CRC32C, end-to-end SHA-256, resume.
+
+Usage:
+  dtnflow-agent receive    --listen :7000 --root DIR --secret-file FILE
+  dtnflow-agent send       --to HOST:PORT --root DIR --secret-file FILE [flags] PATH...
+  dtnflow-agent send       --mem --to HOST:PORT --secret-file FILE --streams N [--duration 10s | --bytes N]
+  dtnflow-agent send       --stripe K --coordinator HOST:PORT --receiver HOST:PORT --root DIR --secret-file FILE
+  dtnflow-agent coordinate --listen :7100 --root DIR --secret-file FILE --path P... [--pod NS/NAME]
+  dtnflow-agent probe      --to HOST:PORT --secret-file FILE [--streams 1,2,4,8] [--seconds 3]
+  dtnflow-agent plan       [--in samples.json]
+
+Run 'dtnflow-agent COMMAND --help' for a command's flags.
+`
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "receive":
+		err = runReceive(ctx, os.Args[2:], log)
+	case "send":
+		err = runSend(ctx, os.Args[2:], log)
+	case "coordinate":
+		err = runCoordinate(ctx, os.Args[2:], log)
+	case "probe":
+		err = runProbe(ctx, os.Args[2:], log)
+	case "plan":
+		err = runPlan(ctx, os.Args[2:], log)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		if err == errUsage {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "dtnflow-agent:", err)
+		os.Exit(1)
+	}
+}

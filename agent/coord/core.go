@@ -1,0 +1,704 @@
+// Package coord is a job's coordinator: it lists the source, hands units of work out
+// to the stripes that ask (a stripe that joins pulls work; the leases of a stripe that
+// leaves or dies go back to the others), follows the controller's directives and
+// reports. It keeps no state of its own: what is done comes from the receivers'
+// journals (a Summary) each time it starts.
+package coord
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"os"
+	"path"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/fsroot"
+	"github.com/dtnflow/dtnflow/agent/metrics"
+	"github.com/dtnflow/dtnflow/agent/mover"
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+// Options describe a job.
+type Options struct {
+	Root      *os.Root
+	Paths     []string
+	DestPath  string
+	Job       string
+	Checksum  string
+	Verify    bool
+	Overwrite string
+	BlockSize int64
+	ChunkSize int64
+	Log       *slog.Logger
+}
+
+// Params are the tunable parameters (from flags or a directive).
+type Params struct {
+	Streams          int32
+	BufferBytes      int64
+	Concurrency      int32
+	Pipelining       int32
+	SizeClasses      []contract.SizeClassParam
+	MaxBitsPerSecond int64
+}
+
+type cfile struct {
+	f          fsroot.File
+	dest       string
+	chunks     int32
+	chunksDone map[int32]bool
+	done       bool
+	failed     bool
+	class      string
+	finalizing bool
+}
+
+type cunit struct {
+	u      wire.Unit
+	file   *cfile
+	leased *Member
+	done   bool
+}
+
+// Core is the coordinator's state.
+type Core struct {
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	changed chan struct{}
+	cfg     wire.JobConfig
+	params  Params
+	members map[*Member]bool
+
+	phase      contract.Phase
+	generation int64
+	errMsg     string
+	errCount   int
+	fatal      bool
+
+	files   []*cfile
+	byDest  map[string]*cfile
+	units   map[uint64]*cunit
+	pending []*cunit
+	nextID  uint64
+	built   bool
+
+	filesDone, filesFailed, bytesDone int64
+	dataset                           contract.Dataset
+	samples                           []contract.Sample
+	stats                             map[int32]wire.StripeStats
+	startBytes                        int64
+	startTime                         time.Time
+}
+
+// New lists the source paths and returns a Core in phase Starting. Paths are checked
+// to stay under the root; the first one that does not is the error.
+func New(o Options, p Params) (*Core, error) {
+	if o.BlockSize <= 0 {
+		o.BlockSize = mover.DefaultBlockSize
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = mover.DefaultChunkSize
+	}
+	if o.ChunkSize < o.BlockSize {
+		o.ChunkSize = o.BlockSize
+	}
+	o.ChunkSize = o.ChunkSize / o.BlockSize * o.BlockSize
+	if o.DestPath != "" {
+		d, err := fsroot.Clean(o.DestPath, true)
+		if err != nil {
+			return nil, fmt.Errorf("--dest-path: %w", err)
+		}
+		o.DestPath = d
+	}
+	if _, err := mover.NewDigest(o.Checksum); err != nil {
+		return nil, err
+	}
+	switch o.Overwrite {
+	case "":
+		o.Overwrite = "IfDifferent"
+	case "Never", "IfDifferent", "Always":
+	default:
+		return nil, fmt.Errorf("--overwrite %q: want Never, IfDifferent or Always", o.Overwrite)
+	}
+	c := &Core{opts: o, log: o.Log, changed: make(chan struct{}), members: map[*Member]bool{}, byDest: map[string]*cfile{},
+		units: map[uint64]*cunit{}, stats: map[int32]wire.StripeStats{}, phase: contract.PhaseStarting}
+	if len(o.Paths) == 0 {
+		return nil, fmt.Errorf("no source paths given")
+	}
+	seen := map[string]bool{}
+	for _, p := range o.Paths {
+		err := fsroot.Walk(o.Root, p, func(f fsroot.File) error {
+			if seen[f.Path] {
+				return nil
+			}
+			seen[f.Path] = true
+			dest := f.Path
+			if o.DestPath != "" && o.DestPath != "." {
+				dest = path.Join(o.DestPath, f.Path)
+			}
+			cf := &cfile{f: f, dest: dest, chunksDone: map[int32]bool{}}
+			if f.Size > o.BlockSize {
+				cf.chunks = int32((f.Size + o.ChunkSize - 1) / o.ChunkSize)
+			}
+			c.files = append(c.files, cf)
+			c.byDest[dest] = cf
+			c.dataset.Files++
+			c.dataset.Bytes += f.Size
+			return nil
+		}, func(p, why string) { o.Log.Warn("Skipping a source path", "path", p, "reason", why) })
+		if err != nil {
+			return nil, err
+		}
+	}
+	c.dataset.Buckets = histogram(c.files)
+	c.setParamsLocked(p)
+	c.cfg.Mode = contract.ModeTransfer
+	return c, nil
+}
+
+func histogram(files []*cfile) []contract.SizeBucket {
+	m := map[int32]*contract.SizeBucket{}
+	for _, f := range files {
+		var l int32
+		if f.f.Size > 1 {
+			l = int32(bits.Len64(uint64(f.f.Size - 1)))
+		}
+		b := m[l]
+		if b == nil {
+			b = &contract.SizeBucket{Log2: l}
+			m[l] = b
+		}
+		b.Files++
+		b.Bytes += f.f.Size
+	}
+	out := make([]contract.SizeBucket, 0, len(m))
+	for _, b := range m {
+		out = append(out, *b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Log2 < out[j].Log2 })
+	return out
+}
+
+// Dataset is the dataset's summary.
+func (c *Core) Dataset() contract.Dataset { return c.dataset }
+
+func (c *Core) setParamsLocked(p Params) {
+	if p.Streams <= 0 {
+		p.Streams = 4
+	}
+	if p.Concurrency <= 0 {
+		p.Concurrency = 4
+	}
+	if p.Pipelining <= 0 {
+		p.Pipelining = 16
+	}
+	for _, sc := range p.SizeClasses {
+		p.Concurrency = max(p.Concurrency, sc.Concurrency)
+		p.Pipelining = max(p.Pipelining, sc.Pipelining)
+	}
+	c.params = p
+	c.cfg.Generation++
+	c.cfg = wire.JobConfig{Generation: c.cfg.Generation, Job: c.opts.Job, Mode: c.cfg.Mode, Checksum: c.opts.Checksum, Verify: c.opts.Verify,
+		Overwrite: c.opts.Overwrite, Streams: p.Streams, BufferBytes: p.BufferBytes, Concurrency: p.Concurrency, Pipelining: p.Pipelining,
+		BlockSize: c.opts.BlockSize, ChunkSize: c.opts.ChunkSize, SizeClasses: p.SizeClasses}
+	for _, f := range c.files {
+		f.class = classOf(f.f.Size, p.SizeClasses)
+	}
+	for _, u := range c.units {
+		u.u.Class = u.file.class
+	}
+	c.broadcastConfigLocked()
+}
+
+func classOf(size int64, classes []contract.SizeClassParam) string {
+	for _, sc := range classes {
+		if sc.MaxBytes == 0 || size <= sc.MaxBytes {
+			return sc.Class
+		}
+	}
+	return ""
+}
+
+func (c *Core) broadcastConfigLocked() {
+	n := int64(0)
+	for m := range c.members {
+		if m.stripe >= 0 {
+			n++
+		}
+	}
+	cfg := c.cfg
+	if c.params.MaxBitsPerSecond > 0 {
+		cfg.MaxBitsPerSecond = c.params.MaxBitsPerSecond / max(n, 1)
+	}
+	for m := range c.members {
+		m.pushConfig(cfg)
+	}
+}
+
+// SetParams replaces the parameters; stripes apply them without restarting.
+func (c *Core) SetParams(p Params) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setParamsLocked(p)
+	c.signalLocked()
+}
+
+func (c *Core) signalLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed at the next change of state.
+func (c *Core) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// SetPhase moves to a phase (Transferring, Paused, Probing, Probed).
+func (c *Core) SetPhase(p contract.Phase) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.phase == contract.PhaseComplete || c.phase == contract.PhaseFailed {
+		return
+	}
+	if p == contract.PhaseTransferring && c.startTime.IsZero() {
+		c.startTime, c.startBytes = time.Now(), c.bytesDone
+	}
+	c.phase = p
+	c.signalLocked()
+}
+
+// Phase is the current phase.
+func (c *Core) Phase() contract.Phase {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.phase
+}
+
+// Err is the first error and how many there were.
+func (c *Core) Err() (string, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.errMsg, c.errCount
+}
+
+// ---- summary and units ----
+
+func (c *Core) needSummary() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.built
+}
+
+func (c *Core) summary(s wire.Summary) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.built {
+		return
+	}
+	for _, d := range s.Files {
+		if f := c.byDest[d.Path]; f != nil && f.f.Size == d.Size && f.f.MtimeNs == d.MtimeNs && !f.done {
+			f.done = true
+			c.filesDone++
+			c.bytesDone += f.f.Size
+		}
+	}
+	for _, d := range s.Chunks {
+		if f := c.byDest[d.Path]; f != nil && f.f.Size == d.Size && f.f.MtimeNs == d.MtimeNs && d.ChunkSize == c.opts.ChunkSize && d.Index < f.chunks && !f.chunksDone[d.Index] {
+			f.chunksDone[d.Index] = true
+			c.bytesDone += chunkLen(f.f.Size, c.opts.ChunkSize, d.Index)
+		}
+	}
+	if !s.Last {
+		return
+	}
+	c.buildLocked()
+}
+
+func chunkLen(size, chunk int64, i int32) int64 {
+	off := int64(i) * chunk
+	return min(chunk, size-off)
+}
+
+// buildLocked turns what is not yet done into units: large files first (their chunks
+// in order), then small files, so the long tails start early.
+func (c *Core) buildLocked() {
+	c.built = true
+	order := make([]*cfile, 0, len(c.files))
+	for _, f := range c.files {
+		if !f.done {
+			order = append(order, f)
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return order[i].f.Size > order[j].f.Size && order[i].chunks > 0 })
+	for _, f := range order {
+		if f.chunks == 0 {
+			c.addUnitLocked(f, wire.Unit{Kind: wire.UnitFile}, false)
+			continue
+		}
+		all := true
+		for i := int32(0); i < f.chunks; i++ {
+			if f.chunksDone[i] {
+				continue
+			}
+			all = false
+			off := int64(i) * c.opts.ChunkSize
+			c.addUnitLocked(f, wire.Unit{Kind: wire.UnitChunk, Index: i, Chunks: f.chunks, Offset: off, Length: chunkLen(f.f.Size, c.opts.ChunkSize, i)}, false)
+		}
+		if all {
+			c.finalizeLocked(f)
+		}
+	}
+	c.log.Info("Listed the dataset", "files", c.dataset.Files, "bytes", c.dataset.Bytes, "alreadyDone", c.filesDone, "units", len(c.pending))
+	c.checkDoneLocked()
+	c.signalLocked()
+}
+
+func (c *Core) addUnitLocked(f *cfile, u wire.Unit, front bool) {
+	c.nextID++
+	u.ID = c.nextID
+	u.Source, u.Dest, u.Size, u.Mode, u.MtimeNs, u.Class = f.f.Path, f.dest, f.f.Size, uint32(f.f.Mode), f.f.MtimeNs, f.class
+	cu := &cunit{u: u, file: f}
+	c.units[u.ID] = cu
+	if front {
+		c.pending = append([]*cunit{cu}, c.pending...)
+	} else {
+		c.pending = append(c.pending, cu)
+	}
+}
+
+func (c *Core) finalizeLocked(f *cfile) {
+	if f.finalizing || f.done {
+		return
+	}
+	if f.chunks == 1 {
+		// The chunk's receiver renames a one-chunk file itself; a verified chunk that
+		// was not renamed is finished by sending the chunk again (the receiver
+		// answers from its journal without data).
+		f.finalizing = true
+		c.addUnitLocked(f, wire.Unit{Kind: wire.UnitChunk, Index: 0, Chunks: 1, Length: f.f.Size}, true)
+		return
+	}
+	f.finalizing = true
+	c.addUnitLocked(f, wire.Unit{Kind: wire.UnitFinalize, Chunks: f.chunks}, true)
+}
+
+// request hands up to n units to m; ok false means wait.
+func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.phase == contract.PhaseComplete || c.phase == contract.PhaseFailed {
+		return wire.WorkGrant{Finished: true}, true
+	}
+	if !c.built || c.phase != contract.PhaseTransferring {
+		return wire.WorkGrant{}, false
+	}
+	var g wire.WorkGrant
+	perClass := map[string]int{}
+	for _, u := range c.units {
+		if u.leased == m {
+			perClass[u.u.Class]++
+		}
+	}
+	limit := map[string]int{}
+	for _, sc := range c.params.SizeClasses {
+		limit[sc.Class] = int(max(sc.Concurrency, 1) * max(sc.Pipelining, 1))
+		if sc.Channels > 0 {
+			limit[sc.Class] = int(sc.Channels * max(sc.Pipelining, 1))
+		}
+	}
+	kept := c.pending[:0]
+	for i, u := range c.pending {
+		if len(g.Units) >= n || i > 4*n+64 {
+			kept = append(kept, c.pending[i:]...)
+			break
+		}
+		if l, ok := limit[u.u.Class]; ok && perClass[u.u.Class] >= l {
+			kept = append(kept, u)
+			continue
+		}
+		u.leased = m
+		perClass[u.u.Class]++
+		g.Units = append(g.Units, u.u)
+	}
+	c.pending = kept
+	return g, len(g.Units) > 0
+}
+
+func (c *Core) done(m *Member, rs []wire.UnitResult) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range rs {
+		u := c.units[r.ID]
+		if u == nil || u.done {
+			continue
+		}
+		switch {
+		case r.OK:
+			c.unitDoneLocked(u)
+		case r.Retry:
+			if u.leased == m {
+				u.leased = nil
+				c.pending = append([]*cunit{u}, c.pending...)
+			}
+		default:
+			if u.leased != m && u.leased != nil {
+				continue
+			}
+			u.done, u.leased = true, nil
+			delete(c.units, u.u.ID)
+			c.errCount++
+			if c.errMsg == "" || r.Fatal {
+				c.errMsg = r.Error
+			}
+			c.log.Error("A file failed", "path", u.u.Source, "err", r.Error)
+			if !u.file.failed && !u.file.done {
+				u.file.failed = true
+				c.filesFailed++
+			}
+			if r.Fatal {
+				c.fatal = true
+				c.phase = contract.PhaseFailed
+			}
+		}
+	}
+	c.checkDoneLocked()
+	c.signalLocked()
+}
+
+func (c *Core) unitDoneLocked(u *cunit) {
+	u.done, u.leased = true, nil
+	delete(c.units, u.u.ID)
+	f := u.file
+	if f.failed || f.done {
+		return
+	}
+	switch u.u.Kind {
+	case wire.UnitFile, wire.UnitFinalize:
+		c.fileDoneLocked(f, u.u.Kind == wire.UnitFile)
+	case wire.UnitChunk:
+		if !f.chunksDone[u.u.Index] {
+			f.chunksDone[u.u.Index] = true
+			c.bytesDone += u.u.Length
+		}
+		if f.chunks == 1 {
+			c.fileDoneLocked(f, false)
+		} else if int32(len(f.chunksDone)) == f.chunks {
+			c.finalizeLocked(f)
+		}
+	}
+}
+
+func (c *Core) fileDoneLocked(f *cfile, countBytes bool) {
+	f.done = true
+	c.filesDone++
+	if countBytes {
+		c.bytesDone += f.f.Size
+	}
+}
+
+func (c *Core) checkDoneLocked() {
+	if !c.built || c.phase == contract.PhaseComplete || c.phase == contract.PhaseFailed {
+		return
+	}
+	if c.filesDone+c.filesFailed < c.dataset.Files {
+		return
+	}
+	if c.filesFailed > 0 {
+		c.phase = contract.PhaseFailed
+		if c.errCount > 1 {
+			c.errMsg = fmt.Sprintf("%s (and %d more errors)", c.errMsg, c.errCount-1)
+		}
+	} else {
+		c.phase = contract.PhaseComplete
+	}
+	c.log.Info("Job finished", "phase", c.phase, "files", c.filesDone, "bytes", c.bytesDone, "error", c.errMsg)
+}
+
+// leave gives a departing stripe's units back.
+func (c *Core) leave(m *Member) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.members, m)
+	var back []*cunit
+	for _, u := range c.units {
+		if u.leased == m {
+			u.leased = nil
+			back = append(back, u)
+		}
+	}
+	sort.Slice(back, func(i, j int) bool { return back[i].u.ID < back[j].u.ID })
+	c.pending = append(back, c.pending...)
+	if len(back) > 0 {
+		c.log.Info("A stripe left; its work goes to the others", "stripe", m.stripe, "units", len(back))
+	}
+	if m.stripe >= 0 {
+		delete(c.stats, m.stripe)
+	}
+	c.broadcastConfigLocked()
+	c.signalLocked()
+}
+
+func (c *Core) setStats(s wire.StripeStats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.Connected {
+		c.stats[s.Stripe] = s
+	} else {
+		delete(c.stats, s.Stripe)
+	}
+}
+
+// Report is the job as the coordinator sees it now.
+func (c *Core) Report() contract.Report {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ds := c.dataset
+	r := contract.Report{Generation: c.generation, Phase: c.phase, Time: time.Now().UTC(), Error: c.errMsg, Dataset: &ds,
+		Samples: append([]contract.Sample(nil), c.samples...), BytesDone: c.bytesDone, BytesTotal: c.dataset.Bytes,
+		FilesDone: c.filesDone, FilesTotal: c.dataset.Files}
+	idx := make([]int32, 0, len(c.stats))
+	for i := range c.stats {
+		idx = append(idx, i)
+	}
+	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
+	for _, i := range idx {
+		s := c.stats[i]
+		r.BitsPerSecond += s.BitsPerSecond
+		r.Stripes = append(r.Stripes, contract.StripeReport{Index: s.Stripe, Connected: s.Connected, Streams: s.Streams, BitsPerSecond: s.BitsPerSecond,
+			BytesDone: s.BytesSent, RTTMicros: s.RTTMicros, LossPPM: s.LossPPM, SourceMillicores: s.SourceMillicores, DestinationMillicores: s.DestinationMillicores})
+	}
+	return r
+}
+
+// SetGeneration records the generation of the last directive applied.
+func (c *Core) SetGeneration(g int64) {
+	c.mu.Lock()
+	c.generation = g
+	c.mu.Unlock()
+}
+
+// AddSample records a probe sample.
+func (c *Core) AddSample(s contract.Sample) {
+	c.mu.Lock()
+	c.samples = append(c.samples, s)
+	c.signalLocked()
+	c.mu.Unlock()
+}
+
+// Samples are the probe samples so far.
+func (c *Core) Samples() []contract.Sample {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]contract.Sample(nil), c.samples...)
+}
+
+// Status is the JSON status of a coordinator.
+func (c *Core) Status() any {
+	r := c.Report()
+	return struct {
+		Role string `json:"role"`
+		contract.Report
+		CPUSeconds float64 `json:"cpuSeconds"`
+	}{"coordinator", r, metrics.CPUSeconds()}
+}
+
+// ---- members: the stripes, as work sources ----
+
+// Member is one stripe's membership of the job; it is the stripe's WorkSource.
+type Member struct {
+	c       *Core
+	stripe  int32
+	configs chan wire.JobConfig
+	probes  chan wire.ProbeRequest
+	results chan wire.ProbeResult
+}
+
+// Join adds a stripe.
+func (c *Core) Join(stripe int32) *Member {
+	m := &Member{c: c, stripe: stripe, configs: make(chan wire.JobConfig, 1), probes: make(chan wire.ProbeRequest, 1), results: make(chan wire.ProbeResult, 1)}
+	c.mu.Lock()
+	c.members[m] = true
+	c.broadcastConfigLocked()
+	c.signalLocked()
+	c.mu.Unlock()
+	c.log.Info("A stripe joined", "stripe", stripe)
+	return m
+}
+
+// Leave removes the stripe and gives its work back.
+func (m *Member) Leave() { m.c.leave(m) }
+
+func (m *Member) pushConfig(cfg wire.JobConfig) {
+	select {
+	case <-m.configs:
+	default:
+	}
+	m.configs <- cfg
+}
+
+func (m *Member) Configs() <-chan wire.JobConfig { return m.configs }
+func (m *Member) NeedSummary() bool              { return m.c.needSummary() }
+func (m *Member) Summary(s wire.Summary)         { m.c.summary(s) }
+func (m *Member) Done(rs []wire.UnitResult)      { m.c.done(m, rs) }
+func (m *Member) Stats(s wire.StripeStats)       { m.c.setStats(s) }
+func (m *Member) Probes() <-chan wire.ProbeRequest {
+	return m.probes
+}
+func (m *Member) ProbeDone(r wire.ProbeResult) {
+	select {
+	case m.results <- r:
+	default:
+	}
+}
+
+// Request implements mover.WorkSource.
+func (m *Member) Request(ctx context.Context, n int) (wire.WorkGrant, error) {
+	for {
+		ch := m.c.Changed()
+		if g, ok := m.c.request(m, n); ok {
+			return g, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return wire.WorkGrant{}, ctx.Err()
+		}
+	}
+}
+
+// Probe asks the member's stripe for one memory-to-memory sample.
+func (m *Member) Probe(ctx context.Context, p wire.ProbeRequest) (wire.ProbeResult, error) {
+	select {
+	case m.probes <- p:
+	case <-ctx.Done():
+		return wire.ProbeResult{}, ctx.Err()
+	}
+	select {
+	case r := <-m.results:
+		return r, nil
+	case <-ctx.Done():
+		return wire.ProbeResult{}, ctx.Err()
+	}
+}
+
+// ProbeMember is the stripe with the lowest index, which runs probes.
+func (c *Core) ProbeMember() *Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var best *Member
+	for m := range c.members {
+		if m.stripe >= 0 && (best == nil || m.stripe < best.stripe) {
+			best = m
+		}
+	}
+	return best
+}

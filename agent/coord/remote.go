@@ -1,0 +1,213 @@
+package coord
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/dtnflow/dtnflow/agent/mover"
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+// ServeConn serves one sender connected to the coordinator (after the handshake).
+// The sender's stripe is a member while the connection lives; when it drops, the
+// stripe's leases go back to the others.
+func (c *Core) ServeConn(conn net.Conn) {
+	defer conn.Close()
+	rd := wire.NewReader(bufio.NewReader(conn))
+	h, meta, err := rd.Next()
+	if err != nil || h.Type != wire.TypeHello {
+		return
+	}
+	var hello wire.Hello
+	if wire.DecodeJSON(meta, &hello) != nil || hello.Role != wire.RoleSender {
+		return
+	}
+	w := wire.NewWriter(conn)
+	m := c.Join(hello.Stripe)
+	defer m.Leave()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case cfg := <-m.configs:
+				cfg.NeedSummary = c.needSummary()
+				if w.WriteJSON(wire.TypeJobConfig, cfg) != nil {
+					cancel()
+					return
+				}
+			case p := <-m.probes:
+				if w.WriteJSON(wire.TypeProbeRequest, p) != nil {
+					cancel()
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var reqMu sync.Mutex // one WorkRequest at a time
+	for {
+		h, meta, err := rd.Next()
+		if err != nil {
+			return
+		}
+		switch h.Type {
+		case wire.TypeWorkRequest:
+			var r wire.WorkRequest
+			if wire.DecodeJSON(meta, &r) != nil || r.N <= 0 || r.N > 4096 {
+				return
+			}
+			go func() {
+				reqMu.Lock()
+				defer reqMu.Unlock()
+				g, err := m.Request(ctx, int(r.N))
+				if err == nil {
+					w.WriteJSON(wire.TypeWorkGrant, g)
+				}
+			}()
+		case wire.TypeWorkDone:
+			var d wire.WorkDone
+			if wire.DecodeJSON(meta, &d) != nil {
+				return
+			}
+			m.Done(d.Results)
+		case wire.TypeSummary:
+			var s wire.Summary
+			if wire.DecodeJSON(meta, &s) != nil {
+				return
+			}
+			m.Summary(s)
+		case wire.TypeStats:
+			var s wire.StripeStats
+			if wire.DecodeJSON(meta, &s) != nil {
+				return
+			}
+			s.Stripe = hello.Stripe
+			m.Stats(s)
+		case wire.TypeProbeResult:
+			var r wire.ProbeResult
+			if wire.DecodeJSON(meta, &r) != nil {
+				return
+			}
+			m.ProbeDone(r)
+		default:
+			return
+		}
+	}
+}
+
+// Remote is a coordinator across a connection, as a stripe's WorkSource.
+type Remote struct {
+	conn    net.Conn
+	w       *wire.Writer
+	configs chan wire.JobConfig
+	probes  chan wire.ProbeRequest
+	grants  chan wire.WorkGrant
+	dead    chan struct{}
+	once    sync.Once
+
+	mu   sync.Mutex
+	need bool
+}
+
+// DialRemote connects a stripe to its coordinator.
+func DialRemote(ctx context.Context, addr string, secret []byte, stripe int32) (*Remote, error) {
+	c, err := mover.Dial(ctx, addr, secret, 0)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator %s: %w", addr, err)
+	}
+	r := &Remote{conn: c, w: wire.NewWriter(c), configs: make(chan wire.JobConfig, 1), probes: make(chan wire.ProbeRequest, 1),
+		grants: make(chan wire.WorkGrant, 1), dead: make(chan struct{})}
+	if err := r.w.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleSender, Stripe: stripe}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	go r.read()
+	return r, nil
+}
+
+func (r *Remote) read() {
+	defer r.Close()
+	rd := wire.NewReader(bufio.NewReader(r.conn))
+	for {
+		h, meta, err := rd.Next()
+		if err != nil {
+			return
+		}
+		switch h.Type {
+		case wire.TypeJobConfig:
+			var c wire.JobConfig
+			if wire.DecodeJSON(meta, &c) != nil {
+				return
+			}
+			r.mu.Lock()
+			r.need = c.NeedSummary
+			r.mu.Unlock()
+			select {
+			case <-r.configs:
+			default:
+			}
+			r.configs <- c
+		case wire.TypeWorkGrant:
+			var g wire.WorkGrant
+			if wire.DecodeJSON(meta, &g) != nil {
+				return
+			}
+			r.grants <- g
+		case wire.TypeProbeRequest:
+			var p wire.ProbeRequest
+			if wire.DecodeJSON(meta, &p) != nil {
+				return
+			}
+			r.probes <- p
+		default:
+			return
+		}
+	}
+}
+
+// Dead is closed when the connection to the coordinator is gone.
+func (r *Remote) Dead() <-chan struct{} { return r.dead }
+
+// Close drops the connection.
+func (r *Remote) Close() {
+	r.once.Do(func() { close(r.dead); r.conn.Close() })
+}
+
+func (r *Remote) Configs() <-chan wire.JobConfig   { return r.configs }
+func (r *Remote) Probes() <-chan wire.ProbeRequest { return r.probes }
+func (r *Remote) NeedSummary() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.need
+}
+func (r *Remote) Summary(s wire.Summary) {
+	r.w.WriteJSON(wire.TypeSummary, s)
+	if s.Last {
+		r.mu.Lock()
+		r.need = false
+		r.mu.Unlock()
+	}
+}
+func (r *Remote) Done(rs []wire.UnitResult)    { r.w.WriteJSON(wire.TypeWorkDone, wire.WorkDone{Results: rs}) }
+func (r *Remote) Stats(s wire.StripeStats)     { r.w.WriteJSON(wire.TypeStats, s) }
+func (r *Remote) ProbeDone(p wire.ProbeResult) { r.w.WriteJSON(wire.TypeProbeResult, p) }
+
+// Request implements mover.WorkSource.
+func (r *Remote) Request(ctx context.Context, n int) (wire.WorkGrant, error) {
+	if err := r.w.WriteJSON(wire.TypeWorkRequest, wire.WorkRequest{N: int32(n)}); err != nil {
+		return wire.WorkGrant{}, mover.ErrSourceLost
+	}
+	select {
+	case g := <-r.grants:
+		return g, nil
+	case <-r.dead:
+		return wire.WorkGrant{}, mover.ErrSourceLost
+	case <-ctx.Done():
+		return wire.WorkGrant{}, ctx.Err()
+	}
+}

@@ -1,0 +1,137 @@
+// Package fsroot keeps every path an agent touches under its root. A path from a flag,
+// a coordinator or the wire is first checked lexically (Clean: no absolute path, no
+// '..'), then opened through os.Root, which refuses symlinks that lead outside the
+// root even if the tree changes under us. Errors name the path.
+package fsroot
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+)
+
+// ErrEscape marks a path refused because it leads outside the root.
+var ErrEscape = errors.New("leads outside the root")
+
+// Clean checks that p is a relative path with no '..' segment and returns it in clean
+// form ("." for the root itself when allowRoot).
+func Clean(p string, allowRoot bool) (string, error) {
+	switch {
+	case p == "" && allowRoot:
+		return ".", nil
+	case p == "":
+		return "", fmt.Errorf("empty path refused")
+	case strings.ContainsRune(p, 0):
+		return "", fmt.Errorf("path %q refused: contains a NUL byte", p)
+	case strings.HasPrefix(p, "/"):
+		return "", fmt.Errorf("path %q refused: absolute paths are not allowed, give it relative to the root: %w", p, ErrEscape)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return "", fmt.Errorf("path %q refused: '..' is not allowed: %w", p, ErrEscape)
+		}
+	}
+	c := path.Clean(p)
+	if c == "." && !allowRoot {
+		return "", fmt.Errorf("path %q refused: names the root itself", p)
+	}
+	return c, nil
+}
+
+// Explain turns an os.Root error into one that names the path and says why.
+func Explain(p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if strings.Contains(err.Error(), "escapes from parent") || errors.Is(err, ErrEscape) {
+		return fmt.Errorf("path %q refused: a symlink leads outside the root: %w", p, ErrEscape)
+	}
+	return err
+}
+
+// File is a regular file found by Walk.
+type File struct {
+	Path    string // relative to the root
+	Size    int64
+	Mode    fs.FileMode
+	MtimeNs int64
+}
+
+// Walk lists the regular files at or under rel, in lexical order. Symlinks to files
+// under the root are followed (the file's content is moved); a symlink that leads
+// outside the root is an error naming it; symlinked directories are not descended
+// (they could loop) and are reported by skipped.
+func Walk(root *os.Root, rel string, fn func(File) error, skipped func(path, why string)) error {
+	rel, err := Clean(rel, true)
+	if err != nil {
+		return err
+	}
+	fi, err := root.Stat(rel)
+	if err != nil {
+		return Explain(rel, err)
+	}
+	if !fi.IsDir() {
+		if !fi.Mode().IsRegular() {
+			skipped(rel, "not a regular file")
+			return nil
+		}
+		return fn(File{Path: rel, Size: fi.Size(), Mode: fi.Mode().Perm(), MtimeNs: fi.ModTime().UnixNano()})
+	}
+	return walkDir(root, rel, fn, skipped)
+}
+
+func walkDir(root *os.Root, dir string, fn func(File) error, skipped func(path, why string)) error {
+	d, err := root.Open(dir)
+	if err != nil {
+		return Explain(dir, err)
+	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", dir, err)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	for _, e := range entries {
+		p := path.Join(dir, e.Name())
+		if dir == "." && strings.HasPrefix(e.Name(), ".dtnflow") {
+			continue // the agents' own journals
+		}
+		switch {
+		case e.Type()&fs.ModeSymlink != 0:
+			fi, err := root.Stat(p)
+			if err != nil {
+				return Explain(p, err)
+			}
+			if fi.IsDir() {
+				skipped(p, "symlinked directory not followed")
+				continue
+			}
+			if !fi.Mode().IsRegular() {
+				skipped(p, "not a regular file")
+				continue
+			}
+			if err := fn(File{Path: p, Size: fi.Size(), Mode: fi.Mode().Perm(), MtimeNs: fi.ModTime().UnixNano()}); err != nil {
+				return err
+			}
+		case e.IsDir():
+			if err := walkDir(root, p, fn, skipped); err != nil {
+				return err
+			}
+		case e.Type().IsRegular():
+			fi, err := e.Info()
+			if err != nil {
+				return fmt.Errorf("stat %s: %w", p, err)
+			}
+			if err := fn(File{Path: p, Size: fi.Size(), Mode: fi.Mode().Perm(), MtimeNs: fi.ModTime().UnixNano()}); err != nil {
+				return err
+			}
+		default:
+			skipped(p, "not a regular file")
+		}
+	}
+	return nil
+}

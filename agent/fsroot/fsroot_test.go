@@ -1,0 +1,64 @@
+package fsroot
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestClean(t *testing.T) {
+	cases := map[string]struct {
+		in      string
+		want    string
+		escapes bool
+	}{
+		"plain":          {in: "a/b.dat", want: "a/b.dat"},
+		"dot segments":   {in: "./a//b/./c", want: "a/b/c"},
+		"absolute":       {in: "/etc/passwd", escapes: true},
+		"dotdot":         {in: "a/../../etc", escapes: true},
+		"dotdot trailer": {in: "a/..", escapes: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Clean(tc.in, false)
+			if tc.escapes {
+				if !errors.Is(err, ErrEscape) || !strings.Contains(err.Error(), tc.in) {
+					t.Fatalf("Clean(%q) = %q, %v; want an escape error naming the path", tc.in, got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Clean(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestWalkRefusesSymlinkOutside(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	os.MkdirAll(filepath.Join(root, "d"), 0o755)
+	os.WriteFile(filepath.Join(root, "d", "ok.dat"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(dir, "secret"), []byte("s"), 0o600)
+	os.Symlink("ok.dat", filepath.Join(root, "d", "inside"))
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	collect := func(f File) error { got = append(got, f.Path); return nil }
+	if err := Walk(r, "d", collect, func(string, string) {}); err != nil {
+		t.Fatalf("walk inside: %v", err)
+	}
+	if strings.Join(got, ",") != "d/inside,d/ok.dat" {
+		t.Fatalf("walk found %v", got)
+	}
+	os.Symlink("../../secret", filepath.Join(root, "d", "evil"))
+	err = Walk(r, "d", collect, func(string, string) {})
+	if !errors.Is(err, ErrEscape) || !strings.Contains(err.Error(), "d/evil") {
+		t.Fatalf("walk over an escaping symlink: %v; want an escape error naming d/evil", err)
+	}
+}

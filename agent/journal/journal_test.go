@@ -1,0 +1,80 @@
+package journal
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func TestRanges(t *testing.T) {
+	var r Ranges
+	for _, x := range [][2]int64{{5, 7}, {0, 2}, {2, 3}, {10, 12}, {6, 11}} {
+		r.Add(x[0], x[1])
+	}
+	want := Ranges{{0, 3}, {5, 12}}
+	if !reflect.DeepEqual(r, want) {
+		t.Fatalf("ranges %v, want %v", r, want)
+	}
+	if !r.Contains(11) || r.Contains(3) || r.Count() != 10 {
+		t.Fatalf("Contains/Count wrong on %v", r)
+	}
+}
+
+func TestUnionOfWritersAndTornTail(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	w1, err := Create(root, "job", "a.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, _ := Create(root, "job", "b.log")
+	k := Key{Path: "d/big", Size: 100, MtimeNs: 7}
+	w1.Append(Record{Kind: KindBlocks, Path: k.Path, Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: 50, Index: 0, BlockSize: 10, Ranges: [][2]int64{{0, 2}}})
+	w1.Append(Record{Kind: KindChunk, Path: k.Path, Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: 50, Index: 1, BlockSize: 10})
+	w2.Append(Record{Kind: KindBlocks, Path: k.Path, Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: 50, Index: 0, BlockSize: 10, Ranges: [][2]int64{{2, 4}}})
+	if err := w1.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	w2.Sync()
+	// A torn record at the end of b.log: a length and half a body.
+	f, _ := os.OpenFile(filepath.Join(dir, JobDir("job"), "b.log"), os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte{0, 0, 0, 40, 1, 2, 3, 4, '{', '"'})
+	f.Close()
+
+	s := NewState(root, "job")
+	if err := s.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	fs := s.File(k)
+	if fs == nil || !fs.Chunks[1].Verified || fs.Chunks[0].Verified {
+		t.Fatalf("state %+v: want chunk 1 verified, chunk 0 not", fs)
+	}
+	if !reflect.DeepEqual(fs.Chunks[0].Have, Ranges{{0, 4}}) {
+		t.Fatalf("chunk 0 has %v, want the union [0,4)", fs.Chunks[0].Have)
+	}
+	if s.File(Key{Path: k.Path, Size: 101, MtimeNs: 7}) != nil {
+		t.Fatal("a record matched a different version of the file")
+	}
+	// Appends after the first read are picked up by the next Refresh.
+	w1.Append(Record{Kind: KindFinal, Path: k.Path, Size: k.Size, MtimeNs: k.MtimeNs, Mode: 0o640})
+	w1.Sync()
+	s.Refresh()
+	if fs := s.File(k); !fs.Final || fs.Mode != 0o640 {
+		t.Fatalf("final record not seen: %+v", fs)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 2, 0, 0, 0, 0, '{', '}'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n := Decode(data, func(Record) {})
+		if n < 0 || n > len(data) {
+			t.Fatalf("Decode used %d of %d bytes", n, len(data))
+		}
+	})
+}

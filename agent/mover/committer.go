@@ -1,0 +1,295 @@
+package mover
+
+import (
+	"os"
+	"sync"
+	"time"
+
+	"github.com/dtnflow/dtnflow/agent/journal"
+	"github.com/dtnflow/dtnflow/agent/metrics"
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+// commitItem is verified data waiting to be made durable, journaled and, for a whole
+// file, renamed to its final name.
+type commitItem struct {
+	session   *rsession
+	unit      uint64  // small file or finalize: the sender's unit id
+	chunk     *rchunk // chunk: the chunk
+	file      *os.File
+	tmp       string
+	final     string
+	key       journal.Key
+	mode      uint32
+	digest    string
+	bytes     int64
+	chunkOnly bool // record the chunk as verified (C)
+	finalize  bool // record the file as final (R) and rename it
+	openReply *wire.ChunkOpened
+	flushed   chan struct{}
+}
+
+// committer batches durability: one syncfs (or a few fdatasyncs) and one journal
+// fdatasync cover every file and chunk verified since the last batch, so small files
+// cost no fsync each.
+type committer struct {
+	r   *Receiver
+	j   *rjob
+	in  chan *commitItem
+	dir *os.File
+
+	mu      sync.Mutex
+	tracked map[*rchunk]bool
+}
+
+func newCommitter(r *Receiver, j *rjob) *committer {
+	c := &committer{r: r, j: j, in: make(chan *commitItem, 4096), tracked: map[*rchunk]bool{}}
+	c.dir, _ = r.Root.Open(".")
+	go c.loop()
+	return c
+}
+
+func (c *committer) add(it *commitItem) { c.in <- it }
+
+// track makes the committer journal a chunk's durable blocks every second, so that a
+// crash in the middle of a large chunk does not lose what was written.
+func (c *committer) track(ch *rchunk) {
+	c.mu.Lock()
+	c.tracked[ch] = true
+	ch.mu.Lock()
+	ch.refs++
+	ch.mu.Unlock()
+	c.mu.Unlock()
+}
+
+func (c *committer) untrack(ch *rchunk) {
+	c.mu.Lock()
+	if c.tracked[ch] {
+		delete(c.tracked, ch)
+		c.mu.Unlock()
+		ch.release()
+		return
+	}
+	c.mu.Unlock()
+}
+
+// flush waits until everything queued so far is committed and the file system synced
+// (so renames are durable too).
+func (c *committer) flush() {
+	done := make(chan struct{})
+	c.in <- &commitItem{flushed: done}
+	<-done
+}
+
+func (c *committer) loop() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		var batch []*commitItem
+		select {
+		case it := <-c.in:
+			batch = append(batch, it)
+		drain:
+			for len(batch) < 2048 {
+				select {
+				case it := <-c.in:
+					batch = append(batch, it)
+				default:
+					break drain
+				}
+			}
+			c.commit(batch)
+		case <-tick.C:
+			c.journalBlocks()
+		}
+	}
+}
+
+func (c *committer) syncData(batch []*commitItem) error {
+	var fds []*os.File
+	for _, it := range batch {
+		switch {
+		case it.file != nil:
+			fds = append(fds, it.file)
+		case it.chunk != nil:
+			it.chunk.mu.Lock()
+			if it.chunk.f != nil {
+				fds = append(fds, it.chunk.f)
+			}
+			it.chunk.mu.Unlock()
+		}
+	}
+	if len(fds) > 4 && c.dir != nil {
+		return syncfs(c.dir)
+	}
+	for _, f := range fds {
+		if err := fdatasync(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *committer) commit(batch []*commitItem) {
+	var flushes []chan struct{}
+	items := batch[:0]
+	for _, it := range batch {
+		if it.flushed != nil {
+			flushes = append(flushes, it.flushed)
+		} else {
+			items = append(items, it)
+		}
+	}
+	defer func() {
+		if len(flushes) > 0 {
+			c.journalBlocks()
+			if c.dir != nil {
+				syncfs(c.dir)
+			}
+			for _, f := range flushes {
+				close(f)
+			}
+		}
+	}()
+	if len(items) == 0 {
+		return
+	}
+	results := map[*rsession][]wire.Result{}
+	resultOf := func(it *commitItem) wire.Result {
+		if it.chunk != nil && it.openReply == nil {
+			return wire.Result{Chunk: it.chunk.open.ID, Bytes: it.bytes}
+		}
+		return wire.Result{Unit: it.unit, Bytes: it.bytes}
+	}
+	if err := c.syncData(items); err != nil {
+		for _, it := range items {
+			res := resultOf(it)
+			res.Error, res.Fatal = describeWriteError("syncing", it.final, err), isFatal(err)
+			results[it.session] = append(results[it.session], res)
+			if it.file != nil {
+				it.file.Close()
+			}
+		}
+		c.send(results, items)
+		return
+	}
+	var recs []journal.Record
+	for _, it := range items {
+		base := journal.Record{Path: it.key.Path, Size: it.key.Size, MtimeNs: it.key.MtimeNs}
+		if it.chunk != nil {
+			r := base
+			r.Kind, r.ChunkSize, r.Index, r.BlockSize, r.Digest = journal.KindChunk, it.chunk.open.ChunkSize, it.chunk.open.Index, it.chunk.open.BlockSize, it.digest
+			recs = append(recs, r)
+		}
+		if it.finalize {
+			r := base
+			r.Kind, r.Mode = journal.KindFinal, it.mode
+			if it.chunk == nil || it.chunk.open.Chunks == 1 {
+				r.Digest = it.digest
+			}
+			recs = append(recs, r)
+		}
+	}
+	c.j.journal.Append(recs...)
+	if err := c.j.journal.Sync(); err != nil {
+		for _, it := range items {
+			res := resultOf(it)
+			res.Error, res.Fatal = describeWriteError("journaling", it.final, err), isFatal(err)
+			results[it.session] = append(results[it.session], res)
+		}
+		c.send(results, items)
+		return
+	}
+	c.j.state.Apply(recs...)
+	for _, it := range items {
+		res := resultOf(it)
+		res.OK = true
+		if it.finalize {
+			if err := c.rename(it); err != nil {
+				res.OK, res.Error = false, describeWriteError("renaming", it.final, err)
+			} else {
+				c.r.files.Add(1)
+				metrics.FilesTotal.WithLabelValues("receiver").Inc()
+			}
+		} else if it.file != nil {
+			it.file.Close()
+		}
+		if it.openReply != nil {
+			it.openReply.Verified = res.OK
+			if !res.OK {
+				it.openReply.Error = res.Error
+			}
+			it.session.send(wire.TypeChunkOpened, *it.openReply)
+			continue
+		}
+		results[it.session] = append(results[it.session], res)
+	}
+	c.send(results, items)
+}
+
+func (c *committer) rename(it *commitItem) error {
+	root := c.r.Root
+	mt := time.Unix(0, it.key.MtimeNs)
+	mode := os.FileMode(it.mode).Perm()
+	if it.file != nil {
+		it.file.Chmod(mode)
+		it.file.Close()
+	} else {
+		root.Chmod(it.tmp, mode)
+	}
+	if err := root.Chtimes(it.tmp, mt, mt); err != nil {
+		return err
+	}
+	return root.Rename(it.tmp, it.final)
+}
+
+func (c *committer) send(results map[*rsession][]wire.Result, items []*commitItem) {
+	for _, it := range items {
+		if it.chunk != nil {
+			c.untrack(it.chunk)
+			it.session.mu.Lock()
+			if it.session.chunks[it.chunk.open.ID] == it.chunk {
+				delete(it.session.chunks, it.chunk.open.ID)
+				it.chunk.release()
+			}
+			it.session.mu.Unlock()
+		}
+	}
+	for s, rs := range results {
+		s.send(wire.TypeResult, wire.Results{Results: rs})
+	}
+}
+
+// journalBlocks records the blocks of large chunks written since the last call, after
+// making them durable.
+func (c *committer) journalBlocks() {
+	c.mu.Lock()
+	chunks := make([]*rchunk, 0, len(c.tracked))
+	for ch := range c.tracked {
+		chunks = append(chunks, ch)
+	}
+	c.mu.Unlock()
+	var recs []journal.Record
+	for _, ch := range chunks {
+		ch.mu.Lock()
+		f := ch.f
+		have := append(journal.Ranges(nil), ch.have...)
+		fresh := have.Count() > ch.journal.Count()
+		ch.mu.Unlock()
+		if !fresh || f == nil || fdatasync(f) != nil {
+			continue
+		}
+		ch.mu.Lock()
+		ch.journal = have
+		ch.mu.Unlock()
+		recs = append(recs, journal.Record{Kind: journal.KindBlocks, Path: ch.key.Path, Size: ch.key.Size, MtimeNs: ch.key.MtimeNs,
+			ChunkSize: ch.open.ChunkSize, Index: ch.open.Index, BlockSize: ch.open.BlockSize, Ranges: have})
+	}
+	if len(recs) == 0 {
+		return
+	}
+	c.j.journal.Append(recs...)
+	if c.j.journal.Sync() == nil {
+		c.j.state.Apply(recs...)
+	}
+}

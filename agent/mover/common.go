@@ -1,0 +1,67 @@
+// Package mover moves bytes: the receiver (writes under a root, verifies, keeps the
+// journal), the stripe sender (reads under a root, spreads blocks over parallel
+// streams, pipelines small files), and the memory-to-memory probe.
+package mover
+
+import (
+	"crypto/md5"
+	"crypto/sha256"
+	"crypto/sha512"
+	"errors"
+	"fmt"
+	"hash"
+	"path"
+	"strings"
+	"syscall"
+)
+
+// Defaults of the data path.
+const (
+	DefaultBlockSize = 4 << 20
+	DefaultChunkSize = 256 << 20
+)
+
+// NewDigest returns the end-to-end digest named by the API (SHA256, SHA512, MD5).
+func NewDigest(name string) (hash.Hash, error) {
+	switch strings.ToUpper(name) {
+	case "", "SHA256":
+		return sha256.New(), nil
+	case "SHA512":
+		return sha512.New(), nil
+	case "MD5":
+		return md5.New(), nil
+	}
+	return nil, fmt.Errorf("unknown checksum %q (want SHA256, SHA512 or MD5)", name)
+}
+
+// TempName is where a file is written until it is verified: a hidden name in the same
+// directory (so the final rename stays on one file system), fixed for a job so that a
+// restarted receiver finds it again.
+func TempName(final, job string) string {
+	dir, base := path.Split(final)
+	if len(base) > 180 {
+		base = base[:180]
+	}
+	j := job
+	if len(j) > 12 {
+		j = j[:12]
+	}
+	return dir + "." + base + "." + j + ".dtnpart"
+}
+
+// IsTempName reports whether a file name is one of ours.
+func IsTempName(name string) bool { return strings.HasSuffix(name, ".dtnpart") }
+
+// isFatal says whether a write error stops the whole job rather than one file.
+func isFatal(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS)
+}
+
+// describeWriteError turns a write error into a message that names the path and, for
+// a full disk, says that the job can be resumed.
+func describeWriteError(op, p string, err error) string {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Sprintf("destination is full: no space left on device %s %s; free space and run the job again to resume (verified data is kept)", op, p)
+	}
+	return fmt.Sprintf("%s %s: %v", op, p, err)
+}

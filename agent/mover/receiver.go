@@ -1,0 +1,792 @@
+package mover
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dtnflow/dtnflow/agent/fsroot"
+	"github.com/dtnflow/dtnflow/agent/journal"
+	"github.com/dtnflow/dtnflow/agent/metrics"
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+// Receiver writes what senders send under its root. One receiver process serves any
+// number of stripe sessions, of any number of jobs.
+type Receiver struct {
+	Root   *os.Root
+	Stripe int32
+	// ID names this process's journal file; unique per process start.
+	ID  string
+	Log *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[uint64]*rsession
+	jobs     map[string]*rjob
+
+	bytes    atomic.Int64
+	files    atomic.Int64
+	sessionN atomic.Int64
+}
+
+// Status is the receiver's JSON status.
+type ReceiverStatus struct {
+	Role       string  `json:"role"`
+	Stripe     int32   `json:"stripe"`
+	Sessions   int     `json:"sessions"`
+	Bytes      int64   `json:"bytes"`
+	Files      int64   `json:"files"`
+	CPUSeconds float64 `json:"cpuSeconds"`
+}
+
+// Status reports the receiver's totals.
+func (r *Receiver) Status() any {
+	r.mu.Lock()
+	n := len(r.sessions)
+	r.mu.Unlock()
+	return ReceiverStatus{Role: "receiver", Stripe: r.Stripe, Sessions: n, Bytes: r.bytes.Load(), Files: r.files.Load(), CPUSeconds: metrics.CPUSeconds()}
+}
+
+// HandleConn serves one authenticated connection.
+func (r *Receiver) HandleConn(c net.Conn) {
+	defer c.Close()
+	rd := wire.NewReader(bufio.NewReaderSize(c, 256<<10))
+	h, meta, err := rd.Next()
+	if err != nil || h.Type != wire.TypeHello {
+		return
+	}
+	var hello wire.Hello
+	if wire.DecodeJSON(meta, &hello) != nil {
+		return
+	}
+	switch hello.Role {
+	case wire.RoleControl:
+		r.serveControl(c, rd, hello)
+	case wire.RoleData:
+		metrics.SetBuffer(c, hello.BufferBytes)
+		r.serveData(c, rd, hello)
+	}
+}
+
+// rjob is one job as this receiver process sees it.
+type rjob struct {
+	name    string
+	state   *journal.State
+	journal *journal.Writer
+	commit  *committer
+}
+
+func (r *Receiver) job(name string) (*rjob, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j := r.jobs[name]; j != nil {
+		return j, nil
+	}
+	if _, err := fsroot.Clean(name, false); err != nil || path.Base(name) != name {
+		return nil, fmt.Errorf("job name %q refused", name)
+	}
+	st := journal.NewState(r.Root, name)
+	if err := st.Refresh(); err != nil {
+		return nil, err
+	}
+	jw, err := journal.Create(r.Root, name, r.ID+".log")
+	if err != nil {
+		return nil, err
+	}
+	j := &rjob{name: name, state: st, journal: jw}
+	j.commit = newCommitter(r, j)
+	if r.jobs == nil {
+		r.jobs = map[string]*rjob{}
+	}
+	r.jobs[name] = j
+	return j, nil
+}
+
+// rsession is one stripe session: a control connection and its data streams.
+type rsession struct {
+	id   uint64
+	r    *Receiver
+	cfg  wire.Session
+	job  *rjob
+	ctrl *wire.Writer
+
+	mu     sync.Mutex
+	chunks map[uint64]*rchunk
+	done   chan struct{}
+	dead   atomic.Bool
+
+	memBytes atomic.Int64
+	memMore  chan struct{}
+}
+
+func (s *rsession) send(t wire.Type, v any) {
+	if s.dead.Load() {
+		return
+	}
+	if err := s.ctrl.WriteJSON(t, v); err != nil {
+		s.dead.Store(true)
+	}
+}
+
+func (r *Receiver) serveControl(c net.Conn, rd *wire.Reader, hello wire.Hello) {
+	w := wire.NewWriter(c)
+	h, meta, err := rd.Next()
+	if err != nil || h.Type != wire.TypeSession {
+		return
+	}
+	s := &rsession{id: hello.Session, r: r, ctrl: w, chunks: map[uint64]*rchunk{}, done: make(chan struct{}), memMore: make(chan struct{}, 1)}
+	if err := wire.DecodeJSON(meta, &s.cfg); err != nil {
+		return
+	}
+	if !s.cfg.Memory {
+		if s.job, err = r.job(s.cfg.Job); err != nil {
+			w.WriteJSON(wire.TypeError, wire.ErrorMsg{Error: err.Error()})
+			return
+		}
+		if s.cfg.BlockSize <= 0 || s.cfg.BlockSize > wire.MaxData {
+			s.cfg.BlockSize = DefaultBlockSize
+		}
+	}
+	r.mu.Lock()
+	if r.sessions == nil {
+		r.sessions = map[uint64]*rsession{}
+	}
+	r.sessions[s.id] = s
+	r.mu.Unlock()
+	defer func() {
+		close(s.done)
+		s.dead.Store(true)
+		r.mu.Lock()
+		delete(r.sessions, s.id)
+		r.mu.Unlock()
+		s.mu.Lock()
+		for id, ch := range s.chunks {
+			ch.release()
+			delete(s.chunks, id)
+		}
+		s.mu.Unlock()
+	}()
+	s.send(wire.TypeSessionOK, wire.SessionOK{Receiver: r.ID})
+	go s.statsLoop()
+	for {
+		h, meta, err := rd.Next()
+		if err != nil {
+			return
+		}
+		switch h.Type {
+		case wire.TypeSummaryQuery:
+			s.sendSummary()
+		case wire.TypeChunkOpen:
+			var m wire.ChunkOpen
+			if wire.DecodeJSON(meta, &m) != nil {
+				return
+			}
+			s.openChunk(m)
+		case wire.TypeChunkEnd:
+			var m wire.ChunkEnd
+			if wire.DecodeJSON(meta, &m) != nil {
+				return
+			}
+			s.endChunk(m)
+		case wire.TypeFinalize:
+			var m wire.Finalize
+			if wire.DecodeJSON(meta, &m) != nil {
+				return
+			}
+			go s.finalize(m)
+		case wire.TypeFlush:
+			if s.job != nil {
+				s.job.commit.flush()
+			}
+			s.send(wire.TypeFlushed, struct{}{})
+		case wire.TypeMemEnd:
+			var m wire.MemEnd
+			if wire.DecodeJSON(meta, &m) != nil {
+				return
+			}
+			go s.memEnd(m.Bytes)
+		default:
+			return
+		}
+	}
+}
+
+func (s *rsession) stats() wire.PeerStats {
+	return wire.PeerStats{Bytes: s.r.bytes.Load(), MemBytes: s.memBytes.Load(), CPUSeconds: metrics.CPUSeconds(), UnixNano: time.Now().UnixNano()}
+}
+
+// memEnd answers as soon as a memory-to-memory run's bytes have all arrived.
+func (s *rsession) memEnd(total int64) {
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	for s.memBytes.Load() < total {
+		select {
+		case <-s.memMore:
+		case <-deadline.C:
+			return
+		case <-s.done:
+			return
+		}
+	}
+	s.send(wire.TypeStats, s.stats())
+}
+
+func (s *rsession) statsLoop() {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s.send(wire.TypeStats, s.stats())
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Receiver) session(id uint64) *rsession {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sessions[id]
+}
+
+var memCounter = metrics.BytesTotal.WithLabelValues("memory")
+
+func (r *Receiver) serveData(c net.Conn, rd *wire.Reader, hello wire.Hello) {
+	s := r.session(hello.Session)
+	if s == nil {
+		return
+	}
+	var buf []byte
+	grow := func(n uint32) []byte {
+		if cap(buf) < int(n) {
+			buf = make([]byte, n) // n ≤ the session's block size, checked by the caller
+		}
+		return buf[:n]
+	}
+	limit := uint32(s.cfg.BlockSize)
+	if s.cfg.Memory {
+		limit = wire.MaxData
+	}
+	for {
+		h, meta, err := rd.Next()
+		if err != nil {
+			return
+		}
+		if h.DataLen > limit {
+			return
+		}
+		switch h.Type {
+		case wire.TypeMem:
+			m, err := wire.ParseMemMeta(meta)
+			if err != nil {
+				return
+			}
+			data := grow(h.DataLen)
+			if rd.ReadData(data) != nil {
+				return
+			}
+			if wire.CRC32C(data) != m.CRC {
+				metrics.CorruptBlocks.Inc()
+			}
+			r.bytes.Add(int64(len(data)))
+			s.memBytes.Add(int64(len(data)))
+			select {
+			case s.memMore <- struct{}{}:
+			default:
+			}
+			memCounter.Add(float64(len(data)))
+		case wire.TypeBlock:
+			m, err := wire.ParseBlockMeta(meta)
+			if err != nil {
+				return
+			}
+			data := grow(h.DataLen)
+			if rd.ReadData(data) != nil {
+				return
+			}
+			if !s.block(m, data) {
+				return
+			}
+		case wire.TypeFile:
+			m, err := wire.ParseFileMeta(meta)
+			if err != nil || m.Size != uint64(h.DataLen) {
+				return
+			}
+			data := grow(h.DataLen)
+			if rd.ReadData(data) != nil {
+				return
+			}
+			s.smallFile(m, data)
+		default:
+			return
+		}
+	}
+}
+
+// ---- small files ----
+
+func (s *rsession) result(res wire.Result) {
+	s.send(wire.TypeResult, wire.Results{Results: []wire.Result{res}})
+}
+
+func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
+	r := s.r
+	res := wire.Result{Unit: m.Unit}
+	if wire.CRC32C(data) != m.CRC {
+		metrics.CorruptBlocks.Inc()
+		res.Retry, res.Error = true, "in-flight CRC32C mismatch"
+		s.result(res)
+		return
+	}
+	r.bytes.Add(int64(len(data)))
+	metrics.BytesTotal.WithLabelValues("received").Add(float64(len(data)))
+	p, err := fsroot.Clean(m.Path, false)
+	if err != nil {
+		res.Error = err.Error()
+		s.result(res)
+		return
+	}
+	key := journal.Key{Path: p, Size: int64(m.Size), MtimeNs: m.MtimeNs}
+	if done, msg := s.alreadyDone(key, m.Digest); done || msg != "" {
+		res.OK, res.Skipped, res.Error = done, done, msg
+		s.result(res)
+		return
+	}
+	tmp := TempName(p, s.cfg.Job)
+	if dir := path.Dir(p); dir != "." {
+		if err := r.Root.MkdirAll(dir, 0o755); err != nil {
+			res.Error = fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", dir, err)).Error()
+			res.Fatal = isFatal(err)
+			s.result(res)
+			return
+		}
+	}
+	f, err := r.Root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		res.Error = fsroot.Explain(p, fmt.Errorf("creating %s: %w", tmp, err)).Error()
+		res.Fatal = isFatal(err)
+		s.result(res)
+		return
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		res.Error, res.Fatal = describeWriteError("writing", p, err), isFatal(err)
+		s.result(res)
+		return
+	}
+	digest := ""
+	if m.Flags&wire.FileVerify != 0 {
+		h, _ := NewDigest(s.cfg.Checksum)
+		if err := readBack(f, 0, int64(len(data)), data, h); err != nil {
+			f.Close()
+			res.Error = fmt.Sprintf("reading back %s: %v", p, err)
+			s.result(res)
+			return
+		}
+		sum := h.Sum(nil)
+		if !bytes.Equal(sum, m.Digest) {
+			f.Close()
+			metrics.VerifyFailures.Inc()
+			res.Retry, res.Error = true, "end-to-end digest mismatch on "+p
+			s.result(res)
+			return
+		}
+		digest = hex.EncodeToString(sum)
+	}
+	s.job.commit.add(&commitItem{
+		session: s, unit: m.Unit, file: f, tmp: tmp, final: p, key: key,
+		mode: m.Mode, digest: digest, bytes: int64(len(data)), finalize: true,
+	})
+}
+
+// readBack reads [off, off+n) of f through buf into h.
+func readBack(f *os.File, off, n int64, buf []byte, h hash.Hash) error {
+	for n > 0 {
+		k := int64(len(buf))
+		if k > n {
+			k = n
+		}
+		got, err := f.ReadAt(buf[:k], off)
+		if got > 0 {
+			h.Write(buf[:got])
+		}
+		if int64(got) < k {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		off += k
+		n -= k
+	}
+	return nil
+}
+
+// alreadyDone decides what to do with a destination path before writing it: done
+// (journal says so, or IfDifferent found the same content), or an error message
+// (Never), or neither (write it).
+func (s *rsession) alreadyDone(key journal.Key, srcDigest []byte) (bool, string) {
+	r, j := s.r, s.job
+	if fs := j.state.File(key); fs != nil && fs.Final {
+		if s.redoRename(key) {
+			return true, ""
+		}
+	}
+	fi, err := r.Root.Lstat(key.Path)
+	if err != nil {
+		return false, ""
+	}
+	if fi.IsDir() {
+		return false, fmt.Sprintf("destination path is a directory: %s", key.Path)
+	}
+	// Another receiver of this job may have finished it: look again before refusing.
+	j.state.Refresh()
+	if fs := j.state.File(key); fs != nil && fs.Final && s.redoRename(key) {
+		return true, ""
+	}
+	switch s.cfg.Overwrite {
+	case "Always":
+		return false, ""
+	case "Never":
+		return false, fmt.Sprintf("destination file exists: %s (overwrite: Never)", key.Path)
+	default: // IfDifferent
+		if fi.Size() != key.Size || len(srcDigest) == 0 {
+			return false, ""
+		}
+		f, err := r.Root.Open(key.Path)
+		if err != nil {
+			return false, ""
+		}
+		defer f.Close()
+		h, _ := NewDigest(s.cfg.Checksum)
+		buf := make([]byte, min(key.Size, 1<<20)+1)
+		if readBack(f, 0, key.Size, buf, h) != nil || !bytes.Equal(h.Sum(nil), srcDigest) {
+			return false, ""
+		}
+		j.journal.Append(journal.Record{Kind: journal.KindFinal, Path: key.Path, Size: key.Size, MtimeNs: key.MtimeNs, Mode: uint32(fi.Mode().Perm()), Digest: hex.EncodeToString(srcDigest)})
+		j.journal.Sync()
+		return true, ""
+	}
+}
+
+// redoRename finishes a rename that a crash interrupted after its journal record; it
+// reports whether the file is now at its final name with the right size.
+func (s *rsession) redoRename(key journal.Key) bool {
+	r := s.r
+	tmp := TempName(key.Path, s.cfg.Job)
+	if fi, err := r.Root.Lstat(tmp); err == nil && fi.Size() == key.Size {
+		fs := s.job.state.File(key)
+		r.Root.Chmod(tmp, fs2mode(fs))
+		mt := time.Unix(0, key.MtimeNs)
+		r.Root.Chtimes(tmp, mt, mt)
+		if err := r.Root.Rename(tmp, key.Path); err != nil {
+			return false
+		}
+	}
+	fi, err := r.Root.Stat(key.Path)
+	return err == nil && fi.Size() == key.Size
+}
+
+func fs2mode(fs *journal.FileState) fs.FileMode {
+	if fs == nil || fs.Mode == 0 {
+		return 0o644
+	}
+	return os.FileMode(fs.Mode).Perm()
+}
+
+// ---- chunks of large files ----
+
+// rchunk is a chunk being received.
+type rchunk struct {
+	open    wire.ChunkOpen
+	key     journal.Key
+	tmp     string
+	f       *os.File
+	nblocks int64
+
+	mu       sync.Mutex
+	have     journal.Ranges // blocks written (durable or not)
+	journal  journal.Ranges // blocks recorded in the journal
+	ended    bool
+	digest   []byte
+	finished bool
+	refs     int
+}
+
+func (c *rchunk) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refs--
+	if c.refs <= 0 && c.f != nil {
+		c.f.Close()
+		c.f = nil
+	}
+}
+
+func (s *rsession) openChunk(m wire.ChunkOpen) {
+	r, j := s.r, s.job
+	reply := wire.ChunkOpened{ID: m.ID}
+	fail := func(msg string, fatal bool) {
+		reply.Error, reply.Fatal = msg, fatal
+		s.send(wire.TypeChunkOpened, reply)
+	}
+	p, err := fsroot.Clean(m.Path, false)
+	if err != nil {
+		fail(err.Error(), false)
+		return
+	}
+	if m.BlockSize <= 0 || m.BlockSize > s.cfg.BlockSize || m.Length <= 0 || m.Offset < 0 || m.Offset+m.Length > m.FileSize || m.Chunks <= 0 || m.Index < 0 || m.Index >= m.Chunks {
+		fail(fmt.Sprintf("malformed chunk of %s", p), false)
+		return
+	}
+	key := journal.Key{Path: p, Size: m.FileSize, MtimeNs: m.MtimeNs}
+	j.state.Refresh()
+	fst := j.state.File(key)
+	if fst != nil && fst.Final && s.redoRename(key) {
+		reply.Verified = true
+		s.send(wire.TypeChunkOpened, reply)
+		return
+	}
+	c := &rchunk{open: m, key: key, tmp: TempName(p, s.cfg.Job), nblocks: (m.Length + m.BlockSize - 1) / m.BlockSize, refs: 1}
+	if fst != nil && fst.ChunkSize == m.ChunkSize {
+		if cs := fst.Chunks[m.Index]; cs != nil {
+			if cs.Verified {
+				if m.Chunks == 1 {
+					// Verified but the crash came before the rename: finish it.
+					s.job.commit.add(&commitItem{session: s, chunkOnly: false, finalize: true, tmp: c.tmp, final: p, key: key, mode: m.Mode, openReply: &reply})
+					return
+				}
+				reply.Verified = true
+				s.send(wire.TypeChunkOpened, reply)
+				return
+			}
+			if cs.BlockSize == m.BlockSize {
+				c.have = append(c.have, cs.Have...)
+				c.journal = append(c.journal, cs.Have...)
+			}
+		}
+	}
+	if fst == nil || !fst.Final {
+		if fi, err := r.Root.Lstat(p); err == nil && fst == nil {
+			if fi.IsDir() {
+				fail("destination path is a directory: "+p, false)
+				return
+			}
+			if s.cfg.Overwrite == "Never" {
+				j.state.Refresh()
+				if f2 := j.state.File(key); f2 == nil || !f2.Final {
+					fail(fmt.Sprintf("destination file exists: %s (overwrite: Never)", p), false)
+					return
+				}
+			}
+		}
+	}
+	if dir := path.Dir(p); dir != "." {
+		if err := r.Root.MkdirAll(dir, 0o755); err != nil {
+			fail(fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", dir, err)).Error(), isFatal(err))
+			return
+		}
+	}
+	f, err := r.Root.OpenFile(c.tmp, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		fail(fsroot.Explain(p, fmt.Errorf("creating %s: %w", c.tmp, err)).Error(), isFatal(err))
+		return
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() > m.FileSize {
+		f.Truncate(m.FileSize) // left over from another version of the file
+	}
+	c.f = f
+	s.mu.Lock()
+	s.chunks[m.ID] = c
+	s.mu.Unlock()
+	j.commit.track(c)
+	for _, rg := range c.have {
+		reply.Have = append(reply.Have, rg)
+	}
+	s.send(wire.TypeChunkOpened, reply)
+}
+
+func (s *rsession) chunk(id uint64) *rchunk {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.chunks[id]
+}
+
+// block writes one block; false means the session is broken.
+func (s *rsession) block(m wire.BlockMeta, data []byte) bool {
+	c := s.chunk(m.Chunk)
+	if c == nil {
+		return false
+	}
+	off := int64(m.Offset)
+	rel := off - c.open.Offset
+	if rel < 0 || rel%c.open.BlockSize != 0 || rel+int64(len(data)) > c.open.Length {
+		return false
+	}
+	idx := rel / c.open.BlockSize
+	want := min(c.open.BlockSize, c.open.Length-rel)
+	if int64(len(data)) != want {
+		return false
+	}
+	if wire.CRC32C(data) != m.CRC {
+		metrics.CorruptBlocks.Inc()
+		s.send(wire.TypeBlockNack, wire.BlockNack{Chunk: m.Chunk, Offset: off})
+		return true
+	}
+	c.mu.Lock()
+	f := c.f
+	c.mu.Unlock()
+	if f == nil {
+		return false
+	}
+	if _, err := f.WriteAt(data, off); err != nil {
+		s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err)})
+		return true
+	}
+	s.r.bytes.Add(int64(len(data)))
+	metrics.BytesTotal.WithLabelValues("received").Add(float64(len(data)))
+	c.mu.Lock()
+	c.have.Add(idx, idx+1)
+	ready := c.ended && !c.finished && c.have.Count() == c.nblocks
+	if ready {
+		c.finished = true
+	}
+	c.mu.Unlock()
+	if ready {
+		go s.verifyChunk(c)
+	}
+	return true
+}
+
+func (s *rsession) endChunk(m wire.ChunkEnd) {
+	c := s.chunk(m.ID)
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.ended, c.digest = true, m.Digest
+	ready := !c.finished && c.have.Count() == c.nblocks
+	if ready {
+		c.finished = true
+	}
+	c.mu.Unlock()
+	if ready {
+		go s.verifyChunk(c)
+	}
+}
+
+// verifyChunk runs once every block of a chunk is written and its end is known.
+func (s *rsession) verifyChunk(c *rchunk) {
+	digest := ""
+	if s.cfg.Verify && len(c.digest) > 0 {
+		h, _ := NewDigest(s.cfg.Checksum)
+		buf := make([]byte, min(c.open.Length, 4<<20))
+		c.mu.Lock()
+		f := c.f
+		c.mu.Unlock()
+		err := error(nil)
+		if f == nil {
+			err = errors.New("session closed")
+		} else {
+			err = readBack(f, c.open.Offset, c.open.Length, buf, h)
+		}
+		if err != nil || !bytes.Equal(h.Sum(nil), c.digest) {
+			metrics.VerifyFailures.Inc()
+			c.mu.Lock()
+			c.have, c.journal, c.finished, c.ended = nil, nil, false, false
+			c.mu.Unlock()
+			// Forget the journaled blocks too, or a resumed chunk would skip them again.
+			s.job.journal.Append(journal.Record{Kind: journal.KindReset, Path: c.key.Path, Size: c.key.Size, MtimeNs: c.key.MtimeNs, ChunkSize: c.open.ChunkSize, Index: c.open.Index})
+			s.job.journal.Sync()
+			s.result(wire.Result{Chunk: c.open.ID, Retry: true, Error: "end-to-end digest mismatch on " + c.key.Path})
+			return
+		}
+		digest = hex.EncodeToString(c.digest)
+	}
+	s.job.commit.add(&commitItem{session: s, chunk: c, chunkOnly: c.open.Chunks > 1, finalize: c.open.Chunks == 1,
+		tmp: c.tmp, final: c.key.Path, key: c.key, mode: c.open.Mode, digest: digest, bytes: c.open.Length})
+}
+
+// finalize gives a file of several chunks its final name once every chunk is verified.
+func (s *rsession) finalize(m wire.Finalize) {
+	res := wire.Result{Unit: m.ID}
+	p, err := fsroot.Clean(m.Path, false)
+	if err != nil {
+		res.Error = err.Error()
+		s.result(res)
+		return
+	}
+	key := journal.Key{Path: p, Size: m.FileSize, MtimeNs: m.MtimeNs}
+	s.job.state.Refresh()
+	fst := s.job.state.File(key)
+	if fst != nil && fst.Final && s.redoRename(key) {
+		res.OK = true
+		s.result(res)
+		return
+	}
+	if fst == nil || fst.ChunkSize != m.ChunkSize {
+		res.Error = fmt.Sprintf("finalizing %s: no verified chunks in the journal (is the destination root shared by all receivers of the job?)", p)
+		res.Retry = true
+		s.result(res)
+		return
+	}
+	for i := int32(0); i < m.Chunks; i++ {
+		if cs := fst.Chunks[i]; cs == nil || !cs.Verified {
+			res.Error = fmt.Sprintf("finalizing %s: chunk %d is not verified in the journal", p, i)
+			res.Retry = true
+			s.result(res)
+			return
+		}
+	}
+	s.job.commit.add(&commitItem{session: s, unit: m.ID, finalize: true, tmp: TempName(p, s.cfg.Job), final: p, key: key, mode: m.Mode})
+}
+
+// ---- summary ----
+
+func (s *rsession) sendSummary() {
+	j := s.job
+	j.state.Refresh()
+	var sum wire.Summary
+	flush := func(last bool) {
+		sum.Last = last
+		s.send(wire.TypeSummary, sum)
+		sum = wire.Summary{}
+	}
+	var keys []journal.Key
+	var states []*journal.FileState
+	j.state.Each(func(k journal.Key, fs *journal.FileState) {
+		keys = append(keys, k)
+		states = append(states, fs)
+	})
+	for i, k := range keys {
+		fs := states[i]
+		if fs.Final {
+			if s.redoRename(k) {
+				sum.Files = append(sum.Files, wire.DoneFile{Path: k.Path, Size: k.Size, MtimeNs: k.MtimeNs})
+			}
+		} else {
+			for idx, cs := range fs.Chunks {
+				if cs.Verified {
+					sum.Chunks = append(sum.Chunks, wire.DoneChunk{Path: k.Path, Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: fs.ChunkSize, Index: idx})
+				}
+			}
+		}
+		if len(sum.Files)+len(sum.Chunks) >= 10000 {
+			flush(false)
+		}
+	}
+	flush(true)
+}

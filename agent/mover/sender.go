@@ -1,0 +1,933 @@
+package mover
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/fsroot"
+	"github.com/dtnflow/dtnflow/agent/metrics"
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+// Stripe is one sender: it pulls units from its WorkSource and moves them to its
+// receiver over one control connection and N data streams.
+type Stripe struct {
+	Index    int32
+	Receiver string
+	Secret   []byte
+	Root     *os.Root
+	Log      *slog.Logger
+	// RetryFor is how long the stripe keeps trying to reach its receiver.
+	RetryFor time.Duration
+	// CorruptEvery, when > 0, flips a bit in every n-th bulk frame after its CRC is
+	// computed: a test hook for the in-flight check (DTNFLOW_TEST_CORRUPT_EVERY).
+	CorruptEvery int64
+
+	frames    atomic.Int64
+	bytesSent atomic.Int64
+}
+
+// errFinished ends a session whose job is done.
+var errFinished = errors.New("finished")
+
+// FatalError stops the stripe: retrying cannot help.
+type FatalError struct{ Msg string }
+
+func (e *FatalError) Error() string { return e.Msg }
+
+// Run moves units until the job is finished, ctx ends, or the receiver stays
+// unreachable for RetryFor.
+func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
+	var cfg wire.JobConfig
+	select {
+	case cfg = <-src.Configs():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var failingSince time.Time
+	backoff := 100 * time.Millisecond
+	for {
+		connected, err := st.session(ctx, src, &cfg)
+		if err == nil || errors.Is(err, errFinished) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var fe *FatalError
+		if errors.As(err, &fe) || errors.Is(err, ErrSourceLost) {
+			return err
+		}
+		if connected {
+			failingSince, backoff = time.Time{}, 100*time.Millisecond
+		}
+		if failingSince.IsZero() {
+			failingSince = time.Now()
+		}
+		if time.Since(failingSince) > st.RetryFor {
+			return fmt.Errorf("stripe %d: receiver %s: %w", st.Index, st.Receiver, err)
+		}
+		st.Log.Warn("Stripe lost its receiver; retrying", "stripe", st.Index, "receiver", st.Receiver, "err", err.Error())
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// flight is a unit on its way.
+type flight struct {
+	unit     wire.Unit
+	attempts int
+	chunk    uint64
+	opened   chan wire.ChunkOpened
+}
+
+// outFrame is a frame queued for a stream.
+type outFrame struct {
+	typ     wire.Type
+	meta    []byte
+	metaArr [32]byte
+	data    []byte
+	buf     *[]byte
+	after   func()
+}
+
+var framePool = sync.Pool{New: func() any { return new(outFrame) }}
+
+// ssession is one connected life of a stripe.
+type ssession struct {
+	st   *Stripe
+	src  WorkSource
+	cfg  wire.JobConfig
+	log  *slog.Logger
+	ctx  context.Context
+	stop context.CancelFunc
+	id   uint64
+
+	ctrl    net.Conn
+	ctrlW   *wire.Writer
+	ctrlReader *wire.Reader
+	queue   chan *outFrame
+	bufs    chan *[]byte
+	limiter *rate.Limiter
+
+	mu        sync.Mutex
+	err       error
+	flights   map[uint64]*flight // by unit id
+	chunks    map[uint64]*flight // by chunk id
+	nextChunk uint64
+	streams   []*stream
+	retry     chan wire.Unit
+	inflight  chan struct{} // one token per unit on its way
+	peer      atomic.Pointer[wire.PeerStats]
+	flushed   chan struct{}
+}
+
+type stream struct {
+	idx   int32
+	conn  net.Conn
+	w     *wire.Writer
+	bytes atomic.Int64
+	quit  chan struct{}
+	// for rates
+	lastBytes   int64
+	lastRetrans uint32
+	lastSegs    uint32
+}
+
+func (s *ssession) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	s.stop()
+}
+
+func (st *Stripe) session(ctx context.Context, src WorkSource, cfg *wire.JobConfig) (connected bool, err error) {
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	s := &ssession{st: st, src: src, cfg: *cfg, log: st.Log, ctx: sctx, stop: stop,
+		id: randomID(), flights: map[uint64]*flight{}, chunks: map[uint64]*flight{}, retry: make(chan wire.Unit, 1024), flushed: make(chan struct{}, 1)}
+	if err := s.connect(); err != nil {
+		return false, err
+	}
+	defer s.ctrl.Close()
+	connected = true
+	depth := int(max(s.cfg.Pipelining, 1) * max(s.cfg.Concurrency, 1))
+	depth = min(max(depth, 2*int(max(s.cfg.Concurrency, 1))), 4096)
+	s.inflight = make(chan struct{}, depth)
+	nbufs := 2*int(max(s.cfg.Streams, 1)) + 2*int(max(s.cfg.Concurrency, 1)) + 2
+	s.bufs = make(chan *[]byte, nbufs)
+	for range nbufs {
+		b := make([]byte, s.cfg.BlockSize)
+		s.bufs <- &b
+	}
+	s.queue = make(chan *outFrame, 2*max(s.cfg.Streams, 1))
+	s.limiter = rate.NewLimiter(rate.Inf, int(wire.MaxData))
+	s.setRate(s.cfg.MaxBitsPerSecond)
+	if err := s.setStreams(s.cfg.Streams, s.cfg.BufferBytes); err != nil {
+		return true, err
+	}
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); s.readControl() }()
+	go func() { defer wg.Done(); s.sample() }()
+	fetchDone := make(chan error, 1)
+	go func() { defer wg.Done(); fetchDone <- s.work() }()
+	// Configuration changes and probes while the session runs.
+	var result error
+loop:
+	for {
+		select {
+		case c := <-src.Configs():
+			s.reconfigure(c)
+			*cfg = c
+		case p := <-src.Probes():
+			s.src.ProbeDone(s.probe(p))
+		case err := <-fetchDone:
+			result = err
+			break loop
+		case <-sctx.Done():
+			break loop
+		}
+	}
+	s.stop()
+	s.ctrl.Close()
+	s.closeStreams()
+	wg.Wait()
+	// Give back what did not finish: another stripe (or this one, reconnected) sends it.
+	s.mu.Lock()
+	var back []wire.UnitResult
+	for id := range s.flights {
+		back = append(back, wire.UnitResult{ID: id, Retry: true})
+	}
+	s.flights = map[uint64]*flight{}
+	if result == nil {
+		result = s.err
+	}
+	s.mu.Unlock()
+	for {
+		select {
+		case u := <-s.retry:
+			back = append(back, wire.UnitResult{ID: u.ID, Retry: true})
+			continue
+		default:
+		}
+		break
+	}
+	if len(back) > 0 {
+		s.src.Done(back)
+	}
+	if result == nil {
+		result = errors.New("session ended")
+	}
+	return connected, result
+}
+
+func randomID() uint64 {
+	var b [8]byte
+	randRead(b[:])
+	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 | uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+}
+
+func (s *ssession) connect() error {
+	st := s.st
+	c, err := Dial(s.ctx, st.Receiver, st.Secret, 0)
+	if err != nil {
+		return err
+	}
+	s.ctrl, s.ctrlW = c, wire.NewWriter(c)
+	fail := func(err error) error { c.Close(); return err }
+	if err := s.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: s.id, Stripe: st.Index, Agent: agentName()}); err != nil {
+		return fail(err)
+	}
+	if err := s.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: s.cfg.Job, Checksum: s.cfg.Checksum, Verify: s.cfg.Verify,
+		Overwrite: s.cfg.Overwrite, BlockSize: s.cfg.BlockSize, ChunkSize: s.cfg.ChunkSize}); err != nil {
+		return fail(err)
+	}
+	rd := wire.NewReader(bufio.NewReader(c))
+	s.ctrlReader = rd
+	for {
+		h, meta, err := rd.Next()
+		if err != nil {
+			return fail(err)
+		}
+		switch h.Type {
+		case wire.TypeError:
+			var m wire.ErrorMsg
+			wire.DecodeJSON(meta, &m)
+			return fail(&FatalError{Msg: "receiver refused the session: " + m.Error})
+		case wire.TypeStats:
+			continue
+		case wire.TypeSessionOK:
+		default:
+			return fail(fmt.Errorf("unexpected frame %d from receiver", h.Type))
+		}
+		break
+	}
+	if !s.src.NeedSummary() {
+		return nil
+	}
+	if err := s.ctrlW.WriteFrame(wire.TypeSummaryQuery, nil, nil); err != nil {
+		return fail(err)
+	}
+	for {
+		h, meta, err := rd.Next()
+		if err != nil {
+			return fail(err)
+		}
+		if h.Type != wire.TypeSummary {
+			continue
+		}
+		var sum wire.Summary
+		if err := wire.DecodeJSON(meta, &sum); err != nil {
+			return fail(err)
+		}
+		s.src.Summary(sum)
+		if sum.Last {
+			return nil
+		}
+	}
+}
+
+func agentName() string {
+	h, _ := os.Hostname()
+	return h + "/" + strconv.Itoa(os.Getpid())
+}
+
+// ---- streams ----
+
+func (s *ssession) setStreams(n int32, buffer int64) error {
+	n = max(n, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for int32(len(s.streams)) < n {
+		idx := int32(len(s.streams))
+		c, err := Dial(s.ctx, s.st.Receiver, s.st.Secret, buffer)
+		if err != nil {
+			return err
+		}
+		w := wire.NewWriter(c)
+		if err := w.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: s.id, Stripe: s.st.Index, Stream: idx, BufferBytes: buffer}); err != nil {
+			c.Close()
+			return err
+		}
+		st := &stream{idx: idx, conn: c, w: w, quit: make(chan struct{})}
+		s.streams = append(s.streams, st)
+		go s.runStream(st)
+	}
+	for int32(len(s.streams)) > n {
+		last := s.streams[len(s.streams)-1]
+		s.streams = s.streams[:len(s.streams)-1]
+		close(last.quit)
+	}
+	return nil
+}
+
+func (s *ssession) closeStreams() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.streams {
+		st.conn.Close()
+	}
+}
+
+func (s *ssession) runStream(st *stream) {
+	defer st.conn.Close()
+	for {
+		var f *outFrame
+		select {
+		case f = <-s.queue:
+		case <-st.quit:
+			return
+		case <-s.ctx.Done():
+			return
+		}
+		if s.limiter.Limit() != rate.Inf && len(f.data) > 0 {
+			if s.limiter.WaitN(s.ctx, len(f.data)) != nil {
+				s.release(f)
+				return
+			}
+		}
+		if s.st.CorruptEvery > 0 && len(f.data) > 0 && s.st.frames.Add(1)%s.st.CorruptEvery == 0 {
+			f.data[len(f.data)/2] ^= 0x20 // the CRC in the meta no longer matches
+		}
+		err := st.w.WriteFrame(f.typ, f.meta, f.data)
+		n := int64(len(f.data))
+		s.release(f)
+		if err != nil {
+			s.fail(fmt.Errorf("stream %d: %w", st.idx, err))
+			return
+		}
+		st.bytes.Add(n)
+		s.st.bytesSent.Add(n)
+		metrics.BytesTotal.WithLabelValues("sent").Add(float64(n))
+	}
+}
+
+func (s *ssession) release(f *outFrame) {
+	if f.buf != nil {
+		s.bufs <- f.buf
+	}
+	if f.after != nil {
+		f.after()
+	}
+	*f = outFrame{}
+	framePool.Put(f)
+}
+
+func (s *ssession) enqueue(f *outFrame) bool {
+	select {
+	case s.queue <- f:
+		return true
+	case <-s.ctx.Done():
+		s.release(f)
+		return false
+	}
+}
+
+func (s *ssession) getBuf() *[]byte {
+	select {
+	case b := <-s.bufs:
+		return b
+	case <-s.ctx.Done():
+		return nil
+	}
+}
+
+func (s *ssession) setRate(bps int64) {
+	if bps <= 0 {
+		s.limiter.SetLimit(rate.Inf)
+		return
+	}
+	s.limiter.SetLimit(rate.Limit(float64(bps) / 8))
+}
+
+func (s *ssession) reconfigure(c wire.JobConfig) {
+	old := s.cfg
+	s.mu.Lock()
+	s.cfg.Generation, s.cfg.Mode, s.cfg.SizeClasses, s.cfg.MaxBitsPerSecond = c.Generation, c.Mode, c.SizeClasses, c.MaxBitsPerSecond
+	s.cfg.Streams, s.cfg.BufferBytes, s.cfg.Concurrency, s.cfg.Pipelining = c.Streams, c.BufferBytes, c.Concurrency, c.Pipelining
+	if c.BufferBytes != old.BufferBytes {
+		// A new buffer size needs new connections (the window scale is chosen at
+		// connect); retired streams finish the frame in hand and close.
+		for _, st := range s.streams {
+			close(st.quit)
+		}
+		s.streams = nil
+	}
+	s.mu.Unlock()
+	s.setRate(c.MaxBitsPerSecond)
+	if err := s.setStreams(c.Streams, c.BufferBytes); err != nil {
+		s.fail(err)
+	}
+	s.log.Info("Applied a new configuration", "stripe", s.st.Index, "generation", c.Generation, "streams", c.Streams, "bufferBytes", c.BufferBytes, "concurrency", c.Concurrency)
+}
+
+// ---- control connection ----
+
+func (s *ssession) readControl() {
+	rd := s.ctrlReader
+	for {
+		h, meta, err := rd.Next()
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.fail(fmt.Errorf("control connection: %w", err))
+			}
+			return
+		}
+		switch h.Type {
+		case wire.TypeChunkOpened:
+			var m wire.ChunkOpened
+			if wire.DecodeJSON(meta, &m) != nil {
+				s.fail(errors.New("bad ChunkOpened"))
+				return
+			}
+			s.mu.Lock()
+			fl := s.chunks[m.ID]
+			s.mu.Unlock()
+			if fl != nil {
+				fl.opened <- m
+			}
+		case wire.TypeResult:
+			var m wire.Results
+			if wire.DecodeJSON(meta, &m) != nil {
+				s.fail(errors.New("bad Results"))
+				return
+			}
+			s.results(m.Results)
+		case wire.TypeBlockNack:
+			var m wire.BlockNack
+			if wire.DecodeJSON(meta, &m) != nil {
+				return
+			}
+			go s.resendBlock(m)
+		case wire.TypeStats:
+			var m wire.PeerStats
+			if wire.DecodeJSON(meta, &m) == nil {
+				s.peer.Store(&m)
+			}
+		case wire.TypeFlushed:
+			s.flushed <- struct{}{}
+		case wire.TypeError:
+			var m wire.ErrorMsg
+			wire.DecodeJSON(meta, &m)
+			s.fail(errors.New("receiver: " + m.Error))
+			return
+		}
+	}
+}
+
+func (s *ssession) results(rs []wire.Result) {
+	var done []wire.UnitResult
+	var fatal error
+	for _, r := range rs {
+		s.mu.Lock()
+		var fl *flight
+		if r.Chunk != 0 {
+			fl = s.chunks[r.Chunk]
+			delete(s.chunks, r.Chunk)
+		} else {
+			fl = s.flights[r.Unit]
+		}
+		if fl == nil {
+			s.mu.Unlock()
+			continue
+		}
+		if r.Retry && !r.Fatal && fl.attempts < 5 {
+			fl.attempts++
+			s.mu.Unlock()
+			metrics.Resent.Inc()
+			s.log.Warn("Sending again", "path", fl.unit.Source, "reason", r.Error, "attempt", fl.attempts)
+			s.retry <- fl.unit
+			continue
+		}
+		delete(s.flights, fl.unit.ID)
+		s.mu.Unlock()
+		<-s.inflight
+		ur := wire.UnitResult{ID: fl.unit.ID, OK: r.OK, Error: r.Error, Fatal: r.Fatal, Bytes: r.Bytes}
+		if r.OK && fl.unit.Kind != wire.UnitChunk {
+			metrics.FilesTotal.WithLabelValues("sender").Inc()
+		}
+		if r.Fatal {
+			fatal = &FatalError{Msg: r.Error}
+		}
+		done = append(done, ur)
+	}
+	if len(done) > 0 {
+		s.src.Done(done)
+	}
+	if fatal != nil {
+		s.fail(fatal)
+	}
+}
+
+// ---- work ----
+
+// work pulls units and runs them with cfg.Concurrency workers until the source says
+// the job is finished.
+func (s *ssession) work() error {
+	units := make(chan wire.Unit, cap(s.inflight))
+	var wg sync.WaitGroup
+	conc := int(max(s.cfg.Concurrency, 1))
+	wg.Add(conc)
+	for range conc {
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case u := <-s.retry:
+					s.run(u, true)
+				case u, ok := <-units:
+					if !ok {
+						return
+					}
+					s.run(u, false)
+				case <-s.ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	defer func() { close(units); wg.Wait() }()
+	for {
+		// Wait for room, then ask for as many units as there is room for.
+		select {
+		case s.inflight <- struct{}{}:
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
+		room := 1
+		for room < cap(s.inflight) {
+			select {
+			case s.inflight <- struct{}{}:
+				room++
+				continue
+			default:
+			}
+			break
+		}
+		g, err := s.src.Request(s.ctx, room)
+		if err != nil {
+			return err
+		}
+		for range room - len(g.Units) {
+			<-s.inflight
+		}
+		for _, u := range g.Units {
+			s.mu.Lock()
+			s.flights[u.ID] = &flight{unit: u}
+			s.mu.Unlock()
+			units <- u
+		}
+		if g.Finished {
+			// Everything is verified; make the renames durable and stop.
+			if s.ctrlW.WriteFrame(wire.TypeFlush, nil, nil) == nil {
+				select {
+				case <-s.flushed:
+				case <-s.ctx.Done():
+				case <-time.After(time.Minute):
+				}
+			}
+			return errFinished
+		}
+	}
+}
+
+func (s *ssession) run(u wire.Unit, again bool) {
+	var err error
+	switch u.Kind {
+	case wire.UnitFile:
+		err = s.sendFile(u)
+	case wire.UnitChunk:
+		err = s.sendChunk(u)
+	case wire.UnitFinalize:
+		err = s.ctrlW.WriteJSON(wire.TypeFinalize, wire.Finalize{ID: u.ID, Path: u.Dest, FileSize: u.Size, Mode: u.Mode, MtimeNs: u.MtimeNs, Chunks: u.Chunks, ChunkSize: s.cfg.ChunkSize})
+		if err != nil {
+			s.fail(err)
+			return
+		}
+	}
+	if err != nil && s.ctx.Err() == nil {
+		s.finish(u, wire.UnitResult{ID: u.ID, Error: err.Error(), Fatal: isFatal(err)})
+	}
+}
+
+func (s *ssession) finish(u wire.Unit, r wire.UnitResult) {
+	s.mu.Lock()
+	_, ok := s.flights[u.ID]
+	delete(s.flights, u.ID)
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	<-s.inflight
+	s.src.Done([]wire.UnitResult{r})
+}
+
+// openSource opens a source file and checks that it is the version that was listed.
+func (s *ssession) openSource(u wire.Unit) (*os.File, error) {
+	f, err := s.st.Root.Open(u.Source)
+	if err != nil {
+		return nil, fsroot.Explain(u.Source, fmt.Errorf("opening source %s: %w", u.Source, err))
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if fi.Size() != u.Size || fi.ModTime().UnixNano() != u.MtimeNs {
+		f.Close()
+		return nil, fmt.Errorf("source file changed since it was listed: %s", u.Source)
+	}
+	return f, nil
+}
+
+func (s *ssession) digest() hash.Hash {
+	h, _ := NewDigest(s.cfg.Checksum)
+	return h
+}
+
+func (s *ssession) sendFile(u wire.Unit) error {
+	if u.Size > s.cfg.BlockSize {
+		return fmt.Errorf("file %s of %d bytes sent as a small file", u.Source, u.Size)
+	}
+	f, err := s.openSource(u)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bp := s.getBuf()
+	if bp == nil {
+		return s.ctx.Err()
+	}
+	data := (*bp)[:u.Size]
+	if _, err := io.ReadFull(f, data); err != nil {
+		s.bufs <- bp
+		return fmt.Errorf("reading source %s: %w", u.Source, err)
+	}
+	meta := wire.FileMeta{Unit: u.ID, Size: uint64(u.Size), Mode: u.Mode, MtimeNs: u.MtimeNs, CRC: wire.CRC32C(data), Path: u.Dest}
+	if s.cfg.Verify || s.cfg.Overwrite == "IfDifferent" {
+		h := s.digest()
+		h.Write(data)
+		meta.Digest = h.Sum(nil)
+		if s.cfg.Verify {
+			meta.Flags |= wire.FileVerify
+		}
+	}
+	fr := framePool.Get().(*outFrame)
+	fr.typ, fr.data, fr.buf = wire.TypeFile, data, bp
+	fr.meta, err = meta.Append(fr.metaArr[:0])
+	if err != nil {
+		s.release(fr)
+		return err
+	}
+	s.enqueue(fr)
+	return nil
+}
+
+func (s *ssession) sendChunk(u wire.Unit) error {
+	bs := s.cfg.BlockSize
+	s.mu.Lock()
+	s.nextChunk++
+	id := s.nextChunk
+	fl := s.flights[u.ID]
+	if fl == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	fl.chunk, fl.opened = id, make(chan wire.ChunkOpened, 1)
+	s.chunks[id] = fl
+	s.mu.Unlock()
+	err := s.ctrlW.WriteJSON(wire.TypeChunkOpen, wire.ChunkOpen{ID: id, Path: u.Dest, FileSize: u.Size, Mode: u.Mode, MtimeNs: u.MtimeNs,
+		Index: u.Index, Chunks: u.Chunks, Offset: u.Offset, Length: u.Length, ChunkSize: s.cfg.ChunkSize, BlockSize: bs})
+	if err != nil {
+		s.fail(err)
+		return nil
+	}
+	var op wire.ChunkOpened
+	select {
+	case op = <-fl.opened:
+	case <-s.ctx.Done():
+		return nil
+	}
+	if op.Error != "" || op.Verified {
+		s.mu.Lock()
+		delete(s.chunks, id)
+		s.mu.Unlock()
+		s.finish(u, wire.UnitResult{ID: u.ID, OK: op.Verified && op.Error == "", Error: op.Error, Fatal: op.Fatal})
+		return nil
+	}
+	have := make(map[int64]bool)
+	for _, r := range op.Have {
+		for i := r[0]; i < r[1]; i++ {
+			have[i] = true
+		}
+	}
+	f, err := s.openSource(u)
+	if err != nil {
+		s.mu.Lock()
+		delete(s.chunks, id)
+		s.mu.Unlock()
+		return err
+	}
+	defer f.Close()
+	var h hash.Hash
+	if s.cfg.Verify {
+		h = s.digest()
+	}
+	// Parallelism of the file's size class bounds how many of its blocks are queued or
+	// on the wire at once, hence over how many streams it is spread.
+	par := s.parallelism(u)
+	slots := make(chan struct{}, par)
+	nblocks := (u.Length + bs - 1) / bs
+	for i := int64(0); i < nblocks; i++ {
+		off := u.Offset + i*bs
+		n := min(bs, u.Offset+u.Length-off)
+		bp := s.getBuf()
+		if bp == nil {
+			return nil
+		}
+		data := (*bp)[:n]
+		if got, err := f.ReadAt(data, off); got < len(data) {
+			s.bufs <- bp
+			s.mu.Lock()
+			delete(s.chunks, id)
+			s.mu.Unlock()
+			return fmt.Errorf("reading source %s at %d: %w", u.Source, off, err)
+		}
+		if h != nil {
+			h.Write(data)
+		}
+		if have[i] {
+			s.bufs <- bp
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-s.ctx.Done():
+			s.bufs <- bp
+			return nil
+		}
+		fr := framePool.Get().(*outFrame)
+		fr.typ, fr.data, fr.buf = wire.TypeBlock, data, bp
+		fr.meta = wire.BlockMeta{Chunk: id, Offset: uint64(off), CRC: wire.CRC32C(data)}.Put(fr.metaArr[:])
+		fr.after = func() { <-slots }
+		if !s.enqueue(fr) {
+			return nil
+		}
+	}
+	end := wire.ChunkEnd{ID: id, Blocks: nblocks}
+	if h != nil {
+		end.Digest = h.Sum(nil)
+	}
+	if err := s.ctrlW.WriteJSON(wire.TypeChunkEnd, end); err != nil {
+		s.fail(err)
+	}
+	return nil
+}
+
+func (s *ssession) parallelism(u wire.Unit) int {
+	streams := int(max(s.cfg.Streams, 1))
+	for _, c := range s.cfg.SizeClasses {
+		if c.Class == u.Class && c.Parallelism > 0 {
+			return min(int(c.Parallelism), streams) * 2
+		}
+	}
+	return streams * 2
+}
+
+func (s *ssession) resendBlock(m wire.BlockNack) {
+	s.mu.Lock()
+	fl := s.chunks[m.Chunk]
+	s.mu.Unlock()
+	if fl == nil {
+		return
+	}
+	u := fl.unit
+	if m.Offset < u.Offset || m.Offset >= u.Offset+u.Length || (m.Offset-u.Offset)%s.cfg.BlockSize != 0 {
+		s.fail(fmt.Errorf("receiver asked for a block outside chunk %d", m.Chunk))
+		return
+	}
+	f, err := s.openSource(u)
+	if err != nil {
+		s.finish(u, wire.UnitResult{ID: u.ID, Error: err.Error()})
+		return
+	}
+	defer f.Close()
+	bp := s.getBuf()
+	if bp == nil {
+		return
+	}
+	n := min(s.cfg.BlockSize, u.Offset+u.Length-m.Offset)
+	data := (*bp)[:n]
+	if got, err := f.ReadAt(data, m.Offset); got < len(data) {
+		s.bufs <- bp
+		s.finish(u, wire.UnitResult{ID: u.ID, Error: fmt.Sprintf("reading source %s: %v", u.Source, err)})
+		return
+	}
+	metrics.Resent.Inc()
+	fr := framePool.Get().(*outFrame)
+	fr.typ, fr.data, fr.buf = wire.TypeBlock, data, bp
+	fr.meta = wire.BlockMeta{Chunk: m.Chunk, Offset: uint64(m.Offset), CRC: wire.CRC32C(data)}.Put(fr.metaArr[:])
+	s.enqueue(fr)
+}
+
+// ---- measurements ----
+
+func (s *ssession) sample() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := time.Now()
+	lastBytes := s.st.bytesSent.Load()
+	lastCPU := metrics.CPUSeconds()
+	var lastPeer *wire.PeerStats
+	label := metrics.Label(s.st.Index)
+	for {
+		select {
+		case <-s.ctx.Done():
+			s.src.Stats(wire.StripeStats{Stripe: s.st.Index})
+			return
+		case now := <-t.C:
+			dt := now.Sub(last).Seconds()
+			last = now
+			s.mu.Lock()
+			streams := append([]*stream(nil), s.streams...)
+			s.mu.Unlock()
+			stats := wire.StripeStats{Stripe: s.st.Index, Connected: true, Streams: int32(len(streams))}
+			var rttSum time.Duration
+			var dRetrans, dSegs uint32
+			for _, st := range streams {
+				b := st.bytes.Load()
+				bps := int64(float64(b-st.lastBytes) * 8 / dt)
+				st.lastBytes = b
+				stats.StreamBitsPerSecond = append(stats.StreamBitsPerSecond, bps)
+				metrics.StreamBitsPerSecond.WithLabelValues(label, metrics.Label(st.idx)).Set(float64(bps))
+				ti := metrics.ReadTCPInfo(st.conn)
+				rttSum += ti.RTT
+				if ti.TotalRetrans >= st.lastRetrans {
+					dRetrans += ti.TotalRetrans - st.lastRetrans
+				}
+				if ti.SegsOut >= st.lastSegs {
+					dSegs += ti.SegsOut - st.lastSegs
+				}
+				st.lastRetrans, st.lastSegs = ti.TotalRetrans, ti.SegsOut
+			}
+			if len(streams) > 0 {
+				stats.RTTMicros = (rttSum / time.Duration(len(streams))).Microseconds()
+			}
+			if dSegs > 0 {
+				stats.LossPPM = int64(dRetrans) * 1_000_000 / int64(dSegs)
+			}
+			b := s.st.bytesSent.Load()
+			stats.BytesSent = b
+			stats.BitsPerSecond = int64(float64(b-lastBytes) * 8 / dt)
+			lastBytes = b
+			cpu := metrics.CPUSeconds()
+			stats.SourceCPUSeconds = cpu
+			stats.SourceMillicores = int64((cpu - lastCPU) / dt * 1000)
+			lastCPU = cpu
+			if p := s.peer.Load(); p != nil {
+				stats.DestinationCPUSeconds = p.CPUSeconds
+				if lastPeer != nil && p.UnixNano > lastPeer.UnixNano {
+					stats.DestinationMillicores = int64((p.CPUSeconds - lastPeer.CPUSeconds) / (float64(p.UnixNano-lastPeer.UnixNano) / 1e9) * 1000)
+				}
+				lastPeer = p
+			}
+			metrics.StripeBitsPerSecond.WithLabelValues(label).Set(float64(stats.BitsPerSecond))
+			metrics.RTTSeconds.WithLabelValues(label).Set(float64(stats.RTTMicros) / 1e6)
+			metrics.LossRatio.WithLabelValues(label).Set(float64(stats.LossPPM) / 1e6)
+			metrics.RetransmitsTotal.WithLabelValues(label).Add(float64(dRetrans))
+			s.src.Stats(stats)
+		}
+	}
+}
+
+// probe runs one memory-to-memory sample for the coordinator.
+func (s *ssession) probe(p wire.ProbeRequest) wire.ProbeResult {
+	res, err := Probe(s.ctx, s.st.Receiver, s.st.Secret, ProbeOptions{Streams: p.Streams, BufferBytes: p.BufferBytes, Duration: time.Duration(p.Seconds) * time.Second, BlockSize: s.cfg.BlockSize})
+	if err != nil {
+		return wire.ProbeResult{Error: err.Error(), Sample: contract.Sample{Streams: p.Streams, BufferBytes: p.BufferBytes}}
+	}
+	return wire.ProbeResult{Sample: res.Sample}
+}

@@ -1,0 +1,261 @@
+package wire
+
+import "github.com/dtnflow/dtnflow/agent/contract"
+
+// Role of a connection, declared in Hello.
+type Role string
+
+const (
+	RoleControl Role = "control" // a stripe's control connection to its receiver
+	RoleData    Role = "data"    // one of a stripe's data streams to its receiver
+	RoleSender  Role = "sender"  // a sender's connection to its coordinator
+)
+
+// Hello is the first frame on every authenticated connection.
+type Hello struct {
+	Role    Role   `json:"role"`
+	Session uint64 `json:"session"` // the stripe session a data stream belongs to
+	Stripe  int32  `json:"stripe"`
+	Stream  int32  `json:"stream,omitempty"`
+	// BufferBytes asks the receiver to set SO_RCVBUF on this stream (0: autotuning).
+	BufferBytes int64  `json:"bufferBytes,omitempty"`
+	Agent       string `json:"agent,omitempty"` // host/pid of the peer, for logs
+}
+
+// Session configures a stripe session on its control connection.
+type Session struct {
+	Job       string `json:"job"`
+	Memory    bool   `json:"memory,omitempty"` // memory-to-memory: data is discarded
+	Checksum  string `json:"checksum,omitempty"`
+	Verify    bool   `json:"verify"`
+	Overwrite string `json:"overwrite,omitempty"`
+	BlockSize int64  `json:"blockSize,omitempty"`
+	ChunkSize int64  `json:"chunkSize,omitempty"`
+}
+
+// SessionOK accepts a Session.
+type SessionOK struct {
+	Receiver string `json:"receiver"`
+}
+
+// ChunkOpen announces a chunk of a large file; blocks follow on the data streams once
+// the receiver answers ChunkOpened.
+type ChunkOpen struct {
+	ID        uint64 `json:"id"`
+	Path      string `json:"path"` // destination path under the receiver's root
+	FileSize  int64  `json:"fileSize"`
+	Mode      uint32 `json:"mode"`
+	MtimeNs   int64  `json:"mtimeNs"`
+	Index     int32  `json:"index"`  // chunk index
+	Chunks    int32  `json:"chunks"` // chunks in the file
+	Offset    int64  `json:"offset"`
+	Length    int64  `json:"length"`
+	ChunkSize int64  `json:"chunkSize"`
+	BlockSize int64  `json:"blockSize"`
+}
+
+// ChunkOpened answers ChunkOpen: which blocks the receiver already holds durably (by
+// index within the chunk), or that the chunk is already verified, or an error.
+type ChunkOpened struct {
+	ID       uint64     `json:"id"`
+	Have     [][2]int64 `json:"have,omitempty"` // [start, end) block index ranges
+	Verified bool       `json:"verified,omitempty"`
+	Error    string     `json:"error,omitempty"`
+	Fatal    bool       `json:"fatal,omitempty"`
+}
+
+// ChunkEnd closes a chunk: every block has been sent; Digest is the source digest of
+// the whole chunk when verifying.
+type ChunkEnd struct {
+	ID     uint64 `json:"id"`
+	Blocks int64  `json:"blocks"`
+	Digest []byte `json:"digest,omitempty"`
+}
+
+// Result is the receiver's verdict on a small file (Unit) or a chunk (Chunk).
+type Result struct {
+	Unit  uint64 `json:"unit,omitempty"`
+	Chunk uint64 `json:"chunk,omitempty"`
+	OK    bool   `json:"ok"`
+	// Retry says the data was damaged in flight or failed verification: send again.
+	Retry bool   `json:"retry,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Fatal says the whole job cannot go on (for example, the disk is full).
+	Fatal bool `json:"fatal,omitempty"`
+	// Skipped says the destination already had this content (IfDifferent).
+	Skipped bool  `json:"skipped,omitempty"`
+	Bytes   int64 `json:"bytes,omitempty"`
+}
+
+// Results carries several results.
+type Results struct {
+	Results []Result `json:"results"`
+}
+
+// BlockNack asks for one block again.
+type BlockNack struct {
+	Chunk  uint64 `json:"chunk"`
+	Offset int64  `json:"offset"`
+}
+
+// Finalize asks the receiver to give a file of several chunks its final name once all
+// of its chunks are verified (by any receiver of the job).
+type Finalize struct {
+	ID        uint64 `json:"id"`
+	Path      string `json:"path"`
+	FileSize  int64  `json:"fileSize"`
+	Mode      uint32 `json:"mode"`
+	MtimeNs   int64  `json:"mtimeNs"`
+	Chunks    int32  `json:"chunks"`
+	ChunkSize int64  `json:"chunkSize"`
+}
+
+// DoneFile names a file already complete at the destination.
+type DoneFile struct {
+	Path    string `json:"p"`
+	Size    int64  `json:"s"`
+	MtimeNs int64  `json:"m"`
+}
+
+// DoneChunk names a verified chunk of a file not yet complete.
+type DoneChunk struct {
+	Path      string `json:"p"`
+	Size      int64  `json:"s"`
+	MtimeNs   int64  `json:"m"`
+	ChunkSize int64  `json:"cs"`
+	Index     int32  `json:"i"`
+}
+
+// Summary is what the receivers' journals of a job say is done; sent in parts, the
+// last with Last set.
+type Summary struct {
+	Files  []DoneFile  `json:"files,omitempty"`
+	Chunks []DoneChunk `json:"chunks,omitempty"`
+	Last   bool        `json:"last"`
+}
+
+// PeerStats is a receiver's running totals, sent on the control connection about
+// twice a second.
+type PeerStats struct {
+	Bytes int64 `json:"bytes"`
+	// MemBytes is what this session received memory-to-memory.
+	MemBytes   int64   `json:"memBytes,omitempty"`
+	CPUSeconds float64 `json:"cpuSeconds"`
+	UnixNano   int64   `json:"unixNano"`
+}
+
+// MemEnd ends a memory-to-memory run of Bytes bytes; the receiver answers with
+// PeerStats as soon as it has received them all.
+type MemEnd struct {
+	Bytes int64 `json:"bytes"`
+}
+
+// ErrorMsg explains why a peer is closing the connection.
+type ErrorMsg struct {
+	Error string `json:"error"`
+}
+
+// Unit is one piece of work the coordinator hands a stripe: a small file, a chunk of a
+// large file, or the finalization of a large file.
+type Unit struct {
+	ID      uint64   `json:"id"`
+	Kind    UnitKind `json:"kind"`
+	Source  string   `json:"source"` // path under the source root
+	Dest    string   `json:"dest"`   // path under the destination root
+	Size    int64    `json:"size"`   // file size
+	Mode    uint32   `json:"mode"`
+	MtimeNs int64    `json:"mtimeNs"`
+	Index   int32    `json:"index,omitempty"`
+	Chunks  int32    `json:"chunks,omitempty"`
+	Offset  int64    `json:"offset,omitempty"`
+	Length  int64    `json:"length,omitempty"`
+	Class   string   `json:"class,omitempty"` // size class
+}
+
+// UnitKind says what a Unit is.
+type UnitKind string
+
+const (
+	UnitFile     UnitKind = "file"     // a small file, sent in one File frame
+	UnitChunk    UnitKind = "chunk"    // a chunk of a file
+	UnitFinalize UnitKind = "finalize" // rename a file whose chunks are all verified
+)
+
+// JobConfig is what the coordinator tells its senders; a newer Generation replaces it.
+type JobConfig struct {
+	Generation  int64                     `json:"generation"`
+	Job         string                    `json:"job"`
+	Mode        contract.Mode             `json:"mode"`
+	Checksum    string                    `json:"checksum"`
+	Verify      bool                      `json:"verify"`
+	Overwrite   string                    `json:"overwrite"`
+	Streams     int32                     `json:"streams"`
+	BufferBytes int64                     `json:"bufferBytes,omitempty"`
+	Concurrency int32                     `json:"concurrency"`
+	Pipelining  int32                     `json:"pipelining"`
+	BlockSize   int64                     `json:"blockSize"`
+	ChunkSize   int64                     `json:"chunkSize"`
+	SizeClasses []contract.SizeClassParam `json:"sizeClasses,omitempty"`
+	// MaxBitsPerSecond is this stripe's share of the job's cap (0: none).
+	MaxBitsPerSecond int64 `json:"maxBitsPerSecond,omitempty"`
+	// NeedSummary asks the stripe to pass on its receiver's journal summary.
+	NeedSummary bool `json:"needSummary,omitempty"`
+}
+
+// WorkRequest asks the coordinator for up to N more units.
+type WorkRequest struct {
+	N int32 `json:"n"`
+}
+
+// WorkGrant hands units out. Finished says there will be no more work for anyone; Wait
+// says none now but maybe later (units leased to other stripes may come back).
+type WorkGrant struct {
+	Units    []Unit `json:"units,omitempty"`
+	Finished bool   `json:"finished,omitempty"`
+	Wait     bool   `json:"wait,omitempty"`
+}
+
+// UnitResult reports a unit's end.
+type UnitResult struct {
+	ID    uint64 `json:"id"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	// Retry gives the unit back for another attempt (its stripe lost its receiver).
+	Retry bool  `json:"retry,omitempty"`
+	Fatal bool  `json:"fatal,omitempty"`
+	Bytes int64 `json:"bytes,omitempty"`
+}
+
+// WorkDone reports units' ends.
+type WorkDone struct {
+	Results []UnitResult `json:"results"`
+}
+
+// StripeStats is a sender's view of its stripe, sent to the coordinator every second.
+type StripeStats struct {
+	Stripe                int32   `json:"stripe"`
+	Connected             bool    `json:"connected"`
+	Streams               int32   `json:"streams"`
+	BytesSent             int64   `json:"bytesSent"`
+	BitsPerSecond         int64   `json:"bitsPerSecond"`
+	StreamBitsPerSecond   []int64 `json:"streamBitsPerSecond,omitempty"`
+	RTTMicros             int64   `json:"rttMicros,omitempty"`
+	LossPPM               int64   `json:"lossPPM,omitempty"`
+	SourceCPUSeconds      float64 `json:"sourceCpuSeconds"`
+	DestinationCPUSeconds float64 `json:"destinationCpuSeconds"`
+	SourceMillicores      int64   `json:"sourceMillicores"`
+	DestinationMillicores int64   `json:"destinationMillicores"`
+}
+
+// ProbeRequest asks a stripe for one memory-to-memory sample.
+type ProbeRequest struct {
+	Streams     int32 `json:"streams"`
+	BufferBytes int64 `json:"bufferBytes,omitempty"`
+	Seconds     int32 `json:"seconds"`
+}
+
+// ProbeResult is one sample.
+type ProbeResult struct {
+	Sample contract.Sample `json:"sample"`
+	Error  string          `json:"error,omitempty"`
+}
