@@ -193,7 +193,9 @@ func (r *Remote) Summary(s wire.Summary) {
 		r.mu.Unlock()
 	}
 }
-func (r *Remote) Done(rs []wire.UnitResult)    { r.w.WriteJSON(wire.TypeWorkDone, wire.WorkDone{Results: rs}) }
+func (r *Remote) Done(rs []wire.UnitResult) {
+	r.w.WriteJSON(wire.TypeWorkDone, wire.WorkDone{Results: rs})
+}
 func (r *Remote) Stats(s wire.StripeStats)     { r.w.WriteJSON(wire.TypeStats, s) }
 func (r *Remote) ProbeDone(p wire.ProbeResult) { r.w.WriteJSON(wire.TypeProbeResult, p) }
 

@@ -123,12 +123,12 @@ type ssession struct {
 	stop context.CancelFunc
 	id   uint64
 
-	ctrl    net.Conn
-	ctrlW   *wire.Writer
+	ctrl       net.Conn
+	ctrlW      *wire.Writer
 	ctrlReader *wire.Reader
-	queue   chan *outFrame
-	bufs    chan *[]byte
-	limiter *rate.Limiter
+	queue      chan *outFrame
+	bufs       chan *[]byte
+	limiter    *rate.Limiter
 
 	mu        sync.Mutex
 	err       error

@@ -259,7 +259,9 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 
 func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver string, root *os.Root, secret []byte, retryFor time.Duration, metricsAddr string, log *slog.Logger) error {
 	st := &mover.Stripe{Index: stripe, Receiver: receiver, Secret: secret, Root: root, Log: log, RetryFor: retryFor, CorruptEvery: corruptEvery()}
-	serveMetrics(ctx, metricsAddr, func() any { return map[string]any{"role": "sender", "stripe": stripe, "cpuSeconds": metrics.CPUSeconds()} }, log)
+	serveMetrics(ctx, metricsAddr, func() any {
+		return map[string]any{"role": "sender", "stripe": stripe, "cpuSeconds": metrics.CPUSeconds()}
+	}, log)
 	var failingSince time.Time
 	backoff := 200 * time.Millisecond
 	for {
