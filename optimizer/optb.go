@@ -263,18 +263,20 @@ func nodeCapacity(nd Node, cpu CPUModel, u float64, k int) (float64, Binding, bo
 		return 0, "", false
 	}
 	share := float64(k) / float64(k+placed)
+	// On a tie a resource binds rather than the stripe count: another stripe would
+	// not add anything.
 	best, term := float64(k)*u, bindingStripes
-	if v := nd.NICBitsPerSecond * share; v < best {
+	if v := nd.NICBitsPerSecond * share; v <= best {
 		best, term = v, BindingNIC
 	}
 	if nd.DiskBitsPerSecond > 0 {
-		if v := nd.DiskBitsPerSecond * share; v < best {
+		if v := nd.DiskBitsPerSecond * share; v <= best {
 			best, term = v, BindingDisk
 		}
 	}
 	if nd.CPUBudgetMillicores > 0 {
 		perStripe := nd.CPUBudgetMillicores * share / float64(k)
-		if v := float64(k) * cpu.BitsPerSecond(perStripe); v < best {
+		if v := float64(k) * cpu.BitsPerSecond(perStripe); v <= best {
 			best, term = v, BindingCPU
 		}
 	}
