@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/dtnflow/dtnflow/agent/auth"
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/fsroot"
 	"github.com/dtnflow/dtnflow/agent/metrics"
@@ -40,6 +41,11 @@ type Stripe struct {
 	frames    atomic.Int64
 	bytesSent atomic.Int64
 }
+
+var totalSent atomic.Int64
+
+// BytesSent is the payload this process has sent over data streams so far.
+func BytesSent() int64 { return totalSent.Load() }
 
 // errFinished ends a session whose job is done.
 var errFinished = errors.New("finished")
@@ -253,6 +259,9 @@ func randomID() uint64 {
 func (s *ssession) connect() error {
 	st := s.st
 	c, err := Dial(s.ctx, st.Receiver, st.Secret, 0)
+	if errors.Is(err, auth.ErrRefused) {
+		return &FatalError{Msg: fmt.Sprintf("receiver %s: %v", st.Receiver, err)}
+	}
 	if err != nil {
 		return err
 	}
@@ -381,6 +390,7 @@ func (s *ssession) runStream(st *stream) {
 		}
 		st.bytes.Add(n)
 		s.st.bytesSent.Add(n)
+		totalSent.Add(n)
 		metrics.BytesTotal.WithLabelValues("sent").Add(float64(n))
 	}
 }

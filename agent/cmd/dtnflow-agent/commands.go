@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/dtnflow/dtnflow/agent/auth"
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/coord"
 	"github.com/dtnflow/dtnflow/agent/metrics"
@@ -244,7 +245,8 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 	el := time.Since(start).Seconds()
 	switch phase {
 	case contract.PhaseComplete:
-		fmt.Printf("Complete: %d files, %d bytes in %.1fs (%s)\n", rep.FilesDone, rep.BytesTotal, el, coord.HumanRate(int64(float64(rep.BytesTotal)*8/max(el, 1e-3))))
+		fmt.Printf("Complete: %d files, %d bytes in %.1fs (%s); this run sent %d bytes\n", rep.FilesDone, rep.BytesTotal, el,
+			coord.HumanRate(int64(float64(rep.BytesTotal)*8/max(el, 1e-3))), mover.BytesSent())
 		return nil
 	case contract.PhaseFailed:
 		return fmt.Errorf("job failed: %s", rep.Error)
@@ -266,6 +268,9 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 	backoff := 200 * time.Millisecond
 	for {
 		rem, err := coord.DialRemote(ctx, coordinator, secret, stripe)
+		if errors.Is(err, auth.ErrRefused) {
+			return err
+		}
 		if err == nil {
 			failingSince = time.Time{}
 			sctx, cancel := context.WithCancel(ctx)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -31,6 +32,13 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
+	if p := os.Getenv("DTNFLOW_CPUPROFILE"); p != "" {
+		// A developer's aid: profile this process into the named file.
+		if f, err := os.Create(p); err == nil {
+			pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -53,6 +61,7 @@ func main() {
 		os.Exit(2)
 	}
 	if err != nil {
+		pprof.StopCPUProfile()
 		if err == errUsage {
 			os.Exit(2)
 		}

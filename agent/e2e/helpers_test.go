@@ -1,0 +1,343 @@
+// Package e2e runs the real dtnflow-agent binary on loopback: transfers, kill -9 and
+// resume, corruption in flight, refusals, stripes joining and leaving, a full disk.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var soak = flag.Bool("soak", false, "run the heavy variants (many more kill -9 runs)")
+
+var agentBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "dtnflow-e2e-bin")
+	if err != nil {
+		panic(err)
+	}
+	agentBin = filepath.Join(dir, "dtnflow-agent")
+	build := exec.Command("go", "build", "-o", agentBin, "../cmd/dtnflow-agent")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building dtnflow-agent:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running agent.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	out    bytes.Buffer // stdout + stderr
+	stdout bytes.Buffer
+	lines  chan string
+	done   chan struct{}
+	err    error
+}
+
+func start(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: exec.Command(agentBin, args...), lines: make(chan string, 1024), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	stderr, _ := p.cmd.StderrPipe()
+	stdout, _ := p.cmd.StdoutPipe()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.out.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		b, _ := io.ReadAll(stdout)
+		p.mu.Lock()
+		p.stdout.Write(b)
+		p.out.Write(b)
+		p.mu.Unlock()
+	}()
+	go func() {
+		wg.Wait()
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func (p *proc) stdoutText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stdout.String()
+}
+
+func (p *proc) kill() {
+	if p.cmd.Process != nil {
+		p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.done
+}
+
+// wait waits for the process to exit and returns its error.
+func (p *proc) wait(timeout time.Duration) error {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		p.kill()
+		p.t.Fatalf("%s did not finish within %v; output:\n%s", p.cmd.Args[1], timeout, p.output())
+		return nil
+	}
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+var listenRE = regexp.MustCompile(`listen=(\S+)`)
+
+// waitListening waits for the "Receiving"/"Coordinating" log line and returns the address.
+func (p *proc) waitListening() string {
+	p.t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case l := <-p.lines:
+			if m := listenRE.FindStringSubmatch(l); m != nil {
+				return m[1]
+			}
+		case <-p.done:
+			p.t.Fatalf("agent exited before listening: %v\n%s", p.err, p.output())
+		case <-deadline:
+			p.t.Fatalf("agent did not start listening:\n%s", p.output())
+		}
+	}
+}
+
+func writeSecret(t *testing.T, dir, name, value string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(value+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// fileSpec is a file of a test dataset.
+type fileSpec struct {
+	path string
+	size int
+	mode os.FileMode
+}
+
+// makeTree writes random files under root and returns their total size.
+func makeTree(t *testing.T, root string, seed uint64, files []fileSpec) int64 {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var total int64
+	for i, f := range files {
+		p := filepath.Join(root, f.path)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		b := make([]byte, f.size)
+		for j := 0; j+8 <= len(b); j += 8 {
+			v := rng.Uint64()
+			for k := 0; k < 8; k++ {
+				b[j+k] = byte(v >> (8 * k))
+			}
+		}
+		mode := f.mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := os.WriteFile(p, b, mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+		mt := time.Date(2024, 1, 2, 3, 4, 5, i*1000, time.UTC)
+		os.Chtimes(p, mt, mt)
+		total += int64(f.size)
+	}
+	return total
+}
+
+// mixed is a dataset of small files and a few large ones.
+func mixed(prefix string, small, large int, largeSize int) []fileSpec {
+	var out []fileSpec
+	for i := 0; i < small; i++ {
+		out = append(out, fileSpec{path: fmt.Sprintf("%s/small/d%d/f%03d.dat", prefix, i%4, i), size: 1 + (i*7919)%(96<<10)})
+	}
+	out = append(out, fileSpec{path: prefix + "/small/empty", size: 0}, fileSpec{path: prefix + "/private.key", size: 300, mode: 0o600})
+	for i := 0; i < large; i++ {
+		out = append(out, fileSpec{path: fmt.Sprintf("%s/large/L%d.bin", prefix, i), size: largeSize + i*12345})
+	}
+	return out
+}
+
+type treeEntry struct {
+	sum   string
+	mode  os.FileMode
+	mtime int64
+}
+
+// tree lists the regular files under root/sub with digest, mode and mtime; it fails
+// the test on a leftover temporary file.
+func tree(t *testing.T, root, sub string) map[string]treeEntry {
+	t.Helper()
+	out := map[string]treeEntry{}
+	base := filepath.Join(root, sub)
+	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".dtnflow" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if strings.HasSuffix(d.Name(), ".dtnpart") {
+			t.Errorf("temporary file left behind: %s", p)
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fi, _ := d.Info()
+		s := sha256.Sum256(b)
+		rel, _ := filepath.Rel(base, p)
+		out[rel] = treeEntry{sum: hex.EncodeToString(s[:]), mode: fi.Mode().Perm(), mtime: fi.ModTime().UnixNano()}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// assertSameTree checks that dst/sub holds exactly the files of src/sub, byte for
+// byte, with their modes and mtimes.
+func assertSameTree(t *testing.T, src, dst, sub string) {
+	t.Helper()
+	a, b := tree(t, src, sub), tree(t, dst, sub)
+	for p, e := range a {
+		g, ok := b[p]
+		switch {
+		case !ok:
+			t.Errorf("missing at the destination: %s", p)
+		case g.sum != e.sum:
+			t.Errorf("content differs: %s", p)
+		case g.mode != e.mode || g.mtime != e.mtime:
+			t.Errorf("%s: mode/mtime %v/%d, want %v/%d", p, g.mode, g.mtime, e.mode, e.mtime)
+		}
+	}
+	for p := range b {
+		if _, ok := a[p]; !ok {
+			t.Errorf("unexpected file at the destination: %s", p)
+		}
+	}
+	if len(a) == 0 {
+		t.Fatal("empty source tree")
+	}
+}
+
+func httpGet(t *testing.T, addr, path string) string {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// metric reads one sample of a metric from /metrics (0 if absent).
+func metric(t *testing.T, addr, series string) float64 {
+	t.Helper()
+	for _, l := range strings.Split(httpGet(t, addr, "/metrics"), "\n") {
+		if strings.HasPrefix(l, series+" ") {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(l, series)), 64)
+			return v
+		}
+	}
+	return 0
+}
+
+var bytesRE = regexp.MustCompile(`"bytes":\s*(\d+)`)
+
+// receivedBytes reads a receiver's byte counter from /status.
+func receivedBytes(t *testing.T, addr string) int64 {
+	m := bytesRE.FindStringSubmatch(httpGet(t, addr, "/status"))
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseInt(m[1], 10, 64)
+	return v
+}
+
+// pollUntil polls cond every few milliseconds until it holds or the deadline passes.
+func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) bool {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Logf("gave up waiting for %s", what)
+			return false
+		}
+	}
+	return true
+}
