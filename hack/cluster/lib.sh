@@ -1,0 +1,120 @@
+# shellcheck shell=bash
+# Shared settings and helpers of the local two-site cluster (hack/cluster/up.sh, down.sh).
+# Sourced, not run. Every setting can be overridden from the environment.
+#
+# Topology (docs/local-cluster.md has the picture):
+#   host netns      bridge dtn-br0 10.77.0.1/24 (the management network; nothing else)
+#   netns dtn-cp    etcd, kube-apiserver (10.77.0.2:6443), controller-manager, scheduler
+#   netns dtn-<node>  one per node: its containerd, its kubelet and its hostNetwork pods;
+#                   eth0 10.77.0.<10*site+i> on the management bridge, data0 10.78.<site>.<10+i>
+#                   (the node IP) on its site's LAN, NIC cap = tbf on both ends of data0
+#   netns dtn-<site>-r  the site's border router: bridge lan 10.78.<site>.1/24 joining the
+#                   site's nodes, and the WAN (test/wanem) to the other site's router
+# The control plane reaches the kubelets at their node IPs through host routes in
+# dtn-cp; data between sites goes node → router → WAN → router → node.
+
+DTN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+B=${DTN_CLUSTER_DIR:-$DTN_ROOT/.local-cluster}
+KUBE_VERSION=${KUBE_VERSION:-v1.36.0}
+KBIN=${KBIN:-$DTN_ROOT/.cache/kube/$KUBE_VERSION/bin}
+DTN_IMAGES_DIR=${DTN_IMAGES_DIR:-$DTN_ROOT/.cache/images}
+RUN=$B/run
+LOG=$B/logs
+KUBECONFIG_ADMIN=$B/kubeconfigs/admin.kubeconfig
+
+# The two sites: name, nodes, NIC cap per node (bit/s, tbf on each node's data0) and CPU
+# per node (a CFS quota on the node's cgroup parent, which kubelet's kubeReserved turns
+# into the node's allocatable CPU). Site B is the smaller site, as in config/samples.
+SITE_A=${DTN_SITE_A:-site-a}
+SITE_B=${DTN_SITE_B:-site-b}
+NODES_PER_SITE=${DTN_NODES_PER_SITE:-1}
+SITE_A_NIC_BPS=${DTN_SITE_A_NIC_BPS:-1000000000}
+SITE_B_NIC_BPS=${DTN_SITE_B_NIC_BPS:-800000000}
+SITE_A_CPU_MILLI=${DTN_SITE_A_CPU_MILLI:-1500}
+SITE_B_CPU_MILLI=${DTN_SITE_B_CPU_MILLI:-1000}
+# The WAN between the site routers: bottleneck rate both ways, one-way delay, loss.
+# DTN_WAN=wanem runs test/wanem's emulator; DTN_WAN=veth joins the routers by a plain veth
+# with a tbf rate cap and no delay (for when the emulator cannot run).
+WAN_MODE=${DTN_WAN:-wanem}
+WAN_RATE_BPS=${DTN_WAN_RATE_BPS:-500000000}
+WAN_DELAY_MS=${DTN_WAN_DELAY_MS:-10}
+WAN_LOSS=${DTN_WAN_LOSS:-0}
+AGENT_PORT_FIRST=${DTN_AGENT_PORT_FIRST:-47000}
+AGENT_PORT_LAST=${DTN_AGENT_PORT_LAST:-47099}
+
+BRIDGE=dtn-br0
+HOST_IP=10.77.0.1
+API_IP=10.77.0.2
+API_PORT=6443
+CP_NETNS=dtn-cp
+SERVICE_CIDR=10.76.0.0/24
+MTU=9000
+
+export PATH=$KBIN:$PATH
+
+# site_index <site> → 1 or 2 (used in addresses).
+site_index() { case $1 in "$SITE_A") echo 1 ;; "$SITE_B") echo 2 ;; *) echo "unknown site $1" >&2; return 1 ;; esac; }
+site_nic_bps() { case $1 in "$SITE_A") echo "$SITE_A_NIC_BPS" ;; *) echo "$SITE_B_NIC_BPS" ;; esac; }
+site_cpu_milli() { case $1 in "$SITE_A") echo "$SITE_A_CPU_MILLI" ;; *) echo "$SITE_B_CPU_MILLI" ;; esac; }
+site_nodes() { local i; for i in $(seq 1 "$NODES_PER_SITE"); do echo "$1-$i"; done; }
+all_nodes() { site_nodes "$SITE_A"; site_nodes "$SITE_B"; }
+node_site() { echo "${1%-*}"; }
+node_num() { echo "${1##*-}"; }
+node_netns() { echo "dtn-$1"; }
+# node_short <node>: a1, b2, ... (in interface names, which have at most 15 bytes)
+node_short() { echo "$(site_index "$(node_site "$1")" | tr 12 ab)$(node_num "$1")"; }
+router_netns() { echo "dtn-$1-r"; }
+node_mgmt_ip() { echo "10.77.0.$((10 * $(site_index "$(node_site "$1")") + $(node_num "$1")))"; }
+node_ip() { echo "10.78.$(site_index "$(node_site "$1")").$((10 + $(node_num "$1")))"; }
+node_pod_cidr() { echo "10.79.$((10 * $(site_index "$(node_site "$1")") + $(node_num "$1"))).0/24"; }
+site_lan() { echo "10.78.$(site_index "$1").0/24"; }
+site_router_ip() { echo "10.78.$(site_index "$1").1"; }
+site_storage() { echo "$B/storage/$1"; }
+# cgroup_parent <node>: the node's kubelet cgroupRoot; its CFS quota is the node's CPU.
+cgroup_parent() { echo "dtn-$1"; }
+
+t0=${t0:-$(date +%s.%N)}; export t0
+log() { printf '[%6.1fs] %s\n' "$(echo "$(date +%s.%N) - $t0" | bc)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# record <kind> <name>: remember something created outside $B, for down.sh (which
+# removes them in reverse order, also after a crash).
+record() { echo "$1 $2" >> "$RUN/created"; }
+
+# start <name> [nsenter ...] cmd...: run in the background in its own session, log to
+# $LOG/<name>.log, and record the PID for down.sh.
+start() {
+  local name=$1; shift
+  setsid "$@" </dev/null >>"$LOG/$name.log" 2>&1 &
+  echo "$name $!" >> "$RUN/pids"
+  log "started $name (pid $!)"
+}
+
+# pid_alive <name>: the process start recorded as <name> is still running.
+pid_alive() {
+  local pid; pid=$(awk -v n="$1" '$1 == n {print $2}' "$RUN/pids" | tail -1)
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+# wait_for <what> <timeout-seconds> cmd...: poll cmd every 0.2 s until it succeeds.
+wait_for() {
+  local what=$1 timeout=$2; shift 2
+  local deadline=$(( $(date +%s) + timeout ))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || { log "timed out after ${timeout}s waiting for $what"; return 1; }
+    sleep 0.2
+  done
+  log "ready: $what"
+}
+
+# in_netns <netns> cmd...: run cmd in a network namespace (and that namespace's UTS
+# namespace when there is one). Not `ip netns exec`: it would also unshare the mount
+# namespace and remount /sys, hiding the cgroup mounts from kubelet and the kubelet's
+# volume mounts from containerd.
+in_netns() {
+  local ns=$1; shift
+  local uts=(); [ -e "/run/$ns.uts" ] && uts=(--uts="/run/$ns.uts")
+  nsenter --net="/run/netns/$ns" "${uts[@]}" "$@"
+}
+
+kc() { "$KBIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }

@@ -1,0 +1,330 @@
+#!/usr/bin/env bash
+# Start the local two-site DTN cluster: a control plane in its own network namespace, one
+# or more nodes per site (each its own containerd + kubelet in its own network
+# namespace), the sites' LANs with NIC caps, the WAN between the sites, and the images
+# imported into every node. Everything it creates is recorded under $B/run, and
+# hack/cluster/down.sh removes exactly that — also after a failure here (trap below) or
+# a crash. lib.sh describes the topology; docs/local-cluster.md has the picture.
+#
+# usage: hack/cluster/up.sh      (as root; settings from the environment, see lib.sh)
+# Needs: the Kubernetes binaries in $KBIN (hack/build-kube.sh), the images in
+# $DTN_IMAGES_DIR (hack/images/build.sh), and the Debian packages of hack/cluster/deps.sh.
+# Writes $B/cluster.json (what the e2e tests read), $B/endpoints.yaml (the two
+# TransferEndpoints) and $B/env (exports for a shell).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || die "the local cluster needs root (network namespaces, cgroups, containerd)"
+for c in containerd ctr runc jq curl bc openssl nsenter unshare ip tc setsid sha256sum; do
+  command -v "$c" >/dev/null || die "missing $c: run hack/cluster/deps.sh"
+done
+[ -x /usr/lib/cni/bridge ] || die "missing /usr/lib/cni/bridge: run hack/cluster/deps.sh"
+for c in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
+  [ -x "$KBIN/$c" ] || die "missing $KBIN/$c: run hack/build-kube.sh kube-apiserver etcd kubectl kubelet kube-scheduler kube-controller-manager"
+done
+[ -f "$DTN_IMAGES_DIR/images.env" ] && [ -f "$DTN_IMAGES_DIR/pause.tar" ] || die "no images in $DTN_IMAGES_DIR: run hack/images/build.sh"
+source "$DTN_IMAGES_DIR/images.env"
+
+mkdir -p "$RUN" "$LOG"
+if [ -s "$RUN/pids" ] || [ -s "$RUN/created" ]; then
+  log "a previous cluster left state in $RUN: taking it down first"
+  "$(dirname "$0")/down.sh"
+fi
+rm -rf "$B/cp" "$B/nodes" "$LOG.prev" "$B/cluster.json" "$B/endpoints.yaml" "$B/env"
+[ -d "$LOG" ] && mv "$LOG" "$LOG.prev"
+mkdir -p "$LOG" "$RUN"
+: > "$RUN/pids"; : > "$RUN/created"
+
+# Take down whatever was started when anything fails or the script is interrupted;
+# DTN_KEEP_ON_FAILURE=1 keeps it for a look (hack/cluster/down.sh removes it later).
+on_exit() {
+  local rc=$?
+  [ $rc = 0 ] && return
+  log "up failed (exit $rc); logs in $LOG"
+  if [ "${DTN_KEEP_ON_FAILURE:-0}" = 1 ]; then
+    log "DTN_KEEP_ON_FAILURE=1: leaving it running; hack/cluster/down.sh removes it"
+  else
+    "$(dirname "$0")/down.sh" >&2 || true
+  fi
+  exit $rc
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
+
+NODES=$(all_nodes)
+cpus=$(nproc)
+
+# ---- networks -------------------------------------------------------------------------
+# add_netns <name> [hostname]: a network namespace; with a hostname also a UTS namespace
+# kept in /run/<name>.uts, so processes there (and hostNetwork pods) see the node's name.
+add_netns() {
+  ip netns add "$1"; record netns "$1"
+  ip -n "$1" link set lo up
+  if [ -n "${2:-}" ]; then
+    touch "/run/$1.uts"; record nsfile "/run/$1.uts"
+    unshare --uts="/run/$1.uts" hostname "$2"
+  fi
+}
+# mgmt_leg <netns> <host-side veth> <address>: put a namespace on the management bridge.
+mgmt_leg() {
+  ip link add "$2" type veth peer name eth0 netns "$1"; record link "$2"
+  ip link set "$2" master "$BRIDGE" up
+  ip -n "$1" addr add "$3/24" dev eth0
+  ip -n "$1" link set eth0 up
+}
+# nic_cap <netns> <dev> <bit/s>: a token bucket on the device's egress (burst holds one
+# 64 KiB GSO segment, so segmentation offload keeps working).
+nic_cap() {
+  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "${3}bit" burst 256kb latency 20ms
+}
+
+ip link add "$BRIDGE" type bridge; record link "$BRIDGE"
+ip addr add "$HOST_IP/24" dev "$BRIDGE"
+ip link set "$BRIDGE" up
+add_netns "$CP_NETNS"
+mgmt_leg "$CP_NETNS" dtn-m-cp "$API_IP"
+
+for site in "$SITE_A" "$SITE_B"; do
+  r=$(router_netns "$site")
+  add_netns "$r"
+  ip -n "$r" link add lan type bridge
+  ip -n "$r" link set lan mtu "$MTU" up
+  ip -n "$r" addr add "$(site_router_ip "$site")/24" dev lan
+  ip netns exec "$r" sysctl -qw net.ipv4.ip_forward=1
+done
+for n in $NODES; do
+  ns=$(node_netns "$n"); site=$(node_site "$n"); r=$(router_netns "$site")
+  add_netns "$ns" "$n"
+  mgmt_leg "$ns" "dtn-m-$(node_short "$n")" "$(node_mgmt_ip "$n")"
+  # the node's NIC on its site's LAN: data0 in the node, n<k> on the router's bridge
+  ip -n "$r" link add "n$(node_num "$n")" mtu "$MTU" type veth peer name data0 netns "$ns"
+  ip -n "$r" link set "n$(node_num "$n")" master lan up
+  ip -n "$ns" link set data0 mtu "$MTU" up
+  ip -n "$ns" addr add "$(node_ip "$n")/24" dev data0
+  ip -n "$ns" route add default via "$(site_router_ip "$site")"
+  nic_cap "$ns" data0 "$(site_nic_bps "$site")"
+  nic_cap "$r" "n$(node_num "$n")" "$(site_nic_bps "$site")"
+  # for the bridge CNI plugin's pods (none of dtnflow's: its pods use the host network)
+  ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
+  # the API server reaches the kubelet at the node IP through the node's management leg
+  ip -n "$CP_NETNS" route add "$(node_ip "$n")/32" via "$(node_mgmt_ip "$n")"
+done
+log "networks ready"
+
+# ---- PKI ------------------------------------------------------------------------------
+# shellcheck disable=SC2086
+"$(dirname "$0")/pki.sh" $NODES
+P=$B/pki
+
+# ---- control plane (all of it in netns dtn-cp; only the API server is reachable) --------
+mkdir -p "$B/cp/etcd"
+start etcd nsenter --net="/run/netns/$CP_NETNS" "$KBIN/etcd" --name dtnflow --data-dir "$B/cp/etcd/data" \
+  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+  --initial-cluster dtnflow=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn
+wait_for etcd 60 in_netns "$CP_NETNS" curl -sf http://127.0.0.1:2379/health
+
+start kube-apiserver nsenter --net="/run/netns/$CP_NETNS" "$KBIN/kube-apiserver" \
+  --etcd-servers=http://127.0.0.1:2379 \
+  --bind-address="$API_IP" --advertise-address="$API_IP" --secure-port="$API_PORT" \
+  --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
+  --client-ca-file="$P/ca.crt" \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
+  --service-cluster-ip-range="$SERVICE_CIDR" \
+  --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+  --kubelet-client-certificate="$P/apiserver-kubelet-client.crt" --kubelet-client-key="$P/apiserver-kubelet-client.key" \
+  --kubelet-preferred-address-types=InternalIP,Hostname \
+  --allow-privileged=true --profiling=false --v=1
+wait_for kube-apiserver 120 curl -sf --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" "https://$API_IP:$API_PORT/readyz"
+
+start kube-controller-manager nsenter --net="/run/netns/$CP_NETNS" "$KBIN/kube-controller-manager" \
+  --kubeconfig="$B/kubeconfigs/controller-manager.kubeconfig" \
+  --authentication-kubeconfig="$B/kubeconfigs/controller-manager.kubeconfig" \
+  --authorization-kubeconfig="$B/kubeconfigs/controller-manager.kubeconfig" \
+  --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" \
+  --cluster-signing-cert-file="$P/ca.crt" --cluster-signing-key-file="$P/ca.key" \
+  --use-service-account-credentials=true --leader-elect=false \
+  --bind-address=127.0.0.1 --service-cluster-ip-range="$SERVICE_CIDR" --profiling=false --v=1
+start kube-scheduler nsenter --net="/run/netns/$CP_NETNS" "$KBIN/kube-scheduler" \
+  --kubeconfig="$B/kubeconfigs/scheduler.kubeconfig" \
+  --authentication-kubeconfig="$B/kubeconfigs/scheduler.kubeconfig" \
+  --authorization-kubeconfig="$B/kubeconfigs/scheduler.kubeconfig" \
+  --leader-elect=false --bind-address=127.0.0.1 --profiling=false --v=1
+wait_for kube-controller-manager 60 in_netns "$CP_NETNS" curl -skf https://127.0.0.1:10257/healthz
+wait_for kube-scheduler 60 in_netns "$CP_NETNS" curl -skf https://127.0.0.1:10259/healthz
+log "control plane up at https://$API_IP:$API_PORT"
+
+# ---- nodes ----------------------------------------------------------------------------
+start_node() {
+  local n=$1 site ns D ip cg milli reserved
+  site=$(node_site "$n"); ns=$(node_netns "$n"); D=$B/nodes/$n; ip=$(node_ip "$n")
+  cg=$(cgroup_parent "$n"); milli=$(site_cpu_milli "$site")
+  mkdir -p "$D/containerd/root" "$D/containerd/state" "$D/containerd/opt" "$D/cni/net.d" "$D/kubelet" "$D/pod-logs"
+  # The node's cgroup parent in every v1 hierarchy; its CFS quota is the node's CPU, so
+  # the two sites really have different CPU (every pod of the node runs under it).
+  for h in /sys/fs/cgroup/*/; do
+    case $h in */unified/) continue ;; esac
+    mkdir -p "$h$cg"
+  done
+  record cgroup "$cg"
+  echo 100000 > "/sys/fs/cgroup/cpu/$cg/cpu.cfs_period_us"
+  echo $((milli * 100)) > "/sys/fs/cgroup/cpu/$cg/cpu.cfs_quota_us"
+  reserved=$((cpus * 1000 - milli)); [ $reserved -ge 0 ] || reserved=0
+  cat > "$D/containerd/config.toml" <<TOML
+version = 2
+root = "$D/containerd/root"
+state = "$D/containerd/state"
+[grpc]
+  address = "$D/containerd.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$D/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_cdi = false
+  # root here lacks CAP_SYS_RESOURCE: kubelet asks for oom_score_adj -998/-997, which
+  # runc cannot set ("can't get final child's PID from pipe: EOF"); clamp it instead.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$D/cni/net.d"
+TOML
+  # A CNI configuration makes the runtime's network ready (the node is NotReady without
+  # one); dtnflow's pods all use the host network, so it is there for anyone else's.
+  cat > "$D/cni/net.d/10-dtn-bridge.conflist" <<CNI
+{"cniVersion":"0.4.0","name":"dtn-$n","plugins":[
+ {"type":"bridge","bridge":"cni0","isGateway":true,"ipMasq":false,"hairpinMode":true,
+  "ipam":{"type":"host-local","ranges":[[{"subnet":"$(node_pod_cidr "$n")"}]],"routes":[{"dst":"0.0.0.0/0"}],
+          "dataDir":"$D/cni/ipam"}},
+ {"type":"loopback"}]}
+CNI
+  start "containerd-$n" nsenter --net="/run/netns/$ns" --uts="/run/$ns.uts" containerd --config "$D/containerd/config.toml"
+  wait_for "containerd-$n" 30 ctr -a "$D/containerd.sock" version
+  local img
+  for img in "$DTN_IMAGES_DIR"/*.tar; do
+    ctr -a "$D/containerd.sock" -n k8s.io images import --no-unpack "$img" >/dev/null
+  done
+  log "images imported into $n: $(cd "$DTN_IMAGES_DIR" && echo *.tar)"
+  cat > "$D/kubelet-config.yaml" <<KCFG
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+cgroupRoot: /$cg
+failSwapOn: false
+failCgroupV1: false
+containerRuntimeEndpoint: unix://$D/containerd.sock
+address: $ip
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: $P/ca.crt}
+authorization: {mode: AlwaysAllow}
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+podLogsDir: $D/pod-logs
+# allocatable CPU = the node's CPU quota above (every node sees the whole machine)
+kubeReserved: {cpu: "${reserved}m"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "50Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}
+serializeImagePulls: false
+maxPods: 50
+volumePluginDir: $D/kubelet/volume-plugins
+KCFG
+  start "kubelet-$n" nsenter --net="/run/netns/$ns" --uts="/run/$ns.uts" "$KBIN/kubelet" --config="$D/kubelet-config.yaml" \
+    --kubeconfig="$B/kubeconfigs/kubelet-$n.kubeconfig" --root-dir="$D/kubelet" --cert-dir="$D/kubelet/pki" \
+    --hostname-override="$n" --node-ip="$ip" \
+    --node-labels="dtnflow.io/site=$site,topology.kubernetes.io/zone=$site" --v=2
+}
+for n in $NODES; do start_node "$n"; done
+
+# ---- WAN between the site routers --------------------------------------------------------
+"$(dirname "$0")/wan.sh" up
+
+# node_up <node>: registered, and its kubelet still running (a kubelet that exits on a bad
+# configuration would otherwise cost the whole timeout).
+node_up() { pid_alive "kubelet-$1" && kc get node "$1"; }
+for n in $NODES; do
+  wait_for "node $n registered" 120 node_up "$n" || die "node $n did not register (see $LOG/kubelet-$n.log)"
+  kc wait --for=condition=Ready "node/$n" --timeout=180s >/dev/null || die "node $n is not Ready (see $LOG/kubelet-$n.log)"
+  log "ready: node $n"
+done
+wait_for "default ServiceAccount" 60 kc -n default get serviceaccount default
+
+# ---- storage, endpoints, state for the tests ------------------------------------------------
+for site in "$SITE_A" "$SITE_B"; do mkdir -p "$(site_storage "$site")"; done
+# data crosses the WAN: a node of one site reaches a node of the other through both routers
+a1=$(site_nodes "$SITE_A" | head -1); b1=$(site_nodes "$SITE_B" | head -1)
+in_netns "$(node_netns "$a1")" ping -c1 -W2 "$(node_ip "$b1")" >/dev/null || die "$a1 cannot reach $b1 across the WAN"
+
+{
+  for site in "$SITE_A" "$SITE_B"; do
+    cat <<YAML
+---
+# $site: its nodes are labelled dtnflow.io/site=$site; data under its own folder.
+apiVersion: dtnflow.io/v1alpha1
+kind: TransferEndpoint
+metadata:
+  name: $site
+spec:
+  nodeSelector:
+    dtnflow.io/site: $site
+  storage:
+    hostPath: $(site_storage "$site")
+  nicBitsPerSecond: $(site_nic_bps "$site")
+  cpuBudgetPerNode: "$(site_cpu_milli "$site")m"
+  maxStripesPerNode: 4
+  agentPorts:
+    first: $AGENT_PORT_FIRST
+    last: $AGENT_PORT_LAST
+  namespaceSelector:
+    matchLabels:
+      dtnflow.io/transfers: allowed
+YAML
+  done
+} > "$B/endpoints.yaml"
+
+nodes_json() {
+  local n
+  for n in $(site_nodes "$1"); do
+    jq -nc --arg name "$n" --arg ip "$(node_ip "$n")" --arg mgmt "$(node_mgmt_ip "$n")" \
+      --arg netns "$(node_netns "$n")" --arg cg "$(cgroup_parent "$n")" \
+      '{name:$name, ip:$ip, managementIP:$mgmt, netns:$netns, cgroupParent:$cg}'
+  done | jq -sc .
+}
+sites_json() {
+  local site
+  for site in "$SITE_A" "$SITE_B"; do
+    jq -nc --arg name "$site" --arg storage "$(site_storage "$site")" --argjson nic "$(site_nic_bps "$site")" \
+      --argjson cpu "$(site_cpu_milli "$site")" --arg router "$(router_netns "$site")" --arg lan "$(site_lan "$site")" \
+      --argjson nodes "$(nodes_json "$site")" \
+      '{name:$name, storage:$storage, nicBitsPerSecond:$nic, cpuMillicores:$cpu, routerNetns:$router, lan:$lan, nodes:$nodes}'
+  done | jq -sc .
+}
+jq -n --arg dir "$B" --arg kubeconfig "$KUBECONFIG_ADMIN" --arg kubectl "$KBIN/kubectl" \
+  --arg apiHost "$API_IP" --argjson apiPort "$API_PORT" --argjson sites "$(sites_json)" \
+  --slurpfile wan "$RUN/wan.json" --arg images "$DTN_IMAGES_DIR/images.env" \
+  --arg pause "$PAUSE_IMAGE" --arg manager "${MANAGER_IMAGE:-}" --arg agent "${AGENT_IMAGE:-}" \
+  --argjson first "$AGENT_PORT_FIRST" --argjson last "$AGENT_PORT_LAST" \
+  '{dir:$dir, kubeconfig:$kubeconfig, kubectl:$kubectl, apiServer:{host:$apiHost, port:$apiPort},
+    sites:$sites, wan:$wan[0], agentPorts:{first:$first, last:$last},
+    images:{pause:$pause, manager:$manager, agent:$agent}, endpoints:($dir + "/endpoints.yaml")}' > "$B/cluster.json"
+cat > "$B/env" <<ENV
+export KUBECONFIG=$KUBECONFIG_ADMIN
+export PATH=$KBIN:\$PATH
+ENV
+log "CLUSTER READY ($(echo "$NODES" | wc -w) nodes, WAN $WAN_MODE $((WAN_RATE_BPS / 1000000)) Mbit/s, RTT $((2 * WAN_DELAY_MS)) ms)"
+kc get nodes -L dtnflow.io/site -o wide >&2

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The WAN between the two site routers of the local cluster.
+#
+# usage: hack/cluster/wan.sh up                     (called by up.sh)
+#        hack/cluster/wan.sh set [--rate BIT/S] [--delay-ms MS] [--loss P]
+#        hack/cluster/wan.sh show
+# DTN_WAN=wanem (default): test/wanem's emulator joins the routers' namespaces through a
+#   TUN in each, with a bottleneck, one-way delay and loss that `set` changes while it
+#   runs (its control API).
+# DTN_WAN=veth: a plain veth between the routers with a tbf rate cap on both ends and no
+#   delay; `set` changes the rate only.
+# The current settings are in $B/run/wan.json (which up.sh copies into cluster.json).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+ra=$(router_netns "$SITE_A") rb=$(router_netns "$SITE_B")
+WAN_A=10.78.255.1 WAN_B=10.78.255.2
+state=$RUN/wan.json
+
+write_state() { # write_state <mode> <rate> <delay-ms> <loss> [control]
+  jq -n --arg mode "$1" --argjson rate "$2" --argjson delay "$3" --arg loss "$4" --arg control "${5:-}" \
+    --arg a "$ra" --arg b "$rb" \
+    '{mode:$mode, rateBitsPerSecond:$rate, delayMillis:$delay, loss:($loss|tonumber), control:$control,
+      routerNetnsA:$a, routerNetnsB:$b}' > "$state.tmp"
+  mv "$state.tmp" "$state"
+}
+
+veth_rate() { # veth_rate <bit/s>
+  local ns
+  for ns in "$ra" "$rb"; do
+    ip netns exec "$ns" tc qdisc replace dev wan root tbf rate "${1}bit" burst 256kb latency 50ms
+  done
+}
+
+case ${1:-} in
+up)
+  case $WAN_MODE in
+  veth)
+    ip -n "$ra" link add wan mtu "$MTU" type veth peer name wan netns "$rb"
+    ip -n "$ra" addr add "$WAN_A/30" dev wan; ip -n "$ra" link set wan up
+    ip -n "$rb" addr add "$WAN_B/30" dev wan; ip -n "$rb" link set wan mtu "$MTU" up
+    ip -n "$ra" route add "$(site_lan "$SITE_B")" via "$WAN_B"
+    ip -n "$rb" route add "$(site_lan "$SITE_A")" via "$WAN_A"
+    veth_rate "$WAN_RATE_BPS"
+    write_state veth "$WAN_RATE_BPS" 0 0
+    log "WAN (veth, no delay): $((WAN_RATE_BPS / 1000000)) Mbit/s"
+    ;;
+  wanem)
+    die "DTN_WAN=wanem: the test/wanem topology tool is not wired in yet; use DTN_WAN=veth"
+    ;;
+  *) die "DTN_WAN=$WAN_MODE: want wanem or veth" ;;
+  esac
+  ;;
+set)
+  shift
+  [ -f "$state" ] || die "no WAN state in $state: is the cluster up?"
+  rate=$(jq -r .rateBitsPerSecond "$state") delay=$(jq -r .delayMillis "$state") loss=$(jq -r .loss "$state")
+  mode=$(jq -r .mode "$state") control=$(jq -r .control "$state")
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --rate) rate=$2; shift 2 ;;
+      --delay-ms) delay=$2; shift 2 ;;
+      --loss) loss=$2; shift 2 ;;
+      *) die "wan.sh set: unknown flag $1" ;;
+    esac
+  done
+  case $mode in
+    veth) veth_rate "$rate"; [ "$delay" = 0 ] && [ "$loss" = 0 ] || log "veth WAN: delay and loss are not emulated" ;;
+    *) die "WAN mode $mode: not supported yet" ;;
+  esac
+  write_state "$mode" "$rate" "$delay" "$loss" "$control"
+  cat "$state"
+  ;;
+show) cat "$state" ;;
+*) echo "usage: $0 up | set [--rate BIT/S] [--delay-ms MS] [--loss P] | show" >&2; exit 2 ;;
+esac
