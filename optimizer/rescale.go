@@ -88,8 +88,11 @@ type RescaleInput struct {
 	// Curve is the per-stripe stream curve the plan was made from.
 	Curve Curve
 	// PlannedStripes is OPT_B's stripe count: what the resources are predicted to
-	// carry. The policy adds stripes up to it, not beyond.
+	// carry. Stripes running at their predicted rate are added up to it, not beyond.
 	PlannedStripes int
+	// PlannedBitsPerSecond is OPT_B's predicted aggregate; below it (by ProbeBelow)
+	// the policy probes with one more stripe step. 0 disables probing.
+	PlannedBitsPerSecond float64
 	// Measurement is the latest report; one already seen is ignored, so calling the
 	// policy again with the same report is harmless.
 	Measurement Measurement
@@ -116,6 +119,9 @@ type RescaleConfig struct {
 	MaxDrop float64
 	// StreamsGain is the gain more streams must bring (default 0.05).
 	StreamsGain float64
+	// ProbeBelow: an aggregate more than this fraction below the planned rate is
+	// probed with one more stripe step (default 0.1).
+	ProbeBelow float64
 	// HighLossPPM is the loss at which more streams are tried before fewer stripes
 	// (default 1000, 0.1 %: NDM'13 §4.2 saw streams matter from 0.1 % on).
 	HighLossPPM float64
@@ -151,6 +157,7 @@ func (c RescaleConfig) withDefaults() RescaleConfig {
 	def(&c.MinGain, 0.5)
 	def(&c.MaxDrop, 0.10)
 	def(&c.StreamsGain, 0.05)
+	def(&c.ProbeBelow, 0.1)
 	def(&c.HighLossPPM, 1000)
 	def(&c.BlockBand, 0.2)
 	if c.BackoffMin <= 0 {
@@ -182,13 +189,18 @@ type pending struct {
 	Reason          string
 }
 
-// block stops one kind of move until it expires.
+// block stops one kind of move until it expires. An expired block is kept (Expired)
+// so that the next failure of the same move doubles its back-off; a move that works,
+// or a change of conditions, clears it.
 type block struct {
 	Until   time.Time
 	Level   float64 // smoothed aggregate when set
 	LossPPM float64
 	Backoff time.Duration
+	Expired bool
 }
+
+func (b *block) active() bool { return b != nil && !b.Expired }
 
 // RescaleState is what the policy remembers between rounds. It is plain data: keep it
 // in memory per job; losing it (a controller restart) only costs a fresh settle and
@@ -280,7 +292,7 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	if len(st.Window) < cfg.Window {
 		return hold("Measuring", fmt.Sprintf("%d of %d measurements since the last change", len(st.Window), cfg.Window))
 	}
-	agg, loss := medianObs(st.Window)
+	agg, loss, noise := windowStats(st.Window)
 	perStripe := agg / float64(cur.Stripes)
 	predicted := math.Inf(1)
 	if in.Curve != nil {
@@ -293,20 +305,25 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	if predicted > 0 {
 		ratio = perStripe / predicted
 	}
+	rate := fmt.Sprintf("%s over %d stripes (%.0f %% of the predicted %s per stripe)",
+		FormatBitsPerSecond(agg), cur.Stripes, 100*ratio, FormatBitsPerSecond(predicted))
 
-	// 3. judge the last change
+	// 3. judge the last change. A move that worked makes its opposite pointless for a
+	// while (more stripes carried more, so fewer would carry less, and the other way
+	// round); a move that did not is undone and blocked.
 	if pd := st.Pending; pd != nil {
 		st.Pending = nil
 		switch pd.Action {
 		case AddStripes:
 			expected := float64(pd.Stripes) * pd.BeforeAggregate / float64(max(pd.From.Stripes, 1))
-			if agg-pd.BeforeAggregate < cfg.MinGain*expected {
+			if gain := agg - pd.BeforeAggregate; gain < cfg.MinGain*expected || gain <= noise {
 				st.AddBlock = nextBlock(st.AddBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
 				return changed(Intent{Action: RemoveStripes, Stripes: pd.Stripes, To: pd.From, Reason: "AddedStripesDidNotHelp",
-					Message: fmt.Sprintf("adding %d stripe(s) moved the aggregate from %s to %s, less than %.0f %% of what they should carry; back to %d stripes, no more additions for %s",
+					Message: fmt.Sprintf("adding %d stripe(s) moved the aggregate from %s to %s, less than %.0f %% of what they should carry or within the noise; back to %d stripes, no more additions for %s",
 						pd.Stripes, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), 100*cfg.MinGain, pd.From.Stripes, st.AddBlock.Backoff)})
 			}
 			st.AddBlock = nil
+			st.RemoveBlock = nextBlock(st.RemoveBlock, in.Now, agg, loss, cfg)
 		case RemoveStripes:
 			if agg < (1-cfg.MaxDrop)*pd.BeforeAggregate {
 				st.RemoveBlock = nextBlock(st.RemoveBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
@@ -315,10 +332,11 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 						pd.Stripes, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), pd.From.Stripes, st.RemoveBlock.Backoff)})
 			}
 			st.RemoveBlock = nil
+			st.AddBlock = nextBlock(st.AddBlock, in.Now, agg, loss, cfg)
 		case ChangeStreams:
 			need := (1 - cfg.MaxDrop) * pd.BeforeAggregate
 			if pd.Reason == "HighLoss" {
-				need = (1 + cfg.StreamsGain) * pd.BeforeAggregate
+				need = math.Max((1+cfg.StreamsGain)*pd.BeforeAggregate, pd.BeforeAggregate+noise)
 			}
 			if agg < need {
 				st.StreamBlock = nextBlock(st.StreamBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
@@ -335,69 +353,101 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	st.RemoveBlock = expire(st.RemoveBlock, in.Now, agg, loss, cfg)
 	st.StreamBlock = expire(st.StreamBlock, in.Now, agg, loss, cfg)
 
-	start := func(it Intent, reason string) (Intent, RescaleState) {
-		st.Pending = &pending{Action: it.Action, From: cur, Stripes: it.Stripes, BeforeAggregate: agg, BeforeLossPPM: loss, Reason: reason}
+	start := func(it Intent) (Intent, RescaleState) {
+		st.Pending = &pending{Action: it.Action, From: cur, Stripes: it.Stripes, BeforeAggregate: agg, BeforeLossPPM: loss, Reason: it.Reason}
 		return changed(it)
 	}
-	rate := fmt.Sprintf("%s over %d stripes (%.0f %% of the predicted %s per stripe)",
-		FormatBitsPerSecond(agg), cur.Stripes, 100*ratio, FormatBitsPerSecond(predicted))
+	streams := func(n int, reason, msg string) (Intent, RescaleState) {
+		return start(Intent{Action: ChangeStreams, To: Shape{Stripes: cur.Stripes, StreamsPerStripe: n}, Reason: reason, Message: msg})
+	}
+	add := func(k int, reason, msg string) (Intent, RescaleState) {
+		to := Shape{Stripes: cur.Stripes + k, StreamsPerStripe: cur.StreamsPerStripe}
+		return start(Intent{Action: AddStripes, Stripes: k, To: to, Reason: reason,
+			Message: fmt.Sprintf("%s; adding %d stripe(s) (%d → %d)", msg, k, cur.Stripes, to.Stripes)})
+	}
+	remove := func(k int, reason, msg string) (Intent, RescaleState) {
+		to := Shape{Stripes: cur.Stripes - k, StreamsPerStripe: cur.StreamsPerStripe}
+		return start(Intent{Action: RemoveStripes, Stripes: k, To: to, Reason: reason,
+			Message: fmt.Sprintf("%s; removing %d stripe(s) (%d → %d)", msg, k, cur.Stripes, to.Stripes)})
+	}
+	optimum := 0
+	if in.Curve != nil {
+		optimum = bestStreamsWithin(in.Curve, in.MaxStreams)
+	}
+	nearPlan := in.PlannedBitsPerSecond > 0 && agg >= (1-cfg.ProbeBelow)*in.PlannedBitsPerSecond
 
 	// 5. the user's cap
 	if in.MaxBitsPerSecond > 0 && agg >= 0.95*in.MaxBitsPerSecond {
 		return hold("AtRateLimit", fmt.Sprintf("%s: at the job's cap of %s", rate, FormatBitsPerSecond(in.MaxBitsPerSecond)))
 	}
 
-	// 6. a new curve with another optimum
-	if in.Curve != nil {
-		if opt := bestStreamsWithin(in.Curve, in.MaxStreams); opt != st.CurveOptimum {
-			st.CurveOptimum = opt
-			if opt != cur.StreamsPerStripe {
-				to := Shape{Stripes: cur.Stripes, StreamsPerStripe: opt}
-				return start(Intent{Action: ChangeStreams, To: to, Reason: "ModelOptimumChanged",
-					Message: fmt.Sprintf("the stream model now peaks at %d streams per stripe; changing from %d", opt, cur.StreamsPerStripe)}, "ModelOptimumChanged")
-			}
+	// 6. streams: a new curve with another optimum (a re-probe), or loss that made us
+	// raise them has subsided
+	if optimum > 0 && optimum != st.CurveOptimum {
+		st.CurveOptimum = optimum
+		if optimum != cur.StreamsPerStripe {
+			return streams(optimum, "ModelOptimumChanged",
+				fmt.Sprintf("the stream model now peaks at %d streams per stripe; changing from %d", optimum, cur.StreamsPerStripe))
+		}
+	}
+	if optimum > 0 && cur.StreamsPerStripe > optimum && loss < cfg.HighLossPPM/2 && !st.StreamBlock.active() {
+		return streams(optimum, "LossSubsided",
+			fmt.Sprintf("%s with %.0f ppm loss: back to the model's %d streams per stripe", rate, loss, optimum))
+	}
+
+	// 7. more stripes than planned for the planned rate: shed the extra
+	if nearPlan && cur.Stripes > in.PlannedStripes && !st.RemoveBlock.active() {
+		k := roundDown(min(cur.Stripes-in.PlannedStripes, max(cur.Stripes/2, 1)), cfg.Granularity)
+		if k > 0 && cur.Stripes-k >= in.MinStripes {
+			return remove(k, "MoreStripesThanPlanned", fmt.Sprintf("%s: the planned %d carry the planned rate", rate, in.PlannedStripes))
 		}
 	}
 
-	// 7. read the stripes against the curve
+	// 8. read the stripes against the curve
 	switch {
 	case ratio >= cfg.AddAbove:
 		target := min(in.PlannedStripes, in.MaxStripes)
 		if cur.Stripes >= target {
 			return hold("AtPlannedStripes", fmt.Sprintf("%s: the planned %d stripes run at their predicted rate", rate, in.PlannedStripes))
 		}
-		if st.AddBlock != nil {
+		if st.AddBlock.active() {
 			return hold("AdditionBlocked", fmt.Sprintf("%s: an addition did not help at this rate; trying again after %s", rate, st.AddBlock.Until.Format(time.RFC3339)))
 		}
-		k := min(target-cur.Stripes, max(cur.Stripes, 1)) // at most double at once
-		k = roundDown(k, cfg.Granularity)
-		if k <= 0 {
-			return hold("AtPlannedStripes", fmt.Sprintf("%s: no whole step of %d stripes fits below the planned %d", rate, cfg.Granularity, target))
+		if k := roundDown(min(target-cur.Stripes, max(cur.Stripes, 1)), cfg.Granularity); k > 0 { // at most double at once
+			return add(k, "PathHasRoom", rate+": the path is not what limits them")
 		}
-		to := Shape{Stripes: cur.Stripes + k, StreamsPerStripe: cur.StreamsPerStripe}
-		return start(Intent{Action: AddStripes, Stripes: k, To: to, Reason: "PathHasRoom",
-			Message: fmt.Sprintf("%s: the path is not what limits them; adding %d stripe(s) (%d → %d)", rate, k, cur.Stripes, to.Stripes)}, "PathHasRoom")
+		return hold("AtPlannedStripes", fmt.Sprintf("%s: no whole step of %d stripes fits below the planned %d", rate, cfg.Granularity, target))
+
+	case loss >= cfg.HighLossPPM && cur.StreamsPerStripe < in.MaxStreams && !st.StreamBlock.active():
+		// stripes short of their rate under heavy loss: more streams first, since
+		// they cost no pods and recover faster from loss (NDM'13 §4.2)
+		n := min(2*cur.StreamsPerStripe, in.MaxStreams)
+		return streams(n, "HighLoss", fmt.Sprintf("%s with %.0f ppm loss: more streams recover faster from loss; %d → %d streams per stripe",
+			rate, loss, cur.StreamsPerStripe, n))
 
 	case ratio <= cfg.RemoveBelow:
-		if loss >= cfg.HighLossPPM && cur.StreamsPerStripe < in.MaxStreams && st.StreamBlock == nil {
-			n := min(2*cur.StreamsPerStripe, in.MaxStreams)
-			to := Shape{Stripes: cur.Stripes, StreamsPerStripe: n}
-			return start(Intent{Action: ChangeStreams, To: to, Reason: "HighLoss",
-				Message: fmt.Sprintf("%s with %.0f ppm loss: more streams recover faster from loss; %d → %d streams per stripe", rate, loss, cur.StreamsPerStripe, n)}, "HighLoss")
+		if cur.Stripes > in.MinStripes && !st.RemoveBlock.active() {
+			mid := (cfg.AddAbove + cfg.RemoveBelow) / 2
+			need := int(math.Ceil(agg / (predicted * mid)))
+			need = max(need, in.MinStripes, cur.Stripes-max(cur.Stripes/2, 1)) // at most halve at once
+			if k := roundDown(cur.Stripes-need, cfg.Granularity); k > 0 {
+				return remove(k, "PathSaturated", rate+": the path limits them, so fewer carry the same")
+			}
 		}
-		if cur.Stripes <= in.MinStripes || st.RemoveBlock != nil {
-			return hold("PathBound", fmt.Sprintf("%s: the path limits the stripes and no removal is open", rate))
+	}
+
+	// 9. below the planned rate with nothing else to try: probe one step up. If the
+	// path is full the addition is undone and blocked with a growing back-off; if the
+	// stripes are held back by loss or by a competing flow's share, it helps — and
+	// since each added stripe must bring half a stripe's share, beyond the noise, a
+	// competing TCP flow is matched, not crowded out.
+	if in.PlannedBitsPerSecond > 0 && !nearPlan && cur.Stripes < in.MaxStripes && !st.AddBlock.active() {
+		if k := roundDown(min(cfg.Granularity, in.MaxStripes-cur.Stripes), cfg.Granularity); k > 0 {
+			return add(k, "BelowPlannedRate", fmt.Sprintf("%s, below the planned %s: trying more", rate, FormatBitsPerSecond(in.PlannedBitsPerSecond)))
 		}
-		mid := (cfg.AddAbove + cfg.RemoveBelow) / 2
-		need := int(math.Ceil(agg / (predicted * mid)))
-		need = max(need, in.MinStripes, cur.Stripes-max(cur.Stripes/2, 1)) // at most halve at once
-		k := roundDown(cur.Stripes-need, cfg.Granularity)
-		if k <= 0 {
-			return hold("PathBound", fmt.Sprintf("%s: the path limits the stripes; no whole step of %d stripes to remove", rate, cfg.Granularity))
-		}
-		to := Shape{Stripes: cur.Stripes - k, StreamsPerStripe: cur.StreamsPerStripe}
-		return start(Intent{Action: RemoveStripes, Stripes: k, To: to, Reason: "PathSaturated",
-			Message: fmt.Sprintf("%s: the path limits them, so fewer carry the same; removing %d stripe(s) (%d → %d)", rate, k, cur.Stripes, to.Stripes)}, "PathSaturated")
+	}
+	if ratio <= cfg.RemoveBelow {
+		return hold("PathBound", fmt.Sprintf("%s: the path limits the stripes and no change is open", rate))
 	}
 	return hold("Steady", rate)
 }
@@ -414,6 +464,9 @@ func sanitizeInput(in RescaleInput) RescaleInput {
 	}
 	if !(in.MaxBitsPerSecond > 0) || math.IsInf(in.MaxBitsPerSecond, 0) {
 		in.MaxBitsPerSecond = 0
+	}
+	if !(in.PlannedBitsPerSecond > 0) || math.IsInf(in.PlannedBitsPerSecond, 0) {
+		in.PlannedBitsPerSecond = 0
 	}
 	return in
 }
@@ -444,17 +497,22 @@ func nextBlock(prev *block, now time.Time, level, loss float64, cfg RescaleConfi
 	return &block{Until: now.Add(backoff), Level: level, LossPPM: loss, Backoff: backoff}
 }
 
-// expire drops a block whose time is up, or whose conditions changed: the aggregate
-// left the band it was set in, or loss that was high fell to half. The back-off length
-// is kept (in a block that has already expired) so that repeated failures grow it.
+// expire ends a block whose time is up, keeping its back-off for the next failure,
+// and clears one whose conditions changed: the aggregate left the band it was set in,
+// or loss that was high fell to half.
 func expire(b *block, now time.Time, agg, loss float64, cfg RescaleConfig) *block {
 	if b == nil {
 		return nil
 	}
 	moved := b.Level > 0 && math.Abs(agg-b.Level) > cfg.BlockBand*b.Level
 	lossFell := b.LossPPM >= cfg.HighLossPPM && loss < b.LossPPM/2
-	if !now.Before(b.Until) || moved || lossFell {
+	if moved || lossFell {
 		return nil
+	}
+	if !now.Before(b.Until) && !b.Expired {
+		e := *b
+		e.Expired = true
+		return &e
 	}
 	return b
 }
@@ -468,14 +526,20 @@ func roundDown(k, g int) int {
 
 func usableOrZero(x float64) bool { return x >= 0 && !math.IsInf(x, 0) && !math.IsNaN(x) }
 
-// medianObs returns the median aggregate and loss of the window.
-func medianObs(w []observation) (agg, loss float64) {
+// windowStats returns the median aggregate and loss of the window, and its noise:
+// half the spread of the aggregates.
+func windowStats(w []observation) (agg, loss, noise float64) {
 	a := make([]float64, len(w))
 	l := make([]float64, len(w))
+	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, o := range w {
 		a[i], l[i] = o.Aggregate, o.LossPPM
+		lo, hi = math.Min(lo, o.Aggregate), math.Max(hi, o.Aggregate)
 	}
-	return median(a), median(l)
+	if len(w) > 0 {
+		noise = (hi - lo) / 2
+	}
+	return median(a), median(l), noise
 }
 
 // medianLoss is the median loss of the connected stripes (0 when none report it).
