@@ -261,7 +261,7 @@ func TestStripesJoinAndLeave(t *testing.T) {
 	pollUntil(t, 30*time.Second, "50%", func() bool { return receivedBytes(t, raddr) >= total/2 })
 	s0.kill()
 	if err := co.wait(90 * time.Second); err != nil {
-		t.Fatalf("coordinator: %v\n%s", err, co.output())
+		t.Fatalf("coordinator: %v\n%s\nstripe 1:\n%s", err, co.output(), s1.output())
 	}
 	if err := s1.wait(30 * time.Second); err != nil {
 		t.Fatalf("stripe 1: %v\n%s", err, s1.output())

@@ -189,7 +189,7 @@ func (st *Stripe) session(ctx context.Context, src WorkSource, cfg *wire.JobConf
 		s.bufs <- &b
 	}
 	s.queue = make(chan *outFrame, 2*max(s.cfg.Streams, 1))
-	s.limiter = rate.NewLimiter(rate.Inf, int(wire.MaxData))
+	s.limiter = rate.NewLimiter(rate.Inf, int(max(s.cfg.BlockSize, 1)))
 	s.setRate(s.cfg.MaxBitsPerSecond)
 	if err := s.setStreams(s.cfg.Streams, s.cfg.BufferBytes); err != nil {
 		return true, err
