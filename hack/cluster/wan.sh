@@ -46,7 +46,19 @@ up)
     log "WAN (veth, no delay): $((WAN_RATE_BPS / 1000000)) Mbit/s"
     ;;
   wanem)
-    die "DTN_WAN=wanem: the test/wanem topology tool is not wired in yet; use DTN_WAN=veth"
+    mkdir -p "$B/bin"
+    (cd "$DTN_ROOT" && GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath -o "$B/bin/wanem" ./test/wanem/cmd/wanem)
+    rt=(); [ "${DTN_WAN_REALTIME:-1}" = 1 ] && rt=(-realtime)
+    # The emulator runs in the host's namespace and puts a TUN named wan into each router's;
+    # it removes both when it exits, however it exits.
+    start wanem "$B/bin/wanem" -a-netns "$ra" -b-netns "$rb" -a-if wan -b-if wan \
+      -a-addr "$WAN_A/32" -b-addr "$WAN_B/32" \
+      -a-routes "$(site_lan "$SITE_B")" -b-routes "$(site_lan "$SITE_A")" \
+      -rate "$WAN_RATE_BPS" -delay "${WAN_DELAY_MS}ms" -loss "$WAN_LOSS" -mtu "$MTU" "${rt[@]}" \
+      -control "$RUN/wan.sock" -duration 24h
+    wait_for "WAN emulator" 30 grep -q '"ready":true' "$LOG/wanem.log" || die "the WAN emulator did not start: $(tail -3 "$LOG/wanem.log")"
+    write_state wanem "$WAN_RATE_BPS" "$WAN_DELAY_MS" "$WAN_LOSS" "$RUN/wan.sock"
+    log "WAN (test/wanem): $((WAN_RATE_BPS / 1000000)) Mbit/s each way, RTT $((2 * WAN_DELAY_MS)) ms, loss $WAN_LOSS"
     ;;
   *) die "DTN_WAN=$WAN_MODE: want wanem or veth" ;;
   esac
@@ -66,7 +78,12 @@ set)
   done
   case $mode in
     veth) veth_rate "$rate"; [ "$delay" = 0 ] && [ "$loss" = 0 ] || log "veth WAN: delay and loss are not emulated" ;;
-    *) die "WAN mode $mode: not supported yet" ;;
+    wanem)
+      patch=$(jq -nc --argjson rate "$rate" --arg delay "${delay}ms" --arg loss "$loss" \
+        '{both:{rateBitsPerSecond:$rate, delay:$delay, loss:($loss|tonumber)}}')
+      curl -sS --fail-with-body --unix-socket "$control" -X PATCH -d "$patch" http://wanem/config >/dev/null \
+        || die "the WAN emulator refused $patch"
+      ;;
   esac
   write_state "$mode" "$rate" "$delay" "$loss" "$control"
   cat "$state"
