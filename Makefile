@@ -77,6 +77,19 @@ test-integration: kube-assets ## Integration tests against a real kube-apiserver
 demo: ## Run the main job on the embedded local cluster.
 	@echo "make demo: the local two-site cluster is not there yet; see README.md for what exists."; exit 1
 
+##@ Benchmarks
+
+BENCH_PEERS_PKGS := iperf3 globus-gridftp-server-progs globus-gass-copy-progs
+
+.PHONY: bench-peers
+bench-peers: ## dtnflow-agent side by side with iperf3 and GridFTP on loopback (table on stdout, JSON lines in .cache/).
+	@missing=; for b in iperf3 globus-gridftp-server globus-url-copy; do command -v $$b >/dev/null || missing=1; done; \
+	  if [ -n "$$missing" ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(BENCH_PEERS_PKGS); fi
+	@mkdir -p $(BIN) $(CACHE)
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
+	go build -o $(BIN)/bench-peers ./test/bench/peers
+	flock /tmp/dtnflow-bench.lock $(BIN)/bench-peers -agent $(BIN)/dtnflow-agent -json $(CACHE)/bench-peers.jsonl $(BENCH_PEERS_FLAGS)
+
 ##@ Tools
 
 $(CONTROLLER_GEN):

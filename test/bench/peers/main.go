@@ -1,0 +1,455 @@
+// Command peers benchmarks dtnflow-agent side by side with iperf3 and GridFTP
+// (globus-gridftp-server + globus-url-copy) on loopback, in one run: memory to memory
+// at several stream counts, one large file, and many small files, each with and
+// without end-to-end verification. It prints a table and writes JSON lines.
+//
+// Run it through `make bench-peers`, which builds the agent, installs the peers and
+// holds the machine's benchmark lock.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+var (
+	agent      = flag.String("agent", "bin/dtnflow-agent", "dtnflow-agent binary")
+	workDir    = flag.String("work", "/dev/shm/dtnflow-bench", "scratch directory (tmpfs, so that the disk is not what is measured)")
+	jsonOut    = flag.String("json", ".cache/bench-peers.jsonl", "JSON lines output")
+	memBytes   = flag.Int64("mem-bytes", 4<<30, "bytes per memory-to-memory run")
+	bigBytes   = flag.Int64("big-bytes", 2<<30, "size of the large file")
+	smallCount = flag.Int("small-count", 2000, "number of small files")
+	smallSize  = flag.Int("small-size", 64<<10, "size of each small file")
+	streamList = flag.String("streams", "1,4,8", "stream counts for memory to memory")
+	fileStream = flag.Int("file-streams", 4, "streams for the file cases (both tools)")
+	cc         = flag.Int("cc", 4, "concurrency for the small files (both tools)")
+	repeat     = flag.Int("repeat", 1, "runs of each case; the median is reported")
+)
+
+// Result is one row of the table and one JSON line.
+type Result struct {
+	Tool            string  `json:"tool"`
+	Case            string  `json:"case"`
+	Streams         int     `json:"streams"`
+	Verify          bool    `json:"verify"`
+	Seconds         float64 `json:"seconds"`
+	BitsPerSecond   int64   `json:"bitsPerSecond"`
+	FilesPerSecond  float64 `json:"filesPerSecond"`
+	CPUSecondsPerGB float64 `json:"cpuSecondsPerGB"`
+	Command         string  `json:"command"`
+}
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-peers:", err)
+		os.Exit(1)
+	}
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// server is a long-running peer whose CPU we read from /proc.
+type server struct {
+	cmd *exec.Cmd
+}
+
+func startServer(name string, args ...string) *server {
+	c := exec.Command(name, args...)
+	c.Stdout, c.Stderr = io.Discard, io.Discard
+	must(c.Start())
+	return &server{cmd: c}
+}
+
+func (s *server) stop() {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		s.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// cpu is the server's CPU seconds including reaped children (GridFTP forks a child
+// per session); it first waits for live children to exit and be reaped.
+func (s *server) cpu() float64 {
+	pid := s.cmd.Process.Pid
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && len(children(pid)) > 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return procCPU(pid, true)
+}
+
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		f := statFields(b)
+		if len(f) > 2 && f[1] == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// statFields returns the fields of /proc/pid/stat after the command name.
+func statFields(b []byte) []string {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+func procCPU(pid int, withChildren bool) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := statFields(b)
+	// fields after ')': state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14)
+	var ticks float64
+	n := 13
+	if withChildren {
+		n = 15
+	}
+	for i := 11; i < n; i++ {
+		v, _ := strconv.ParseFloat(f[i], 64)
+		ticks += v
+	}
+	return ticks / 100
+}
+
+// client runs a command to completion and returns wall seconds, its CPU seconds and
+// its stdout.
+func client(name string, args ...string) (float64, float64, string, error) {
+	c := exec.Command(name, args...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	t0 := time.Now()
+	err := c.Run()
+	el := time.Since(t0).Seconds()
+	if err != nil {
+		return 0, 0, "", fmt.Errorf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out.String(), errb.String())
+	}
+	ru := c.ProcessState.SysUsage().(*syscall.Rusage)
+	cpu := float64(ru.Utime.Sec) + float64(ru.Utime.Usec)/1e6 + float64(ru.Stime.Sec) + float64(ru.Stime.Usec)/1e6
+	return el, cpu, out.String(), nil
+}
+
+func writeRandom(p string, n int64) {
+	f, err := os.Create(p)
+	must(err)
+	buf := make([]byte, 4<<20)
+	rand.Read(buf)
+	for n > 0 {
+		k := min(int64(len(buf)), n)
+		_, err := f.Write(buf[:k])
+		must(err)
+		buf[0]++ // keep blocks distinct
+		n -= k
+	}
+	must(f.Close())
+}
+
+func run() error {
+	for _, b := range []string{*agent, "iperf3", "globus-url-copy", "globus-gridftp-server"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return fmt.Errorf("%s not found (make bench-peers installs the peers)", b)
+		}
+	}
+	agentPath, _ := filepath.Abs(*agent)
+	os.RemoveAll(*workDir)
+	src := filepath.Join(*workDir, "src")
+	must(os.MkdirAll(filepath.Join(src, "small"), 0o755))
+	dtnDst := filepath.Join(*workDir, "dst-dtnflow")
+	gftpDst := filepath.Join(*workDir, "dst-gridftp")
+	must(os.MkdirAll(dtnDst, 0o755))
+	must(os.MkdirAll(gftpDst, 0o755))
+	defer os.RemoveAll(*workDir)
+	fmt.Fprintln(os.Stderr, "Writing the dataset under", *workDir)
+	writeRandom(filepath.Join(src, "big.bin"), *bigBytes)
+	chunk := make([]byte, *smallSize)
+	for i := 0; i < *smallCount; i++ {
+		rand.Read(chunk)
+		must(os.WriteFile(filepath.Join(src, "small", fmt.Sprintf("f%05d", i)), chunk, 0o644))
+	}
+	exec.Command("chmod", "-R", "a+rX", *workDir).Run()
+	os.Chmod(filepath.Dir(*workDir), 0o1777|os.ModeSticky)
+	secret := filepath.Join(*workDir, "secret")
+	must(os.WriteFile(secret, []byte("bench-secret-0123456789abcdef\n"), 0o600))
+
+	// Servers.
+	dtnPort, iperfPort, gftpPort := freePort(), freePort(), freePort()
+	dtnAddr := fmt.Sprintf("127.0.0.1:%d", dtnPort)
+	recv := startServer(agentPath, "receive", "--listen", dtnAddr, "--root", dtnDst, "--secret-file", secret)
+	defer recv.stop()
+	iperf := startServer("iperf3", "-s", "-p", strconv.Itoa(iperfPort))
+	defer iperf.stop()
+	gftp := startServer("globus-gridftp-server", "-aa", "-anonymous-user", "nobody", "-p", strconv.Itoa(gftpPort), "-d", "error", "-control-interface", "127.0.0.1", "-data-interface", "127.0.0.1")
+	defer gftp.stop()
+	for _, p := range []int{dtnPort, iperfPort, gftpPort} {
+		if err := waitPort(p); err != nil {
+			return err
+		}
+	}
+	gftpURL := fmt.Sprintf("ftp://127.0.0.1:%d", gftpPort)
+
+	var results []Result
+	add := func(r Result) {
+		results = append(results, r)
+		fmt.Fprintf(os.Stderr, "  %-8s %-12s streams %d verify %-5v %8.2fs %10s %9.0f files/s %6.2f CPU s/GB\n", r.Tool, r.Case, r.Streams, r.Verify, r.Seconds, human(r.BitsPerSecond), r.FilesPerSecond, r.CPUSecondsPerGB)
+	}
+	// measure runs a case *repeat times and keeps the median by seconds.
+	measure := func(tool, name string, streams int, verify bool, bytes int64, files int, srv *server, cmd []string, prep func(), parse func(out string, wall float64) float64) error {
+		var runs []Result
+		for i := 0; i < *repeat; i++ {
+			if prep != nil {
+				prep()
+			}
+			s0 := srv.cpu()
+			wall, ccpu, out, err := client(cmd[0], cmd[1:]...)
+			if err != nil {
+				return err
+			}
+			secs := wall
+			if parse != nil {
+				secs = parse(out, wall)
+			}
+			scpu := srv.cpu() - s0
+			gb := float64(bytes) / 1e9
+			r := Result{Tool: tool, Case: name, Streams: streams, Verify: verify, Seconds: secs, BitsPerSecond: int64(float64(bytes) * 8 / secs),
+				CPUSecondsPerGB: (ccpu + scpu) / gb, Command: strings.Join(cmd, " ")}
+			if files > 0 {
+				r.FilesPerSecond = float64(files) / secs
+			}
+			runs = append(runs, r)
+		}
+		sort.Slice(runs, func(i, j int) bool { return runs[i].Seconds < runs[j].Seconds })
+		add(runs[len(runs)/2])
+		return nil
+	}
+
+	streams := parseList(*streamList)
+	mem := strconv.FormatInt(*memBytes, 10)
+	fmt.Fprintln(os.Stderr, "Memory to memory")
+	for _, n := range streams {
+		ns := strconv.Itoa(n)
+		if err := measure("dtnflow", "mem-to-mem", n, false, *memBytes, 0, recv,
+			[]string{agentPath, "send", "--mem", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem},
+			nil, func(out string, wall float64) float64 {
+				var r struct{ Seconds float64 }
+				json.Unmarshal([]byte(out), &r)
+				return r.Seconds
+			}); err != nil {
+			return err
+		}
+		if err := measure("iperf3", "mem-to-mem", n, false, *memBytes, 0, iperf,
+			[]string{"iperf3", "-c", "127.0.0.1", "-p", strconv.Itoa(iperfPort), "-P", ns, "-n", mem, "-J"},
+			nil, func(out string, wall float64) float64 {
+				var r struct {
+					End struct {
+						SumReceived struct {
+							Seconds float64 `json:"seconds"`
+						} `json:"sum_received"`
+					} `json:"end"`
+				}
+				json.Unmarshal([]byte(out), &r)
+				if r.End.SumReceived.Seconds > 0 {
+					return r.End.SumReceived.Seconds
+				}
+				return wall
+			}); err != nil {
+			return err
+		}
+		if err := measure("gridftp", "mem-to-mem", n, false, *memBytes, 0, gftp,
+			[]string{"globus-url-copy", "-p", ns, "-fast", "-len", mem, gftpURL + "/dev/zero", "file:///dev/null"}, nil, nil); err != nil {
+			return err
+		}
+	}
+
+	fs := strconv.Itoa(*fileStream)
+	ccs := strconv.Itoa(*cc)
+	run := 0
+	fresh := func() string {
+		run++
+		// Empty the destinations but keep the directories: the receiver holds its root open.
+		for _, d := range []string{dtnDst, gftpDst} {
+			ents, _ := os.ReadDir(d)
+			for _, e := range ents {
+				os.RemoveAll(filepath.Join(d, e.Name()))
+			}
+		}
+		return fmt.Sprintf("run%d", run)
+	}
+	for _, verify := range []bool{false, true} {
+		v := strconv.FormatBool(verify)
+		fmt.Fprintf(os.Stderr, "One %d-byte file, verify %v\n", *bigBytes, verify)
+		var job string
+		prep := func() { job = fresh() }
+		dtnCmd := func(path string, extra ...string) []string {
+			return append([]string{agentPath, "send", "--to", dtnAddr, "--root", src, "--secret-file", secret, "--verify=" + v, "--job", "bench", "--streams", fs, "--concurrency", ccs}, append(extra, path)...)
+		}
+		// The job id must change between runs (fresh destination): wrap in a closure.
+		if err := measureDyn(measure, "dtnflow", "file-2GiB", *fileStream, verify, *bigBytes, 0, recv, func() []string { return dtnCmd("big.bin", "--job", job) }, prep); err != nil {
+			return err
+		}
+		g := []string{"globus-url-copy", "-p", fs, "-fast"}
+		if verify {
+			g = append(g, "-verify-checksum")
+		}
+		if err := measure("gridftp", "file-2GiB", *fileStream, verify, *bigBytes, 0, gftp,
+			append(g, gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin")), func() { fresh() }, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "%d files of %d bytes, verify %v\n", *smallCount, *smallSize, verify)
+		smallBytes := int64(*smallCount) * int64(*smallSize)
+		if err := measureDyn(measure, "dtnflow", "small-files", *fileStream, verify, smallBytes, *smallCount, recv, func() []string { return dtnCmd("small", "--job", job) }, prep); err != nil {
+			return err
+		}
+		g = []string{"globus-url-copy", "-cc", ccs, "-fast", "-r"}
+		if verify {
+			g = append(g, "-verify-checksum")
+		}
+		if err := measure("gridftp", "small-files", 1, verify, smallBytes, *smallCount, gftp,
+			append(g, gftpURL+filepath.Join(src, "small")+"/", "file://"+filepath.Join(gftpDst, "small")+"/"), func() { fresh() }, nil); err != nil {
+			return err
+		}
+	}
+	return report(results)
+}
+
+// measureDyn is measure for a command that changes between runs.
+func measureDyn(measure func(string, string, int, bool, int64, int, *server, []string, func(), func(string, float64) float64) error,
+	tool, name string, streams int, verify bool, bytes int64, files int, srv *server, cmd func() []string, prep func()) error {
+	for i := 0; i < *repeat; i++ {
+		_ = i
+	}
+	// Run prep first so the command sees the fresh job id, one run at a time.
+	var err error
+	saved := *repeat
+	*repeat = 1
+	defer func() { *repeat = saved }()
+	var best []Result
+	_ = best
+	for i := 0; i < saved && err == nil; i++ {
+		prep()
+		err = measure(tool, name, streams, verify, bytes, files, srv, cmd(), nil, nil)
+	}
+	return err
+}
+
+func waitPort(p int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("nothing listens on port %d", p)
+}
+
+func parseList(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err == nil && v > 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func human(bps int64) string {
+	return fmt.Sprintf("%.2f Gbit/s", float64(bps)/1e9)
+}
+
+var _ = regexp.MustCompile
+var _ = bufio.NewReader
+
+func report(rs []Result) error {
+	os.MkdirAll(filepath.Dir(*jsonOut), 0o755)
+	f, err := os.Create(*jsonOut)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for _, r := range rs {
+		enc.Encode(r)
+	}
+	find := func(tool, c string, streams int, verify bool) *Result {
+		for i := range rs {
+			r := &rs[i]
+			if r.Tool == tool && r.Case == c && r.Verify == verify && (streams == 0 || r.Streams == streams) {
+				return r
+			}
+		}
+		return nil
+	}
+	fmt.Println("| case | streams | verify | tool | Gbit/s | files/s | CPU s/GB | dtnflow ÷ GridFTP | dtnflow ÷ iperf3 |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rs {
+		ratioG, ratioI := "", ""
+		if r.Tool == "dtnflow" {
+			if g := find("gridftp", r.Case, map[bool]int{true: 0, false: r.Streams}[r.Case == "small-files"], r.Verify); g != nil {
+				if r.FilesPerSecond > 0 {
+					ratioG = fmt.Sprintf("%.2f× files/s", r.FilesPerSecond/g.FilesPerSecond)
+				} else {
+					ratioG = fmt.Sprintf("%.2f× rate", float64(r.BitsPerSecond)/float64(g.BitsPerSecond))
+				}
+			}
+			if i := find("iperf3", r.Case, r.Streams, r.Verify); i != nil {
+				ratioI = fmt.Sprintf("%.2f× rate, %.2f× CPU/GB", float64(r.BitsPerSecond)/float64(i.BitsPerSecond), r.CPUSecondsPerGB/i.CPUSecondsPerGB)
+			}
+		}
+		files := ""
+		if r.FilesPerSecond > 0 {
+			files = fmt.Sprintf("%.0f", r.FilesPerSecond)
+		}
+		fmt.Printf("| %s | %d | %v | %s | %.2f | %s | %.2f | %s | %s |\n", r.Case, r.Streams, r.Verify, r.Tool, float64(r.BitsPerSecond)/1e9, files, r.CPUSecondsPerGB, ratioG, ratioI)
+	}
+	fmt.Fprintln(os.Stderr, "JSON lines in", *jsonOut)
+	return nil
+}
