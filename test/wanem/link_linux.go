@@ -58,8 +58,9 @@ type Options struct {
 	// ones (at low rates) are cut into segments, each delivered at its own time. 0
 	// means DefaultGranularity.
 	Granularity time.Duration
-	// TxQueueLen of the TUNs (packets the kernel queues for the emulator to read);
-	// 0 means 1000.
+	// TxQueueLen of the TUNs (packets the kernel queues for the emulator to read
+	// before it drops; a busy machine can hold the emulator off for milliseconds);
+	// 0 means 5000.
 	TxQueueLen int
 	// Realtime runs the emulator's four threads (a reader and a writer per
 	// direction) under SCHED_FIFO, so that other busy processes on the machine do not
@@ -113,7 +114,7 @@ func Join(ctx context.Context, a, b Endpoint, cfg Config, opts Options) (*Link, 
 		opts.Granularity = DefaultGranularity
 	}
 	if opts.TxQueueLen == 0 {
-		opts.TxQueueLen = 1000
+		opts.TxQueueLen = 5000
 	}
 	l := &Link{a: a, b: b, opts: opts, cfg: cfg, started: time.Now(), tunA: -1, tunB: -1, stop: -1}
 	ok := false
@@ -217,12 +218,20 @@ func (l *Link) Update(change func(*Config)) (Config, error) {
 
 // Stats is a snapshot of the link's counters.
 func (l *Link) Stats() Stats {
-	return Stats{
+	st := Stats{
 		Config: l.Config(),
 		Uptime: time.Since(l.started),
 		AtoB:   l.ab.ctr.snapshot(),
 		BtoA:   l.ba.ctr.snapshot(),
 	}
+	// Best effort: the TUNs are gone once the link is closed.
+	if d, err := tunDrops(l.a.Netns, l.a.Name); err == nil {
+		st.AtoB.KernelDropped = d
+	}
+	if d, err := tunDrops(l.b.Netns, l.b.Name); err == nil {
+		st.BtoA.KernelDropped = d
+	}
+	return st
 }
 
 // Close stops the emulator and removes both TUNs (and so their addresses and routes).

@@ -38,6 +38,10 @@ type DirectionStats struct {
 	// LatenessHistogram counts packets by lateness: bucket i holds those under
 	// LatenessBucketBounds[i], the last one the rest.
 	LatenessHistogram []uint64 `json:"latenessHistogram"`
+	// KernelDropped counts packets the kernel dropped at the sending side's TUN
+	// because the emulator did not read them in time: loss nobody configured. It
+	// should stay 0; if not, the machine is too busy for the emulated rate.
+	KernelDropped uint64 `json:"kernelDropped"`
 	// Malformed packets were forwarded whole, as one segment.
 	Malformed   uint64 `json:"malformed"`
 	ReadErrors  uint64 `json:"readErrors"`
