@@ -25,8 +25,11 @@ func NetnsPath(ns string) string {
 	return filepath.Join("/run/netns", ns)
 }
 
-// inNetns runs fn on an OS thread that has entered the network namespace ns. Sockets
-// and TUN devices fn opens belong to ns; they stay there when the thread goes back.
+// InNetns runs fn on an OS thread that has entered the network namespace ns (see
+// NetnsPath). Sockets and TUN devices fn opens belong to ns and stay there when the
+// thread goes back: a test can listen in one namespace and dial from another.
+func InNetns(ns string, fn func() error) error { return inNetns(ns, fn) }
+
 func inNetns(ns string, fn func() error) error {
 	path := NetnsPath(ns)
 	if path == "" {
