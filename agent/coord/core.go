@@ -242,6 +242,13 @@ func (c *Core) broadcastConfigLocked() {
 	}
 }
 
+// Params are the current parameters.
+func (c *Core) Params() Params {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.params
+}
+
 // SetParams replaces the parameters; stripes apply them without restarting.
 func (c *Core) SetParams(p Params) {
 	c.mu.Lock()

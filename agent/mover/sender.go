@@ -206,7 +206,9 @@ loop:
 	for {
 		select {
 		case c := <-src.Configs():
-			s.reconfigure(c)
+			if c.Generation != cfg.Generation || c.MaxBitsPerSecond != cfg.MaxBitsPerSecond {
+				s.reconfigure(c)
+			}
 			*cfg = c
 		case p := <-src.Probes():
 			s.src.ProbeDone(s.probe(p))
