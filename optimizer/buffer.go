@@ -225,11 +225,29 @@ func (p Prober) Next(samples []Sample) ProbeStep {
 	if !settled {
 		return ProbeStep{Phase: PhaseBuffer, Streams: 1, BufferBytes: buffer}
 	}
-	n, done := p.Streams.Next(StreamPoints(samples, buffer))
+	n, done := p.Streams.Next(measuredPoints(samples, buffer))
 	if done {
 		return ProbeStep{Phase: PhaseDone}
 	}
 	return ProbeStep{Phase: PhaseStreams, Streams: n, BufferBytes: buffer}
+}
+
+// measuredPoints are the samples at one buffer as stream points, unusable rates
+// included as 0: for the stepper a failed measurement is still a measurement (asking
+// for it again would never end).
+func measuredPoints(samples []Sample, bufferBytes int64) []StreamPoint {
+	var pts []StreamPoint
+	for _, s := range samples {
+		if s.BufferBytes != bufferBytes || s.Streams < 1 {
+			continue
+		}
+		r := s.BitsPerSecond
+		if !usable(r) {
+			r = 0
+		}
+		pts = append(pts, StreamPoint{Streams: s.Streams, BitsPerSecond: r})
+	}
+	return pts
 }
 
 // Buffer returns the buffer the stream phase uses and true once the buffer phase has

@@ -94,6 +94,10 @@ type FitOptions struct {
 // eq. 2 (at least 8: two CPU terms, three spline coefficients and room to spare).
 var ErrTooFewObservations = errors.New("optimizer: too few observations with throughput and CPU at both ends to fit the concomitant model")
 
+// ErrUnstableFit is returned when the observations overflow the regression (rates or
+// CPU figures so far apart that a coefficient is not a finite number).
+var ErrUnstableFit = errors.New("optimizer: the concomitant regression does not give finite coefficients for these observations")
+
 // FitConcomitant fits NDM'13 §5.1. The paper fitted quadratic splines (m = 3) with R's
 // bsplineS and lm and chose the number of inner quantile knots by leave-one-out
 // cross-validation; so do we, with the LOO residuals from the hat matrix. Where the
@@ -226,6 +230,11 @@ func FitConcomitant(obs []CPUObservation, opt FitOptions) (ConcomitantModel, err
 	m.Loss = LossTerm{Basis: best.basis, Alpha: append([]float64(nil), best.beta[fixedCols:]...)}
 	m.Knots = best.k
 	m.LOOCVError = best.cv
+	for _, v := range append([]float64{m.Beta0, m.Beta1, m.BetaCPU, m.BetaResidual, m.LOOCVError, m.MeanLoss}, m.Loss.Alpha...) {
+		if !finite(v) {
+			return ConcomitantModel{}, ErrUnstableFit
+		}
+	}
 	return m, nil
 }
 

@@ -33,6 +33,18 @@ type CPUModel struct {
 // while one that is too large only reserves idle CPU.
 var DefaultCPUModel = CPUModel{InterceptMillicores: 100, MillicoresPerGbps: 250}
 
+// sanitized replaces parts that are not finite and non-negative by 0, so that a
+// corrupt stored model cannot turn a plan's numbers into NaN.
+func (m CPUModel) sanitized() CPUModel {
+	if !finite(m.InterceptMillicores) || m.InterceptMillicores < 0 {
+		m.InterceptMillicores = 0
+	}
+	if !finite(m.MillicoresPerGbps) || m.MillicoresPerGbps < 0 {
+		m.MillicoresPerGbps = 0
+	}
+	return m
+}
+
 // Millicores is the CPU needed to move bps.
 func (m CPUModel) Millicores(bps float64) float64 {
 	if !(bps > 0) {

@@ -48,7 +48,8 @@ type FlowInput struct {
 	// Curve is the per-stripe throughput-vs-streams curve (a StreamFit, or the
 	// fallbacks of curve.go).
 	Curve Curve
-	// SourceCPU and DestinationCPU are the per-side CPU models, U = a + b·Th per stripe.
+	// SourceCPU and DestinationCPU are the per-side CPU models, U = a + b·Th per stripe;
+	// a part that is not a finite, non-negative number is read as 0.
 	SourceCPU, DestinationCPU CPUModel
 	// SourceNodes and DestinationNodes are the nodes available at each side.
 	SourceNodes, DestinationNodes []Node
@@ -126,6 +127,7 @@ func OptB(in FlowInput) (FlowPlan, error) {
 	if in.Curve == nil {
 		return FlowPlan{}, errors.New("optimizer: OptB needs a stripe curve")
 	}
+	in.SourceCPU, in.DestinationCPU = in.SourceCPU.sanitized(), in.DestinationCPU.sanitized()
 	lim := in.Limits.WithDefaults()
 	streams := bestStreamsWithin(in.Curve, lim.MaxStreamsPerStripe)
 	u := in.Curve.BitsPerSecond(streams)
@@ -184,6 +186,7 @@ func EvaluateShape(in FlowInput, nodes, stripesPerNode, streams int) (FlowPlan, 
 	if nodes < 1 || stripesPerNode < 1 || streams < 1 {
 		return FlowPlan{}, fmt.Errorf("optimizer: shape %d nodes × %d stripes × %d streams has a count below 1", nodes, stripesPerNode, streams)
 	}
+	in.SourceCPU, in.DestinationCPU = in.SourceCPU.sanitized(), in.DestinationCPU.sanitized()
 	lim := in.Limits.WithDefaults()
 	u := in.Curve.BitsPerSecond(streams)
 	src := newSideTable(in.SourceNodes, in.SourceCPU, u, stripesPerNode)

@@ -10,28 +10,34 @@ import (
 // The rescale policy turns measurements into an intent to add or remove stripes,
 // change the streams per stripe, or hold. The papers plan once from samples; they say
 // nothing about re-planning while a transfer runs beyond ProMC's channel moves (whose
-// three-period rule inspires the hysteresis here) and NDM'13 §4.2's finding that more
-// streams hold up better under loss. Everything in this file is therefore our design,
-// documented here and on RescaleConfig.
+// "three consecutive periods" rule inspires the hysteresis here) and NDM'13 §4.2's
+// finding that more streams hold up better under loss. Everything in this file is
+// therefore our design, documented here and on RescaleConfig, and tested by
+// simulation (rescale_sim_test.go).
 //
-// The policy reads the per-stripe rate against the stream curve's prediction:
+// Each round the policy reads the median of a window of measurements taken since the
+// last change had time to settle, and compares the per-stripe rate with the stream
+// curve's prediction:
 //
 //   - stripes at (nearly) their predicted rate mean the end systems, not the path,
-//     limit each stripe, so the path may carry more stripes: add up to OPT_B's
-//     planned count;
-//   - stripes well below it mean the path is what limits (capacity fell, a flow
-//     competes): fewer stripes carry the same, so remove down to the count that puts
-//     them back in the middle of the band — unless loss is high, when more streams
-//     per stripe are tried first (NDM'13 §4.2);
-//   - in between it holds. The gap between the two thresholds is the hysteresis.
+//     limit each stripe: add stripes up to OPT_B's planned count (PathHasRoom);
+//   - under heavy loss, stripes short of their rate get twice the streams first
+//     (HighLoss), and the model's count back when loss subsides (LossSubsided);
+//   - stripes well below it mean the path limits them (capacity fell, a flow
+//     competes): remove down to the count that puts them mid-band (PathSaturated);
+//   - more stripes than planned at the planned rate: shed the extra;
+//   - below the planned rate with nothing else to try: probe one step up
+//     (BelowPlannedRate);
+//   - otherwise hold. The gap between the add and remove thresholds is hysteresis.
 //
-// Every change is then judged on what it did: an addition that did not add at least
-// half a stripe's worth, a removal that lost more than 10 %, or more streams that
-// gained less than 5 % are undone, and the same move is blocked with an exponential
-// back-off (expiring early when the aggregate leaves the band it was blocked at, or
-// loss falls to half). Changes wait for a settle time and a window of measurements
-// (the median of which is what the policy reads), and for a cool-down, so ±10 %
-// noise neither triggers nor undoes anything.
+// Every change is then judged on what it did: an addition that did not bring half a
+// stripe's worth (or stayed within the noise of the window), a removal that lost more
+// than 10 %, or more streams that gained less than 5 % are undone, and the same move
+// is blocked with a back-off of 2, 4, 8, 16 minutes. A move that worked blocks its
+// opposite the same way (more stripes carried more, so fewer would carry less). A
+// block ends early when the aggregate leaves the ±20 % band it was set in, or loss
+// that was high halves. A cool-down separates changes, so ±10 % noise neither
+// triggers nor undoes anything, and the user's limits are enforced at once.
 
 // Action is what an intent asks for.
 type Action string

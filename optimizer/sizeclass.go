@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"sort"
 )
 
 // SizeClass names a class of files by size relative to the bandwidth (Arslan & Kosar,
@@ -148,23 +147,34 @@ const (
 // byte rule.
 func Partition(h Histogram, bandwidthBitsPerSecond, bdpBytes float64) []Chunk {
 	th := ClassThresholds(bandwidthBitsPerSecond)
-	buckets := append([]Bucket(nil), h.Buckets...)
-	sort.Slice(buckets, func(i, j int) bool { return buckets[i].Log2 < buckets[j].Log2 })
+	// merge repeated buckets and bring Log2 into the histogram's range (empty files
+	// to 2^62), in order
+	var byLog2 [63]Bucket
+	for _, b := range h.Buckets {
+		if b.Files <= 0 {
+			continue
+		}
+		i := min(max(b.Log2, 0), 62)
+		byLog2[i].Log2 = i
+		byLog2[i].Files += b.Files
+		byLog2[i].Bytes += max(b.Bytes, 0)
+	}
+	buckets := byLog2[:]
 	var chunks []Chunk
 	for _, b := range buckets {
 		if b.Files <= 0 {
 			continue
 		}
-		class := th.Classify(float64(max(b.Bytes, 0)) / float64(b.Files))
+		class := th.Classify(float64(b.Bytes) / float64(b.Files))
 		if n := len(chunks); n > 0 && chunks[n-1].Class.rank() >= class.rank() {
 			// means grow with buckets, so this only joins a bucket to its own class
 			c := &chunks[n-1]
 			c.Files += b.Files
-			c.Bytes += max(b.Bytes, 0)
+			c.Bytes += b.Bytes
 			c.MaxLog2 = b.Log2
 			continue
 		}
-		chunks = append(chunks, Chunk{Class: class, Files: b.Files, Bytes: max(b.Bytes, 0), MinLog2: b.Log2, MaxLog2: b.Log2})
+		chunks = append(chunks, Chunk{Class: class, Files: b.Files, Bytes: b.Bytes, MinLog2: b.Log2, MaxLog2: b.Log2})
 	}
 	undersized := func(c Chunk) bool {
 		return c.Files <= MergeMinFiles || (bdpBytes > 0 && float64(c.Bytes) < MergeBDPs*bdpBytes)

@@ -194,32 +194,44 @@ func solveNewton(n, y [3]float64) (a, b, c float64, ok bool) {
 	if !(d2 > 0) || !(d3 > d2) {
 		return 0, 0, 0, false
 	}
-	l2, l3 := math.Log(n[1]/n[0]), math.Log(n[2]/n[0])
-	lr := math.Log(d3 / d2)
+	u2, u3 := n[1]/n[0], n[2]/n[0]
+	r := d3 / d2
+	// R(2) = (u₃²−1)/(u₂²−1) > r means c′ < 2: invalid, and cheap to see.
+	if (u3*u3-1)/(u2*u2-1) > r {
+		return 0, 0, 0, false
+	}
+	l2, l3 := math.Log(u2), math.Log(u3)
+	lr := math.Log(r)
 	cMax := math.Min(newtonCMax, 700/math.Log(n[2]))
 	if cMax <= 2 {
 		return 0, 0, 0, false
 	}
-	// g(c) = ln(u₃^c − 1) − ln(u₂^c − 1) − ln r, increasing in c.
+	// g(c) = ln((u₃^c − 1)/(u₂^c − 1)) − ln r, increasing in c, g(2) ≤ 0.
 	g := func(c float64) (v, dv float64) {
 		e3, e2 := math.Expm1(c*l3), math.Expm1(c*l2)
-		v = math.Log(e3) - math.Log(e2) - lr
+		v = math.Log(e3/e2) - lr
 		dv = l3*(e3+1)/e3 - l2*(e2+1)/e2
 		return v, dv
 	}
-	lo, hi := 2.0, cMax
-	glo, _ := g(lo)
-	ghi, _ := g(hi)
-	if glo > 0 || ghi < 0 || math.IsNaN(glo) || math.IsNaN(ghi) {
-		return 0, 0, 0, false
+	// R(c) > (u₃/u₂)^c, so c₀ = ln r/ln(u₃/u₂) lies above the root: an upper bracket
+	// close to it, from which Newton's iteration converges in a few steps.
+	lo, hi := 2.0, math.Min(cMax, lr/(l3-l2))
+	if !(hi > lo) {
+		hi = cMax
 	}
-	c = lo
-	if glo == 0 {
-		hi = lo
+	if v, _ := g(hi); v < 0 {
+		if hi >= cMax {
+			return 0, 0, 0, false // the root lies beyond cMax
+		}
+		lo, hi = hi, cMax
+		if v, _ := g(hi); v < 0 {
+			return 0, 0, 0, false
+		}
 	}
-	for i := 0; i < 100 && hi-lo > 1e-12*hi; i++ {
+	c = hi
+	for i := 0; i < 60 && hi-lo > 1e-12*hi; i++ {
 		v, dv := g(c)
-		if v == 0 {
+		if math.Abs(v) <= 1e-12 {
 			break
 		}
 		if v < 0 {
@@ -231,7 +243,7 @@ func solveNewton(n, y [3]float64) (a, b, c float64, ok bool) {
 		if !(next > lo && next < hi) { // Newton left the bracket: bisect
 			next = (lo + hi) / 2
 		}
-		if math.Abs(next-c) <= 1e-14*c {
+		if math.Abs(next-c) <= 1e-12*c {
 			c = next
 			break
 		}

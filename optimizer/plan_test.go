@@ -1,0 +1,203 @@
+package optimizer
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// probeSamples runs the buffer-first probe against plateauPath, recording CPU at both
+// ends from known linear models, as an agent would report them.
+func probeSamples(t testing.TB, p Prober) []Sample {
+	var samples []Sample
+	for i := 0; i < 40; i++ {
+		step := p.Next(samples)
+		if step.Phase == PhaseDone {
+			return samples
+		}
+		bps := plateauPath(step.Streams, step.BufferBytes)
+		samples = append(samples, Sample{Streams: step.Streams, BufferBytes: step.BufferBytes, BitsPerSecond: bps,
+			SourceMillicores: 80 + 300*bps/1e9, DestinationMillicores: 30 + 120*bps/1e9})
+	}
+	t.Fatal("probe did not finish")
+	return nil
+}
+
+// datasetSizes is a mixed dataset: many small files, some medium, a few huge.
+func datasetSizes(n int, seed uint64) []int64 {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	sizes := make([]int64, n)
+	for i := range sizes {
+		switch r := rng.Float64(); {
+		case r < 0.8:
+			sizes[i] = 1<<10 + rng.Int64N(1<<20) // 1 KiB – 1 MiB
+		case r < 0.98:
+			sizes[i] = 50<<20 + rng.Int64N(200<<20) // 50–250 MiB
+		default:
+			sizes[i] = 4<<30 + rng.Int64N(8<<30) // 4–12 GiB
+		}
+	}
+	return sizes
+}
+
+func TestMakePlanFromAProbe(t *testing.T) {
+	prober := Prober{BufferSizes: BufferCandidates(0, 0)}
+	samples := probeSamples(t, prober)
+	sizes := datasetSizes(10000, 1)
+	node := Node{NICBitsPerSecond: 10e9, CPUBudgetMillicores: 4000}
+	in := PlanInput{Samples: samples, Prober: prober, SourceNodes: nodes("src", 3, node), DestinationNodes: nodes("dst", 2, node),
+		Limits: Limits{MaxStripesPerNode: 8, MaxConcurrency: 8}, Dataset: HistogramOf(sizes), RTT: 20 * time.Millisecond}
+	plan, err := MakePlan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.BufferBytes != 1<<20 {
+		t.Errorf("buffer %d, want the 1 MiB plateau", plan.BufferBytes)
+	}
+	if plan.Fit == nil || plan.Fit.OptimalStreams != 4 || plan.Flow.StreamsPerStripe != 4 {
+		t.Errorf("fit %v, streams %d: want the optimum 4", plan.Fit, plan.Flow.StreamsPerStripe)
+	}
+	if !relClose(plan.SourceCPU.MillicoresPerGbps, 300, 1e-6) || !relClose(plan.DestinationCPU.InterceptMillicores, 30, 1e-6) {
+		t.Errorf("CPU models %+v / %+v, want the agents' 80+300·Th and 30+120·Th", plan.SourceCPU, plan.DestinationCPU)
+	}
+	// A stripe with 4 streams moves 2.85 Gbit/s; the source needs 80 + 300·Th
+	// millicores for it, so a 4000 m node could carry (4000 − 80k)/300 Gbit/s ≥ 12 with
+	// k = 4: the 10 Gbit/s NIC binds first, and the two destination nodes bound the
+	// node count.
+	if plan.Flow.Nodes != 2 || plan.Flow.Binding != BindingNIC || !relClose(plan.Flow.PredictedBitsPerSecond, 20e9, 1e-9) {
+		t.Errorf("flow %s [%s]: want both destination nodes, 20 Gbit/s, NIC-bound", plan.Flow.Reason, plan.Flow.Binding)
+	}
+	if cpu := float64(plan.Flow.StripesPerNode) * plan.Flow.SourceMillicoresPerStripe; cpu > 4000 {
+		t.Errorf("source agents on one node need %g millicores, over the 4000 m budget", cpu)
+	}
+	var files int64
+	for _, c := range plan.Chunks {
+		files += c.Files
+		if c.Params.Parallelism > plan.Flow.StreamsPerStripe || c.Params.Pipelining < 1 || c.Params.Concurrency < 1 || c.Params.Concurrency > 8 {
+			t.Errorf("chunk %v has parameters %+v outside the plan's bounds", c.Chunk, c.Params)
+		}
+	}
+	if files != int64(len(sizes)) {
+		t.Errorf("chunks hold %d files, want %d", files, len(sizes))
+	}
+	if len(plan.Notes) != 0 {
+		t.Errorf("unexpected fallbacks: %v", plan.Notes)
+	}
+}
+
+func TestMakePlanFallbacks(t *testing.T) {
+	node := nodes("n", 1, Node{NICBitsPerSecond: 10e9})
+	warmFit := StreamFit{Model: FullSecondOrder, A: fsoA, B: fsoB, C: fsoC, OptimalStreams: 4}
+	warmCPU := CPUModel{InterceptMillicores: 10, MillicoresPerGbps: 99}
+	tests := map[string]struct {
+		in        PlanInput
+		wantErr   error
+		wantModel bool
+		wantNote  string
+		check     func(t *testing.T, p Plan)
+	}{
+		"linear samples: no model, follow the points": {
+			in:       PlanInput{Samples: []Sample{{Streams: 1, BitsPerSecond: 1e8}, {Streams: 2, BitsPerSecond: 2e8}, {Streams: 4, BitsPerSecond: 4e8}}},
+			wantNote: "following the measured points",
+			check: func(t *testing.T, p Plan) {
+				if p.Flow.StreamsPerStripe != 4 {
+					t.Errorf("streams %d, want the best measured (4)", p.Flow.StreamsPerStripe)
+				}
+			},
+		},
+		"warm start without samples": {
+			in:        PlanInput{Warm: Warm{Fit: &warmFit, SourceCPU: &warmCPU, DestinationCPU: &warmCPU, BufferBytes: 2 << 20, HaveBuffer: true}},
+			wantModel: true, wantNote: "using the stored model",
+			check: func(t *testing.T, p Plan) {
+				if p.SourceCPU != warmCPU || p.Flow.StreamsPerStripe != 4 {
+					t.Errorf("warm plan %+v", p)
+				}
+			},
+		},
+		"no CPU samples: the default model": {
+			in:        PlanInput{Samples: []Sample{{Streams: 1, BitsPerSecond: predict(FullSecondOrder, fsoA, fsoB, fsoC, 1)}, {Streams: 2, BitsPerSecond: predict(FullSecondOrder, fsoA, fsoB, fsoC, 2)}, {Streams: 4, BitsPerSecond: predict(FullSecondOrder, fsoA, fsoB, fsoC, 4)}, {Streams: 8, BitsPerSecond: predict(FullSecondOrder, fsoA, fsoB, fsoC, 8)}}},
+			wantModel: true, wantNote: "using the default",
+			check: func(t *testing.T, p Plan) {
+				if p.SourceCPU != DefaultCPUModel {
+					t.Errorf("CPU model %+v, want the default", p.SourceCPU)
+				}
+			},
+		},
+		"nothing to plan from": {in: PlanInput{}, wantErr: ErrNoSamples},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tc.in.SourceNodes, tc.in.DestinationNodes = node, node
+			p, err := MakePlan(tc.in)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if (p.Fit != nil) != tc.wantModel {
+				t.Errorf("model %v, want present=%v", p.Fit, tc.wantModel)
+			}
+			if !strings.Contains(strings.Join(p.Notes, "; "), tc.wantNote) {
+				t.Errorf("notes %q, want one containing %q", p.Notes, tc.wantNote)
+			}
+			if tc.check != nil {
+				tc.check(t, p)
+			}
+		})
+	}
+}
+
+func TestStripeBDP(t *testing.T) {
+	tests := map[string]struct {
+		bps    float64
+		rtt    time.Duration
+		buffer int64
+		want   float64
+	}{
+		"rate × RTT":         {1e9, 40 * time.Millisecond, 1 << 20, 5e6},
+		"buffer without RTT": {1e9, 0, 1 << 20, 1 << 20},
+		"default RTT":        {1e9, 0, 0, 1.25e6},
+		"unknown rate":       {0, time.Second, 4096, 4096},
+	}
+	for name, tc := range tests {
+		if got := StripeBDP(tc.bps, tc.rtt, tc.buffer); !relClose(got, tc.want, 1e-12) {
+			t.Errorf("%s: StripeBDP = %g, want %g", name, got, tc.want)
+		}
+	}
+}
+
+// BestCmb over 8 samples: the target is < 50 µs.
+func BenchmarkBestCmb8(b *testing.B) {
+	pts := points(FullSecondOrder, fsoA, fsoB, fsoC, 1, 2, 4, 8, 16, 32, 64, 128)
+	noise := []float64{0.01, -0.008, 0.004, -0.01, 0.006, -0.003, 0.009, -0.005}
+	for i := range pts {
+		pts[i].BitsPerSecond *= 1 + noise[i]
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := BestCmb(pts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A full plan of a 10 000-file dataset given as a list of sizes (histogram included):
+// the target is < 1 ms.
+func BenchmarkMakePlan10000Files(b *testing.B) {
+	prober := Prober{BufferSizes: BufferCandidates(0, 0)}
+	samples := probeSamples(b, prober)
+	sizes := datasetSizes(10000, 1)
+	node := Node{NICBitsPerSecond: 10e9, CPUBudgetMillicores: 4000}
+	in := PlanInput{Samples: samples, Prober: prober, SourceNodes: nodes("src", 4, node), DestinationNodes: nodes("dst", 4, node),
+		Limits: Limits{MaxStripesPerNode: 16}, RTT: 20 * time.Millisecond}
+	b.ReportAllocs()
+	for b.Loop() {
+		in.Dataset = HistogramOf(sizes)
+		if _, err := MakePlan(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
