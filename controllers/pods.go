@@ -1,0 +1,272 @@
+package controllers
+
+import (
+	"net"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+)
+
+// This file holds the one function that builds agent pods, and what it needs. Every
+// label, the owner reference, the node pinning, the mounts and the CPU of an agent pod
+// are decided here and nowhere else.
+
+// AgentPodOptions are the manager-wide settings of agent pods, from its flags.
+type AgentPodOptions struct {
+	// Image is the dtnflow-agent image; its entrypoint must be dtnflow-agent, since
+	// pods give it only the contract's arguments.
+	Image string
+	// ImagePullPolicy is the agents' pull policy (Never for locally imported images).
+	ImagePullPolicy corev1.PullPolicy
+	// APIServerHost and APIServerPort, when set, are given to coordinator pods as
+	// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT: on a cluster without
+	// kube-proxy the in-cluster service address does not route, and the coordinator is
+	// the only agent that talks to the API server.
+	APIServerHost string
+	APIServerPort string
+	// CoordinatorMillicores is the CPU request of a coordinator, which lists the
+	// dataset and hands out work but moves no data.
+	CoordinatorMillicores int64
+	// ProbeMillicores is the CPU request of each side of the probe stripe, before any
+	// CPU model exists.
+	ProbeMillicores int64
+}
+
+// DefaultAgentPodOptions are the defaults of the manager's flags.
+var DefaultAgentPodOptions = AgentPodOptions{
+	Image:                 "dtnflow-agent:latest",
+	ImagePullPolicy:       corev1.PullIfNotPresent,
+	CoordinatorMillicores: 100,
+	ProbeMillicores:       250,
+}
+
+// ProbePlanHash is the plan-hash label of the pods of a probe, made before any plan.
+const ProbePlanHash = "probe"
+
+// agentContainerName is the name of the one container of every agent pod.
+const agentContainerName = "agent"
+
+// Volume names of agent pods.
+const (
+	dataVolume   = "data"
+	secretVolume = "auth"
+)
+
+// agentPod is what varies between the agent pods of a job: role, stripe, node, port and
+// the addresses of the peers.
+type agentPod struct {
+	Role contract.Role
+	// Stripe is the stripe index of a sender or receiver.
+	Stripe int32
+	// Node is the node the pod is pinned to.
+	Node string
+	// Endpoint is the endpoint whose storage root the pod mounts: the source for the
+	// coordinator and senders, the destination for receivers.
+	Endpoint *dtnflowv1alpha1.TransferEndpoint
+	// Port is the host port a coordinator or receiver listens on.
+	Port int32
+	// CoordinatorAddress and ReceiverAddress are the host:port a sender connects to.
+	CoordinatorAddress, ReceiverAddress string
+	// Directive is the JSON directive a coordinator starts with.
+	Directive string
+}
+
+// buildAgentPod builds the pod of one agent of a job. plan is the job's plan; nil while
+// the path is probed, when the probe's CPU request and the "probe" hash are used.
+func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.TransferPlan, p agentPod, opts AgentPodOptions) *corev1.Pod {
+	name := AgentPodName(job.Name, p.Role, p.Stripe)
+	planHash := ProbePlanHash
+	if plan != nil && plan.Hash != "" {
+		planHash = plan.Hash
+	}
+	labels := map[string]string{
+		contract.LabelManagedBy: contract.ManagedByValue,
+		contract.LabelJob:       JobLabelValue(job.Name),
+		contract.LabelRole:      string(p.Role),
+		contract.LabelPlanHash:  planHash,
+	}
+	if p.Role != contract.RoleCoordinator {
+		labels[contract.LabelStripe] = strconv.Itoa(int(p.Stripe))
+	}
+
+	container := corev1.Container{
+		Name:            agentContainerName,
+		Image:           opts.Image,
+		ImagePullPolicy: opts.ImagePullPolicy,
+		Resources:       agentResources(plan, p, opts),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: dataVolume, MountPath: contract.DataMountPath, ReadOnly: p.Role != contract.RoleReceiver},
+			{Name: secretVolume, MountPath: contract.SecretMountPath, ReadOnly: true},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	switch p.Role {
+	case contract.RoleCoordinator:
+		container.Args = contract.CoordinatorArgs(p.Port, job.Namespace+"/"+name, jobOptions(job))
+		container.Ports = []corev1.ContainerPort{{Name: "coordinator", ContainerPort: p.Port, HostPort: p.Port, Protocol: corev1.ProtocolTCP}}
+		if opts.APIServerHost != "" {
+			container.Env = append(container.Env,
+				corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: opts.APIServerHost},
+				corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: opts.APIServerPort})
+		}
+	case contract.RoleSender:
+		container.Args = contract.SenderArgs(p.Stripe, p.CoordinatorAddress, p.ReceiverAddress)
+	case contract.RoleReceiver:
+		container.Args = contract.ReceiverArgs(p.Stripe, p.Port)
+		container.Ports = []corev1.ContainerPort{{Name: "receiver", ContainerPort: p.Port, HostPort: p.Port, Protocol: corev1.ProtocolTCP}}
+	}
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       job.Namespace,
+			Labels:          labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, dtnflowv1alpha1.GroupVersion.WithKind("TransferJob"))},
+		},
+		Spec: corev1.PodSpec{
+			// A failed agent is replaced by the controller, which counts it against
+			// spec.backoffLimit; a kubelet restart in place would hide the failure.
+			RestartPolicy: corev1.RestartPolicyNever,
+			HostNetwork:   true,
+			DNSPolicy:     corev1.DNSClusterFirstWithHostNet,
+			// Senders and receivers talk to no API; only the coordinator reads its
+			// directive and writes its report, through its own pod.
+			AutomountServiceAccountToken: ptr.To(p.Role == contract.RoleCoordinator),
+			EnableServiceLinks:           ptr.To(false),
+			Affinity:                     pinnedTo(p.Node),
+			Containers:                   []corev1.Container{container},
+			Volumes: []corev1.Volume{
+				{Name: dataVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: p.Endpoint.Spec.Storage.HostPath, Type: ptr.To(corev1.HostPathDirectory)}}},
+				{Name: secretVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: SecretName(job.Name), DefaultMode: ptr.To[int32](0o400)}}},
+			},
+		},
+	}
+	if p.Role == contract.RoleCoordinator {
+		pod.Spec.ServiceAccountName = CoordinatorAccountName(job.Name)
+		if p.Directive != "" {
+			pod.Annotations = map[string]string{contract.AnnotationDirective: p.Directive}
+		}
+	}
+	return pod
+}
+
+// pinnedTo is a node affinity that admits exactly one node. Pinning through affinity
+// rather than spec.nodeName keeps the scheduler in the loop, so CPU requests and host
+// ports are checked against what already runs there.
+func pinnedTo(node string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+				}},
+			}},
+		},
+	}}
+}
+
+// pinnedNode is the node a pod was pinned to by pinnedTo, or its assigned node.
+func pinnedNode(pod *corev1.Pod) string {
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, f := range term.MatchFields {
+				if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
+					return f.Values[0]
+				}
+			}
+		}
+	}
+	return pod.Spec.NodeName
+}
+
+// agentResources is the CPU of one agent: the plan's request for its side (the CPU
+// regression of that side at the stripe's predicted rate, so sender and receiver differ
+// as Liu et al. found), and a limit only when the endpoint sets a CPU budget: the
+// node's budget shared among the job's stripes on the node, never below the request.
+func agentResources(plan *dtnflowv1alpha1.TransferPlan, p agentPod, opts AgentPodOptions) corev1.ResourceRequirements {
+	var millicores int64
+	switch {
+	case p.Role == contract.RoleCoordinator:
+		millicores = opts.CoordinatorMillicores
+	case plan == nil:
+		millicores = opts.ProbeMillicores
+	case p.Role == contract.RoleSender:
+		millicores = plan.SourceCPUMillicores
+	default:
+		millicores = plan.DestinationCPUMillicores
+	}
+	var res corev1.ResourceRequirements
+	if millicores > 0 {
+		res.Requests = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(millicores, resource.DecimalSI)}
+	}
+	if budget := p.Endpoint.Spec.CPUBudgetPerNode; budget != nil && !budget.IsZero() {
+		stripesOnNode := int64(1)
+		if plan != nil && plan.StripesPerNode > 0 {
+			stripesOnNode = int64(plan.StripesPerNode)
+		}
+		limit := max(budget.MilliValue()/stripesOnNode, millicores)
+		res.Limits = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(limit, resource.DecimalSI)}
+	}
+	return res
+}
+
+// jobOptions are the parts of a job's spec the coordinator is told on its command line.
+func jobOptions(job *dtnflowv1alpha1.TransferJob) contract.JobOptions {
+	paths := make([]string, len(job.Spec.Source.Paths))
+	for i, p := range job.Spec.Source.Paths {
+		paths[i] = string(p)
+	}
+	checksum := job.Spec.Integrity.Checksum
+	if checksum == "" {
+		checksum = dtnflowv1alpha1.ChecksumSHA256
+	}
+	overwrite := job.Spec.Overwrite
+	if overwrite == "" {
+		overwrite = dtnflowv1alpha1.OverwriteIfDifferent
+	}
+	return contract.JobOptions{
+		SourcePaths:     paths,
+		DestinationPath: string(job.Spec.Destination.Path),
+		Checksum:        string(checksum),
+		Verify:          job.Spec.Integrity.Verify == nil || *job.Spec.Integrity.Verify,
+		Overwrite:       string(overwrite),
+	}
+}
+
+// nodeAddress is the address other agents reach a host-network agent on the node at:
+// its InternalIP, else ExternalIP, else Hostname.
+func nodeAddress(node *corev1.Node) (string, bool) {
+	for _, kind := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP, corev1.NodeHostName} {
+		for _, a := range node.Status.Addresses {
+			if a.Type == kind && a.Address != "" {
+				return a.Address, true
+			}
+		}
+	}
+	return "", false
+}
+
+// hostPort joins an address and a port.
+func hostPort(address string, port int32) string {
+	return net.JoinHostPort(address, strconv.Itoa(int(port)))
+}
+
+// listenPortOf is the host port an agent pod listens on, 0 for a sender.
+func listenPortOf(pod *corev1.Pod) int32 {
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				return p.HostPort
+			}
+		}
+	}
+	return 0
+}

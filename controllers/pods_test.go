@@ -1,0 +1,232 @@
+package controllers
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+)
+
+func testJob() *dtnflowv1alpha1.TransferJob {
+	return &dtnflowv1alpha1.TransferJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "calib", Namespace: "physics", UID: "job-uid"},
+		Spec: dtnflowv1alpha1.TransferJobSpec{
+			Source:      dtnflowv1alpha1.TransferSource{Endpoint: "site-a", Paths: []dtnflowv1alpha1.RelativePath{"runs/0427", "cal.h5"}},
+			Destination: dtnflowv1alpha1.TransferDestination{Endpoint: "site-b", Path: "incoming"},
+			Integrity:   dtnflowv1alpha1.TransferIntegrity{Checksum: dtnflowv1alpha1.ChecksumSHA512, Verify: ptr.To(false)},
+			Overwrite:   dtnflowv1alpha1.OverwriteAlways,
+		},
+	}
+}
+
+func testEndpoint(name, root string, budget string) *dtnflowv1alpha1.TransferEndpoint {
+	ep := &dtnflowv1alpha1.TransferEndpoint{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: dtnflowv1alpha1.TransferEndpointSpec{
+			NodeSelector: map[string]string{"site": name}, Storage: dtnflowv1alpha1.EndpointStorage{HostPath: root},
+			NICBitsPerSecond: 10e9, MaxStripesPerNode: 4, NamespaceSelector: &metav1.LabelSelector{},
+		},
+	}
+	if budget != "" {
+		q := resource.MustParse(budget)
+		ep.Spec.CPUBudgetPerNode = &q
+	}
+	return ep
+}
+
+func cpu(m int64) resource.Quantity { return *resource.NewMilliQuantity(m, resource.DecimalSI) }
+
+// TestBuildAgentPod checks, role by role, everything the builder decides: name, labels,
+// owner, node pinning, host network, mounts (read-only at the source), the secret, the
+// service account (only the coordinator gets a token), ports, arguments and CPU.
+func TestBuildAgentPod(t *testing.T) {
+	plan := &dtnflowv1alpha1.TransferPlan{
+		SourceNodes: []string{"a1", "a2"}, DestinationNodes: []string{"b1", "b2"},
+		StripesPerNode: 2, StreamsPerStripe: 8, SourceCPUMillicores: 700, DestinationCPUMillicores: 1100, Hash: "0123456789abcdef",
+	}
+	opts := AgentPodOptions{Image: "dtnflow-agent:test", ImagePullPolicy: corev1.PullNever, CoordinatorMillicores: 100, ProbeMillicores: 250,
+		APIServerHost: "10.99.0.1", APIServerPort: "6443"}
+	siteA, siteB := testEndpoint("site-a", "/srv/a", ""), testEndpoint("site-b", "/srv/b", "4")
+
+	type want struct {
+		name       string
+		labels     map[string]string
+		node       string
+		readOnly   bool
+		token      bool
+		account    string
+		ports      []corev1.ContainerPort
+		args       []string
+		env        []corev1.EnvVar
+		resources  corev1.ResourceRequirements
+		root       string
+		directive  string
+		hostNetwok bool
+	}
+	tests := map[string]struct {
+		plan *dtnflowv1alpha1.TransferPlan
+		pod  agentPod
+		want want
+	}{
+		"coordinator": {
+			plan: plan,
+			pod:  agentPod{Role: contract.RoleCoordinator, Node: "a1", Endpoint: siteA, Port: 47000, Directive: `{"generation":1}`},
+			want: want{
+				name:   "calib-coordinator",
+				labels: map[string]string{contract.LabelManagedBy: "dtnflow", contract.LabelJob: "calib", contract.LabelRole: "coordinator", contract.LabelPlanHash: "0123456789abcdef"},
+				node:   "a1", readOnly: true, token: true, account: "calib-coordinator",
+				ports: []corev1.ContainerPort{{Name: "coordinator", ContainerPort: 47000, HostPort: 47000, Protocol: corev1.ProtocolTCP}},
+				args: []string{"coordinate", "--listen", ":47000", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret", "--pod", "physics/calib-coordinator",
+					"--dest-path", "incoming", "--checksum", "SHA512", "--verify=false", "--overwrite", "Always", "--path", "runs/0427", "--path", "cal.h5"},
+				env:       []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "10.99.0.1"}, {Name: "KUBERNETES_SERVICE_PORT", Value: "6443"}},
+				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(100)}},
+				root:      "/srv/a", directive: `{"generation":1}`,
+			},
+		},
+		"sender, no budget: request from the source CPU model, no limit": {
+			plan: plan,
+			pod:  agentPod{Role: contract.RoleSender, Stripe: 3, Node: "a2", Endpoint: siteA, CoordinatorAddress: "10.0.0.1:47000", ReceiverAddress: "10.0.1.2:47001"},
+			want: want{
+				name:   "calib-s3-send",
+				labels: map[string]string{contract.LabelManagedBy: "dtnflow", contract.LabelJob: "calib", contract.LabelRole: "sender", contract.LabelStripe: "3", contract.LabelPlanHash: "0123456789abcdef"},
+				node:   "a2", readOnly: true,
+				args:      []string{"send", "--stripe", "3", "--coordinator", "10.0.0.1:47000", "--receiver", "10.0.1.2:47001", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret"},
+				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(700)}},
+				root:      "/srv/a",
+			},
+		},
+		"receiver, budget 4 CPU over 2 stripes per node: request from the destination CPU model, limit 2000m": {
+			plan: plan,
+			pod:  agentPod{Role: contract.RoleReceiver, Stripe: 3, Node: "b2", Endpoint: siteB, Port: 47001},
+			want: want{
+				name:   "calib-s3-recv",
+				labels: map[string]string{contract.LabelManagedBy: "dtnflow", contract.LabelJob: "calib", contract.LabelRole: "receiver", contract.LabelStripe: "3", contract.LabelPlanHash: "0123456789abcdef"},
+				node:   "b2", readOnly: false,
+				ports:     []corev1.ContainerPort{{Name: "receiver", ContainerPort: 47001, HostPort: 47001, Protocol: corev1.ProtocolTCP}},
+				args:      []string{"receive", "--stripe", "3", "--listen", ":47001", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret"},
+				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(1100)}, Limits: corev1.ResourceList{corev1.ResourceCPU: cpu(2000)}},
+				root:      "/srv/b",
+			},
+		},
+		"receiver whose share of the budget is below its request: the limit is the request": {
+			plan: &dtnflowv1alpha1.TransferPlan{SourceNodes: []string{"a1"}, DestinationNodes: []string{"b1"}, StripesPerNode: 8, DestinationCPUMillicores: 900, Hash: "h"},
+			pod:  agentPod{Role: contract.RoleReceiver, Stripe: 0, Node: "b1", Endpoint: siteB, Port: 47002},
+			want: want{
+				name:   "calib-s0-recv",
+				labels: map[string]string{contract.LabelManagedBy: "dtnflow", contract.LabelJob: "calib", contract.LabelRole: "receiver", contract.LabelStripe: "0", contract.LabelPlanHash: "h"},
+				node:   "b1",
+				ports:  []corev1.ContainerPort{{Name: "receiver", ContainerPort: 47002, HostPort: 47002, Protocol: corev1.ProtocolTCP}},
+				args:   []string{"receive", "--stripe", "0", "--listen", ":47002", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret"},
+				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(900)},
+					Limits: corev1.ResourceList{corev1.ResourceCPU: cpu(900)}},
+				root: "/srv/b",
+			},
+		},
+		"probe sender before any plan: probe CPU, probe hash": {
+			plan: nil,
+			pod:  agentPod{Role: contract.RoleSender, Stripe: 0, Node: "a1", Endpoint: siteA, CoordinatorAddress: "10.0.0.1:47000", ReceiverAddress: "[fd00::2]:47000"},
+			want: want{
+				name:   "calib-s0-send",
+				labels: map[string]string{contract.LabelManagedBy: "dtnflow", contract.LabelJob: "calib", contract.LabelRole: "sender", contract.LabelStripe: "0", contract.LabelPlanHash: "probe"},
+				node:   "a1", readOnly: true,
+				args:      []string{"send", "--stripe", "0", "--coordinator", "10.0.0.1:47000", "--receiver", "[fd00::2]:47000", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret"},
+				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(250)}},
+				root:      "/srv/a",
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod := buildAgentPod(testJob(), tc.plan, tc.pod, opts)
+			w := tc.want
+			if pod.Name != w.name || pod.Namespace != "physics" {
+				t.Errorf("name = %s/%s, want physics/%s", pod.Namespace, pod.Name, w.name)
+			}
+			if d := cmp.Diff(w.labels, pod.Labels); d != "" {
+				t.Errorf("labels (-want +got):\n%s", d)
+			}
+			owner := metav1.GetControllerOf(pod)
+			if owner == nil || owner.Kind != "TransferJob" || owner.Name != "calib" || owner.UID != "job-uid" || !ptr.Deref(owner.BlockOwnerDeletion, false) {
+				t.Errorf("controller owner = %+v", owner)
+			}
+			if got := pinnedNode(pod); got != w.node {
+				t.Errorf("pinned to %q, want %q", got, w.node)
+			}
+			if pod.Spec.NodeName != "" {
+				t.Errorf("spec.nodeName = %q: pinning must leave scheduling to the scheduler", pod.Spec.NodeName)
+			}
+			if !pod.Spec.HostNetwork || pod.Spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+				t.Errorf("hostNetwork %v, dnsPolicy %s, restartPolicy %s", pod.Spec.HostNetwork, pod.Spec.DNSPolicy, pod.Spec.RestartPolicy)
+			}
+			if got := ptr.Deref(pod.Spec.AutomountServiceAccountToken, true); got != w.token || pod.Spec.ServiceAccountName != w.account {
+				t.Errorf("token %v account %q, want %v %q", got, pod.Spec.ServiceAccountName, w.token, w.account)
+			}
+			c := pod.Spec.Containers[0]
+			if c.Image != "dtnflow-agent:test" || c.ImagePullPolicy != corev1.PullNever {
+				t.Errorf("image %s %s", c.Image, c.ImagePullPolicy)
+			}
+			if d := cmp.Diff(w.args, c.Args); d != "" {
+				t.Errorf("args (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(w.ports, c.Ports); d != "" {
+				t.Errorf("ports (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(w.env, c.Env); d != "" {
+				t.Errorf("env (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(w.resources, c.Resources, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); d != "" {
+				t.Errorf("resources (-want +got):\n%s", d)
+			}
+			mounts := map[string]corev1.VolumeMount{}
+			for _, m := range c.VolumeMounts {
+				mounts[m.MountPath] = m
+			}
+			if m := mounts[contract.DataMountPath]; m.ReadOnly != w.readOnly {
+				t.Errorf("data mount read-only %v, want %v", m.ReadOnly, w.readOnly)
+			}
+			if m := mounts[contract.SecretMountPath]; !m.ReadOnly || m.Name == "" {
+				t.Errorf("secret mount %+v", m)
+			}
+			vols := map[string]corev1.Volume{}
+			for _, v := range pod.Spec.Volumes {
+				vols[v.Name] = v
+			}
+			if hp := vols[mounts[contract.DataMountPath].Name].HostPath; hp == nil || hp.Path != w.root || ptr.Deref(hp.Type, "") != corev1.HostPathDirectory {
+				t.Errorf("data volume %+v, want hostPath %s", vols[mounts[contract.DataMountPath].Name], w.root)
+			}
+			if s := vols[mounts[contract.SecretMountPath].Name].Secret; s == nil || s.SecretName != "calib-auth" {
+				t.Errorf("secret volume %+v", vols[mounts[contract.SecretMountPath].Name])
+			}
+			if got := pod.Annotations[contract.AnnotationDirective]; got != w.directive {
+				t.Errorf("directive annotation %q, want %q", got, w.directive)
+			}
+		})
+	}
+}
+
+func TestNodeAddress(t *testing.T) {
+	tests := map[string]struct {
+		addrs []corev1.NodeAddress
+		want  string
+		ok    bool
+	}{
+		"internal first": {[]corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "dtn1"}, {Type: corev1.NodeExternalIP, Address: "192.0.2.1"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}, "10.0.0.1", true},
+		"external next":  {[]corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "dtn1"}, {Type: corev1.NodeExternalIP, Address: "192.0.2.1"}}, "192.0.2.1", true},
+		"hostname last":  {[]corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "dtn1"}}, "dtn1", true},
+		"none":           {nil, "", false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, ok := nodeAddress(&corev1.Node{Status: corev1.NodeStatus{Addresses: tc.addrs}})
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("nodeAddress = %q, %v; want %q, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}

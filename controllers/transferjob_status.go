@@ -1,0 +1,199 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/optimizer"
+)
+
+// Small pure functions that derive a TransferJob's status from what was observed; each
+// has its own table test. The reconciler calls them; none reads or writes the API.
+
+// maxReplans is how many re-plans status.replans keeps (the API's bound).
+const maxReplans = 32
+
+// maxSamples is how many probe samples status.samples keeps (the API's bound).
+const maxSamples = 64
+
+// setCondition sets a condition of the job's status, keeping its transition time when
+// its status did not change.
+func setCondition(st *dtnflowv1alpha1.TransferJobStatus, generation int64, now metav1.Time, typ string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: generation, LastTransitionTime: now,
+	})
+}
+
+// clearCondition sets a condition to False, when it exists or when it is one whose False
+// says something (a job that never probed has no Probing condition to clear).
+func clearCondition(st *dtnflowv1alpha1.TransferJobStatus, generation int64, now metav1.Time, typ, reason, message string) {
+	if meta.FindStatusCondition(st.Conditions, typ) == nil {
+		return
+	}
+	setCondition(st, generation, now, typ, metav1.ConditionFalse, reason, message)
+}
+
+// stateOf summarises the conditions in one word for `kubectl get`.
+func stateOf(conditions []metav1.Condition) dtnflowv1alpha1.TransferState {
+	is := func(t string) bool { return meta.IsStatusConditionTrue(conditions, t) }
+	switch {
+	case is(dtnflowv1alpha1.ConditionFailed):
+		return dtnflowv1alpha1.StateFailed
+	case is(dtnflowv1alpha1.ConditionComplete):
+		return dtnflowv1alpha1.StateComplete
+	case is(dtnflowv1alpha1.ConditionSuspended):
+		return dtnflowv1alpha1.StateSuspended
+	case is(dtnflowv1alpha1.ConditionTransferring):
+		return dtnflowv1alpha1.StateTransferring
+	case is(dtnflowv1alpha1.ConditionProbing):
+		return dtnflowv1alpha1.StateProbing
+	}
+	return dtnflowv1alpha1.StatePending
+}
+
+// finished says whether the job has ended, complete or failed.
+func finished(st *dtnflowv1alpha1.TransferJobStatus) bool {
+	return meta.IsStatusConditionTrue(st.Conditions, dtnflowv1alpha1.ConditionComplete) ||
+		meta.IsStatusConditionTrue(st.Conditions, dtnflowv1alpha1.ConditionFailed)
+}
+
+// progressFrom is the job's progress after a report: totals and counts from the report,
+// the rate of the latest interval, the average since the job started and the ETA at
+// the current rate. Without a report (a coordinator replaced, a suspended job) the
+// previous progress stands with no current rate.
+func progressFrom(prev *dtnflowv1alpha1.TransferProgress, rep *contract.Report, start *metav1.Time, now time.Time) *dtnflowv1alpha1.TransferProgress {
+	p := dtnflowv1alpha1.TransferProgress{}
+	if prev != nil {
+		p = *prev.DeepCopy()
+	}
+	if rep == nil {
+		p.CurrentBitsPerSecond = 0
+	} else {
+		// A replaced coordinator counts from its receivers' journals and may report
+		// less for a moment than was already verified; verified bytes never go back.
+		p.BytesDone = max(p.BytesDone, rep.BytesDone)
+		p.FilesDone = max(p.FilesDone, rep.FilesDone)
+		if rep.BytesTotal > 0 || rep.FilesTotal > 0 {
+			p.BytesTotal, p.FilesTotal = rep.BytesTotal, rep.FilesTotal
+		}
+		p.CurrentBitsPerSecond = max(rep.BitsPerSecond, 0)
+		if !rep.Time.IsZero() {
+			t := metav1.NewTime(rep.Time)
+			p.LastUpdateTime = &t
+		}
+	}
+	p.Percent = percent(p.BytesDone, p.BytesTotal)
+	if start != nil && now.After(start.Time) {
+		p.AverageBitsPerSecond = int64(float64(p.BytesDone) * 8 / now.Sub(start.Time).Seconds())
+	}
+	p.Rate = formatRate(p.CurrentBitsPerSecond)
+	p.ETASeconds, p.ETA = eta(p.BytesTotal-p.BytesDone, p.CurrentBitsPerSecond)
+	return &p
+}
+
+// percent is done as a percentage of total, rounded down; 100 only when done.
+func percent(done, total int64) int32 {
+	switch {
+	case total <= 0:
+		return 0
+	case done >= total:
+		return 100
+	}
+	return int32(float64(done) * 100 / float64(total))
+}
+
+// formatRate writes bits per second for people, for example "941 Mbit/s".
+func formatRate(bps int64) string { return optimizer.FormatBitsPerSecond(float64(bps)) }
+
+// eta is the time left to move remaining bytes at bps, in seconds and for people
+// ("3m20s"); nil and "" when the rate is zero and nothing can be promised.
+func eta(remainingBytes, bps int64) (*int64, string) {
+	if remainingBytes <= 0 {
+		zero := int64(0)
+		return &zero, "0s"
+	}
+	if bps <= 0 {
+		return nil, ""
+	}
+	secs := int64(float64(remainingBytes) * 8 / float64(bps))
+	if float64(remainingBytes)*8/float64(bps) > float64(secs) {
+		secs++ // round up: an ETA that promises less than it takes is worse
+	}
+	return &secs, (time.Duration(secs) * time.Second).String()
+}
+
+// appendReplan records a change of plan, keeping the newest maxReplans.
+func appendReplan(list []dtnflowv1alpha1.Replan, r dtnflowv1alpha1.Replan) []dtnflowv1alpha1.Replan {
+	list = append(list, r)
+	if len(list) > maxReplans {
+		list = append([]dtnflowv1alpha1.Replan(nil), list[len(list)-maxReplans:]...)
+	}
+	return list
+}
+
+// shapeOf is the part of a plan a re-plan changes.
+func shapeOf(plan *dtnflowv1alpha1.TransferPlan) dtnflowv1alpha1.PlanShape {
+	if plan == nil {
+		return dtnflowv1alpha1.PlanShape{}
+	}
+	return dtnflowv1alpha1.PlanShape{
+		Nodes:            int32(len(plan.SourceNodes)),
+		Stripes:          stripeCount(plan),
+		StreamsPerStripe: plan.StreamsPerStripe,
+	}
+}
+
+// stripeCount is the number of stripes of a plan: source nodes × stripes per node.
+func stripeCount(plan *dtnflowv1alpha1.TransferPlan) int32 {
+	if plan == nil {
+		return 0
+	}
+	return int32(len(plan.SourceNodes)) * plan.StripesPerNode
+}
+
+// samplesFromReport merges the report's probe samples into the job's, oldest first,
+// keeping the newest maxSamples; a sample already recorded (same time, streams and
+// buffer) is not added twice.
+func samplesFromReport(prev []dtnflowv1alpha1.ProbeSample, rep []contract.Sample) []dtnflowv1alpha1.ProbeSample {
+	type key struct {
+		t       int64
+		streams int32
+		buffer  int64
+	}
+	seen := map[key]bool{}
+	out := append([]dtnflowv1alpha1.ProbeSample(nil), prev...)
+	for _, s := range prev {
+		var t int64
+		if s.Time != nil {
+			t = s.Time.Unix()
+		}
+		seen[key{t, s.Streams, s.BufferBytes}] = true
+	}
+	for _, s := range rep {
+		k := key{s.Time.Unix(), s.Streams, s.BufferBytes}
+		if seen[k] || s.Streams < 1 || s.BitsPerSecond < 0 {
+			continue
+		}
+		seen[k] = true
+		t := metav1.NewTime(s.Time)
+		out = append(out, dtnflowv1alpha1.ProbeSample{
+			Streams: s.Streams, BufferBytes: max(s.BufferBytes, 0), BitsPerSecond: s.BitsPerSecond,
+			SourceMillicores: max(s.SourceMillicores, 0), DestinationMillicores: max(s.DestinationMillicores, 0), Time: &t,
+		})
+	}
+	if len(out) > maxSamples {
+		out = out[len(out)-maxSamples:]
+	}
+	return out
+}
+
+// describeShape writes a plan shape for people.
+func describeShape(s dtnflowv1alpha1.PlanShape) string {
+	return fmt.Sprintf("%d node(s) × %d stripe(s) × %d stream(s)", s.Nodes, s.Stripes, s.StreamsPerStripe)
+}

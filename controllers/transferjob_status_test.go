@@ -1,0 +1,161 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+)
+
+func TestStateOf(t *testing.T) {
+	c := func(typ string, s metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: s}
+	}
+	tests := map[string]struct {
+		conds []metav1.Condition
+		want  dtnflowv1alpha1.TransferState
+	}{
+		"new job":                   {nil, dtnflowv1alpha1.StatePending},
+		"blocked":                   {[]metav1.Condition{c("Planned", metav1.ConditionFalse)}, dtnflowv1alpha1.StatePending},
+		"probing":                   {[]metav1.Condition{c("Probing", metav1.ConditionTrue)}, dtnflowv1alpha1.StateProbing},
+		"transferring":              {[]metav1.Condition{c("Probing", metav1.ConditionFalse), c("Transferring", metav1.ConditionTrue)}, dtnflowv1alpha1.StateTransferring},
+		"suspended over transfer":   {[]metav1.Condition{c("Transferring", metav1.ConditionTrue), c("Suspended", metav1.ConditionTrue)}, dtnflowv1alpha1.StateSuspended},
+		"resumed":                   {[]metav1.Condition{c("Transferring", metav1.ConditionTrue), c("Suspended", metav1.ConditionFalse)}, dtnflowv1alpha1.StateTransferring},
+		"complete":                  {[]metav1.Condition{c("Transferring", metav1.ConditionFalse), c("Complete", metav1.ConditionTrue)}, dtnflowv1alpha1.StateComplete},
+		"failed wins over all else": {[]metav1.Condition{c("Complete", metav1.ConditionTrue), c("Failed", metav1.ConditionTrue)}, dtnflowv1alpha1.StateFailed},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := stateOf(tc.conds); got != tc.want {
+				t.Errorf("stateOf = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestProgressFrom(t *testing.T) {
+	start := metav1.NewTime(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	now := start.Add(100 * time.Second)
+	reported := start.Add(99 * time.Second)
+	tests := map[string]struct {
+		prev *dtnflowv1alpha1.TransferProgress
+		rep  *contract.Report
+		want dtnflowv1alpha1.TransferProgress
+	}{
+		"first report": {
+			rep: &contract.Report{Time: reported, BytesDone: 1_000_000_000, BytesTotal: 4_000_000_000, FilesDone: 10, FilesTotal: 40, BitsPerSecond: 941_000_000},
+			want: dtnflowv1alpha1.TransferProgress{BytesDone: 1_000_000_000, BytesTotal: 4_000_000_000, FilesDone: 10, FilesTotal: 40, Percent: 25,
+				CurrentBitsPerSecond: 941_000_000, AverageBitsPerSecond: 80_000_000, Rate: "941 Mbit/s",
+				ETASeconds: ptr.To[int64](26), ETA: "26s", LastUpdateTime: &metav1.Time{Time: reported}},
+		},
+		"ETA for people": {
+			rep: &contract.Report{Time: reported, BytesDone: 0, BytesTotal: 25_000_000_000, BitsPerSecond: 1_000_000_000},
+			want: dtnflowv1alpha1.TransferProgress{BytesTotal: 25_000_000_000, CurrentBitsPerSecond: 1e9, Rate: "1 Gbit/s",
+				ETASeconds: ptr.To[int64](200), ETA: "3m20s", LastUpdateTime: &metav1.Time{Time: reported}},
+		},
+		"percent rounds down, never 100 before done": {
+			rep: &contract.Report{Time: reported, BytesDone: 999, BytesTotal: 1000, BitsPerSecond: 8},
+			want: dtnflowv1alpha1.TransferProgress{BytesDone: 999, BytesTotal: 1000, Percent: 99, CurrentBitsPerSecond: 8, AverageBitsPerSecond: 79, Rate: "8 bit/s",
+				ETASeconds: ptr.To[int64](1), ETA: "1s", LastUpdateTime: &metav1.Time{Time: reported}},
+		},
+		"a replaced coordinator reporting less does not move progress back": {
+			prev: &dtnflowv1alpha1.TransferProgress{BytesDone: 3000, BytesTotal: 4000, FilesDone: 3, FilesTotal: 4},
+			rep:  &contract.Report{Time: reported, BytesDone: 1000, BytesTotal: 4000, FilesDone: 1, FilesTotal: 4, BitsPerSecond: 0},
+			want: dtnflowv1alpha1.TransferProgress{BytesDone: 3000, BytesTotal: 4000, FilesDone: 3, FilesTotal: 4, Percent: 75, AverageBitsPerSecond: 240,
+				Rate: "0 bit/s", LastUpdateTime: &metav1.Time{Time: reported}},
+		},
+		"no report (suspended): no current rate, no ETA": {
+			prev: &dtnflowv1alpha1.TransferProgress{BytesDone: 500, BytesTotal: 1000, CurrentBitsPerSecond: 1e9, Rate: "1 Gbit/s", ETASeconds: ptr.To[int64](1), ETA: "1s"},
+			want: dtnflowv1alpha1.TransferProgress{BytesDone: 500, BytesTotal: 1000, Percent: 50, AverageBitsPerSecond: 40, Rate: "0 bit/s"},
+		},
+		"done": {
+			rep: &contract.Report{Time: reported, BytesDone: 1000, BytesTotal: 1000, FilesDone: 1, FilesTotal: 1},
+			want: dtnflowv1alpha1.TransferProgress{BytesDone: 1000, BytesTotal: 1000, FilesDone: 1, FilesTotal: 1, Percent: 100, AverageBitsPerSecond: 80,
+				Rate: "0 bit/s", ETASeconds: ptr.To[int64](0), ETA: "0s", LastUpdateTime: &metav1.Time{Time: reported}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := progressFrom(tc.prev, tc.rep, &start, now)
+			if d := cmp.Diff(tc.want, *got); d != "" {
+				t.Errorf("progress (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestAppendReplanKeepsNewest(t *testing.T) {
+	var list []dtnflowv1alpha1.Replan
+	for i := range 40 {
+		list = appendReplan(list, dtnflowv1alpha1.Replan{Reason: "R", To: dtnflowv1alpha1.PlanShape{Stripes: int32(i)}})
+	}
+	if len(list) != maxReplans || list[0].To.Stripes != 8 || list[len(list)-1].To.Stripes != 39 {
+		t.Errorf("kept %d replans from %d to %d", len(list), list[0].To.Stripes, list[len(list)-1].To.Stripes)
+	}
+}
+
+func TestSamplesFromReport(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rep := []contract.Sample{
+		{Streams: 1, BitsPerSecond: 900e6, SourceMillicores: 300, DestinationMillicores: 500, Time: t0},
+		{Streams: 2, BitsPerSecond: 950e6, Time: t0.Add(5 * time.Second)},
+	}
+	first := samplesFromReport(nil, rep[:1])
+	again := samplesFromReport(first, rep) // the next report repeats the first sample
+	if len(first) != 1 || len(again) != 2 || again[1].Streams != 2 || again[0].DestinationMillicores != 500 {
+		t.Errorf("samples: %+v then %+v", first, again)
+	}
+	var many []contract.Sample
+	for i := range 70 {
+		many = append(many, contract.Sample{Streams: 1, BitsPerSecond: 1, Time: t0.Add(time.Duration(i) * time.Second)})
+	}
+	if got := samplesFromReport(nil, many); len(got) != maxSamples || !got[0].Time.Time.Equal(t0.Add(6*time.Second)) {
+		t.Errorf("kept %d samples from %v", len(got), got[0].Time)
+	}
+}
+
+func TestStripeState(t *testing.T) {
+	pod := func(phase corev1.PodPhase) *corev1.Pod { return &corev1.Pod{Status: corev1.PodStatus{Phase: phase}} }
+	tests := map[string]struct {
+		pods []*corev1.Pod
+		want dtnflowv1alpha1.StripeState
+	}{
+		"not created yet":   {[]*corev1.Pod{nil, pod(corev1.PodRunning)}, dtnflowv1alpha1.StripePending},
+		"scheduling":        {[]*corev1.Pod{pod(corev1.PodPending), pod(corev1.PodRunning)}, dtnflowv1alpha1.StripePending},
+		"both running":      {[]*corev1.Pod{pod(corev1.PodRunning), pod(corev1.PodRunning)}, dtnflowv1alpha1.StripeRunning},
+		"external receiver": {[]*corev1.Pod{pod(corev1.PodRunning)}, dtnflowv1alpha1.StripeRunning},
+		"one failed":        {[]*corev1.Pod{pod(corev1.PodRunning), pod(corev1.PodFailed)}, dtnflowv1alpha1.StripeFailed},
+		"sender done first": {[]*corev1.Pod{pod(corev1.PodSucceeded), pod(corev1.PodRunning)}, dtnflowv1alpha1.StripeRunning},
+		"both done":         {[]*corev1.Pod{pod(corev1.PodSucceeded), pod(corev1.PodSucceeded)}, dtnflowv1alpha1.StripeSucceeded},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := stripeState(tc.pods); got != tc.want {
+				t.Errorf("stripeState = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlanHashFollowsTuning(t *testing.T) {
+	job := testJob()
+	plan := &dtnflowv1alpha1.TransferPlan{SourceNodes: []string{"a1"}, StripesPerNode: 2, StreamsPerStripe: 4}
+	stampPlanHash(plan, job)
+	if plan.Hash != planHash(plan, job) || len(plan.Hash) != 16 {
+		t.Fatalf("stamped hash %q does not verify", plan.Hash)
+	}
+	job.Spec.Suspend = true
+	if plan.Hash != planHash(plan, job) {
+		t.Errorf("suspend changed the plan hash")
+	}
+	job.Spec.Tuning.Limits = &dtnflowv1alpha1.TuningLimits{MaxStripesPerNode: ptr.To[int32](1)}
+	if plan.Hash == planHash(plan, job) {
+		t.Errorf("a limit change left the plan hash as it was")
+	}
+}
