@@ -1,0 +1,382 @@
+// Package chart tests charts/dtnflow without a cluster: helm lint and template, that
+// every value is documented, that the CRDs and RBAC rules are the generated ones, that
+// the rules stay least-privilege, and that every rendered object is accepted by a real
+// kube-apiserver (server-side dry-run on the API server envtest starts from
+// KUBEBUILDER_ASSETS, which `make test-e2e` sets).
+package chart
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dtnflow/dtnflow/test/e2e/framework"
+)
+
+const namespace = "dtnflow-system"
+
+// valueSets are the configurations every test renders: the defaults, the local
+// cluster's, and the switches that change which objects exist.
+var valueSets = map[string][]string{
+	"defaults":              nil,
+	"local cluster":         {"--values", filepath.Join(framework.RepoRoot(), "hack", "cluster", "values-local.yaml"), "--set", "apiServer.host=10.77.0.2"},
+	"metrics off":           {"--set", "metrics.enabled=false"},
+	"insecure metrics":      {"--set", "metrics.secure=false"},
+	"existing account":      {"--set", "serviceAccount.create=false", "--set", "serviceAccount.name=dtnflow-sa"},
+	"two replicas":          {"--set", "manager.replicas=2"},
+	"scheduling and extras": {"--set", "manager.nodeSelector.dtn=yes", "--set", "manager.tolerations[0].operator=Exists", "--set", "manager.extraArgs[0]=--foo", "--set", "manager.extraEnv[0].name=A", "--set", "manager.extraEnv[0].value=b", "--set", "imagePullSecrets[0].name=reg"},
+}
+
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := framework.HelmBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	if s := stderr.String(); strings.Contains(strings.ToLower(s), "warn") {
+		t.Errorf("helm %s warned:\n%s", strings.Join(args, " "), s)
+	}
+	return stdout.String()
+}
+
+// render runs helm template with the given values and decodes every object.
+func render(t *testing.T, includeCRDs bool, values ...string) []*unstructured.Unstructured {
+	t.Helper()
+	args := []string{"template", framework.ReleaseName, framework.ChartDir(), "--namespace", namespace}
+	if includeCRDs {
+		args = append(args, "--include-crds")
+	}
+	out := helm(t, append(args, values...)...)
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding helm template output: %v", err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	if len(objs) == 0 {
+		t.Fatal("helm template rendered nothing")
+	}
+	return objs
+}
+
+func TestLint(t *testing.T) {
+	for name, values := range valueSets {
+		t.Run(name, func(t *testing.T) {
+			out := helm(t, append([]string{"lint", "--strict", framework.ChartDir()}, values...)...)
+			if !strings.Contains(out, "0 chart(s) failed") {
+				t.Errorf("helm lint:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestRenderedObjects checks what each configuration renders: the objects that must be
+// there, in the release namespace, and the manager's flags, probes and images.
+func TestRenderedObjects(t *testing.T) {
+	for name, values := range valueSets {
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, false, values...)
+			kinds := map[string]*unstructured.Unstructured{}
+			for _, o := range objs {
+				kinds[o.GetKind()+"/"+o.GetName()] = o
+				if o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetNamespace() != namespace {
+					t.Errorf("%s %s is in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), namespace)
+				}
+				if o.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" {
+					t.Errorf("%s %s has no app.kubernetes.io/managed-by label", o.GetKind(), o.GetName())
+				}
+			}
+			deploy := kinds["Deployment/dtnflow-manager"]
+			if deploy == nil {
+				t.Fatalf("no Deployment dtnflow-manager among %v", keys(kinds))
+			}
+			containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+			manager := containers[0].(map[string]any)
+			args := fmt.Sprint(manager["args"])
+			for _, want := range []string{"--leader-elect=true", "--health-probe-bind-address=:8081", "--agent-image=", "--agent-image-pull-policy="} {
+				if !strings.Contains(args, want) {
+					t.Errorf("manager args %s lack %s", args, want)
+				}
+			}
+			for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+				if manager[probe] == nil {
+					t.Errorf("manager has no %s", probe)
+				}
+			}
+			_, metricsService := kinds["Service/dtnflow-metrics"]
+			wantMetrics := name != "metrics off"
+			if metricsService != wantMetrics {
+				t.Errorf("metrics Service rendered: %v, want %v", metricsService, wantMetrics)
+			}
+			if wantMetrics && !strings.Contains(args, "--metrics-bind-address=:8443") {
+				t.Errorf("manager args %s do not serve metrics", args)
+			}
+			_, account := kinds["ServiceAccount/dtnflow"]
+			if account != (name != "existing account") {
+				t.Errorf("ServiceAccount rendered: %v in %q", account, name)
+			}
+			env := fmt.Sprint(manager["env"])
+			if name == "local cluster" {
+				for _, want := range []string{"KUBERNETES_SERVICE_HOST value:10.77.0.2", "KUBERNETES_SERVICE_PORT value:6443"} {
+					if !strings.Contains(env, want) {
+						t.Errorf("manager env %s lacks %s", env, want)
+					}
+				}
+				if hn, _, _ := unstructured.NestedBool(deploy.Object, "spec", "template", "spec", "hostNetwork"); !hn {
+					t.Error("the local cluster's manager is not on the host network")
+				}
+				if !strings.Contains(args, "--agent-api-server-host=10.77.0.2") {
+					t.Errorf("manager args %s do not hand the API server's address on to the agents", args)
+				}
+			} else if strings.Contains(env, "KUBERNETES_SERVICE_HOST") {
+				t.Errorf("manager env %s overrides the API server on a normal cluster", env)
+			}
+		})
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestValuesDocumented checks that every value in values.yaml has a `# --` comment,
+// on itself or on the map it belongs to, so `helm show values` explains everything.
+func TestValuesDocumented(t *testing.T) {
+	f, err := os.Open(filepath.Join(framework.ChartDir(), "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	key := regexp.MustCompile(`^(\s*)([A-Za-z0-9_]+):(.*)$`)
+	type level struct {
+		indent     int
+		documented bool
+	}
+	var stack []level
+	documentedNext := false
+	scanner := bufio.NewScanner(f)
+	n, checked := 0, 0
+	for scanner.Scan() {
+		n++
+		line := scanner.Text()
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(trimmed, "# --"):
+			documentedNext = true
+			continue
+		case strings.HasPrefix(trimmed, "#") || trimmed == "" || strings.HasPrefix(trimmed, "-"):
+			continue
+		}
+		m := key.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		indent := len(m[1])
+		for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
+			stack = stack[:len(stack)-1]
+		}
+		documented := documentedNext
+		for _, l := range stack {
+			documented = documented || l.documented
+		}
+		documentedNext = false
+		isMap := strings.TrimSpace(m[3]) == ""
+		if !isMap {
+			checked++
+			if !documented {
+				t.Errorf("values.yaml:%d: %s has no '# --' comment (nor has the map it is in)", n, strings.TrimSpace(m[2]))
+			}
+		}
+		stack = append(stack, level{indent: indent, documented: documented})
+	}
+	if checked < 20 {
+		t.Fatalf("checked only %d values: is values.yaml parsed right?", checked)
+	}
+}
+
+// TestGeneratedFilesAreCopies checks that the chart's CRDs and the manager's rules are
+// exactly what `make manifests` generated (make chart-sync copies them).
+func TestGeneratedFilesAreCopies(t *testing.T) {
+	root := framework.RepoRoot()
+	bases, _ := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	copies, _ := filepath.Glob(filepath.Join(framework.ChartDir(), "crds", "*.yaml"))
+	if len(bases) == 0 || len(bases) != len(copies) {
+		t.Fatalf("config/crd/bases has %d CRDs, charts/dtnflow/crds %d: run make chart-sync", len(bases), len(copies))
+	}
+	for _, b := range bases {
+		want, _ := os.ReadFile(b)
+		got, err := os.ReadFile(filepath.Join(framework.ChartDir(), "crds", filepath.Base(b)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("charts/dtnflow/crds/%s differs from config/crd/bases: run make chart-sync", filepath.Base(b))
+		}
+	}
+	generated := filepath.Join(root, "config", "rbac", "role.yaml")
+	want, err := os.ReadFile(generated)
+	if os.IsNotExist(err) {
+		t.Skip("config/rbac/role.yaml is not generated yet (make manifests)")
+	}
+	got, _ := os.ReadFile(filepath.Join(framework.ChartDir(), "files", "manager-role.yaml"))
+	if !bytes.Equal(got, want) {
+		t.Error("charts/dtnflow/files/manager-role.yaml differs from config/rbac/role.yaml: run make chart-sync")
+	}
+}
+
+// TestLeastPrivilege checks the rules the chart grants: no wildcards, no way to gain
+// more rights (escalate, bind, impersonate), no writes to nodes or namespaces, secrets
+// only created and deleted for jobs, and nothing cluster-wide beyond the manager's
+// ClusterRole and the metrics' TokenReview/SubjectAccessReview.
+func TestLeastPrivilege(t *testing.T) {
+	forbiddenVerbs := map[string]bool{"*": true, "escalate": true, "bind": true, "impersonate": true}
+	for _, o := range render(t, false) {
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+			continue
+		}
+		var role rbacv1.ClusterRole
+		b, _ := o.MarshalJSON()
+		if err := yaml.Unmarshal(b, &role); err != nil {
+			t.Fatal(err)
+		}
+		for _, rule := range role.Rules {
+			for _, v := range rule.Verbs {
+				if forbiddenVerbs[v] {
+					t.Errorf("%s %s grants verb %q: %+v", o.GetKind(), o.GetName(), v, rule)
+				}
+			}
+			for _, r := range append(append([]string{}, rule.Resources...), rule.APIGroups...) {
+				if r == "*" {
+					t.Errorf("%s %s has a wildcard: %+v", o.GetKind(), o.GetName(), rule)
+				}
+			}
+			for _, r := range rule.Resources {
+				writes := hasAny(rule.Verbs, "create", "update", "patch", "delete", "deletecollection")
+				switch {
+				case (r == "nodes" || r == "namespaces") && writes:
+					t.Errorf("%s %s may change %s: %+v", o.GetKind(), o.GetName(), r, rule)
+				case r == "secrets" && hasAny(rule.Verbs, "update", "patch", "deletecollection"):
+					t.Errorf("%s %s may rewrite secrets: %+v", o.GetKind(), o.GetName(), rule)
+				case r == "transferjobs" && hasAny(rule.Verbs, "create", "update", "patch"):
+					t.Errorf("%s %s may change users' TransferJob specs: %+v", o.GetKind(), o.GetName(), rule)
+				}
+			}
+		}
+	}
+}
+
+func hasAny(list []string, want ...string) bool {
+	for _, l := range list {
+		for _, w := range want {
+			if l == w {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestServerSideDryRun sends every object each configuration renders, CRDs included,
+// to a real kube-apiserver as a server-side apply with dryRun=All: the API server
+// validates them against its schemas (and the RBAC rules against escalation) without
+// keeping anything.
+func TestServerSideDryRun(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run 'make test-e2e', which builds kube-apiserver and etcd into .cache and sets it")
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting kube-apiserver: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	disc := discovery.NewDiscoveryClientForConfigOrDie(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": namespace}}}
+	if _, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(disc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	for name, values := range valueSets {
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, true, values...)
+			crds := 0
+			for _, o := range objs {
+				gvk := o.GroupVersionKind()
+				mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+				if err != nil {
+					t.Errorf("%s %s: the API server does not serve %s: %v", gvk.Kind, o.GetName(), gvk, err)
+					continue
+				}
+				var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+				if mapping.Scope.Name() == "namespace" {
+					ri = dyn.Resource(mapping.Resource).Namespace(o.GetNamespace())
+				}
+				b, _ := o.MarshalJSON()
+				if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, b, metav1.PatchOptions{
+					FieldManager: "dtnflow-chart-test", DryRun: []string{metav1.DryRunAll}, Force: ptrTo(true),
+				}); err != nil {
+					t.Errorf("server-side dry-run of %s %s/%s refused: %v", gvk.Kind, o.GetNamespace(), o.GetName(), err)
+				}
+				if gvk.Kind == "CustomResourceDefinition" {
+					crds++
+				}
+			}
+			if crds != 3 {
+				t.Errorf("the chart installs %d CRDs, want 3 (TransferJob, TransferEndpoint, PathProfile)", crds)
+			}
+		})
+	}
+	// dry-run kept nothing
+	list, err := dyn.Resource(schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=dtnflow"})
+	if err != nil || len(list.Items) != 0 {
+		t.Errorf("after dry-runs the API server holds %d dtnflow ClusterRoles (err %v), want none", len(list.Items), err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,216 @@
+// Package framework drives the local two-site cluster of hack/cluster from Go tests: it
+// starts and stops it through the same scripts `make demo` uses, reads what they
+// recorded in cluster.json, installs dtnflow with Helm, and changes the emulated WAN
+// while jobs run. The scripts own the cluster's lifecycle (so that `make demo-down`
+// and a crashed test clean up the same way); this package only reads their state.
+package framework
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/test/wanem"
+)
+
+// Node is one node of a site, as hack/cluster/up.sh made it.
+type Node struct {
+	Name         string `json:"name"`
+	IP           string `json:"ip"`
+	ManagementIP string `json:"managementIP"`
+	Netns        string `json:"netns"`
+	CgroupParent string `json:"cgroupParent"`
+}
+
+// Site is one of the two DTN sites.
+type Site struct {
+	Name             string `json:"name"`
+	Storage          string `json:"storage"`
+	NICBitsPerSecond int64  `json:"nicBitsPerSecond"`
+	CPUMillicores    int64  `json:"cpuMillicores"`
+	RouterNetns      string `json:"routerNetns"`
+	LAN              string `json:"lan"`
+	Nodes            []Node `json:"nodes"`
+}
+
+// WAN is the emulated link between the sites' routers.
+type WAN struct {
+	Mode              string  `json:"mode"`
+	RateBitsPerSecond int64   `json:"rateBitsPerSecond"`
+	DelayMillis       int64   `json:"delayMillis"`
+	Loss              float64 `json:"loss"`
+	Control           string  `json:"control"`
+}
+
+// Cluster is a running local cluster: cluster.json plus clients.
+type Cluster struct {
+	Dir        string `json:"dir"`
+	Kubeconfig string `json:"kubeconfig"`
+	KubectlBin string `json:"kubectl"`
+	APIServer  struct {
+		Host string `json:"host"`
+		Port int    `json:"port"`
+	} `json:"apiServer"`
+	Sites      []Site `json:"sites"`
+	WAN        WAN    `json:"wan"`
+	AgentPorts struct {
+		First int32 `json:"first"`
+		Last  int32 `json:"last"`
+	} `json:"agentPorts"`
+	Images struct {
+		Pause   string `json:"pause"`
+		Manager string `json:"manager"`
+		Agent   string `json:"agent"`
+	} `json:"images"`
+	Endpoints string `json:"endpoints"`
+
+	Config    *rest.Config         `json:"-"`
+	Client    client.Client        `json:"-"`
+	Clientset kubernetes.Interface `json:"-"`
+}
+
+// RepoRoot is the repository's top folder.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// Dir is the cluster's state folder: $DTN_CLUSTER_DIR or .local-cluster.
+func Dir() string {
+	if d := os.Getenv("DTN_CLUSTER_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(RepoRoot(), ".local-cluster")
+}
+
+// Up starts the cluster with hack/cluster/up.sh (which takes down what a previous run
+// left first) and loads it. The script's output goes to log. On failure the script has
+// already removed what it started.
+func Up(ctx context.Context, log io.Writer) (*Cluster, error) {
+	if err := script(ctx, log, "hack/cluster/up.sh"); err != nil {
+		return nil, fmt.Errorf("starting the local cluster: %w", err)
+	}
+	return Load(Dir())
+}
+
+// Down removes everything the cluster started (hack/cluster/down.sh) and fails when
+// anything is left behind.
+func Down(ctx context.Context, log io.Writer) error {
+	return script(ctx, log, "hack/cluster/down.sh")
+}
+
+func script(ctx context.Context, log io.Writer, path string, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(RepoRoot(), path), args...)
+	cmd.Env = append(os.Environ(), "DTN_CLUSTER_DIR="+Dir())
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.WaitDelay = 10 * time.Second
+	return cmd.Run()
+}
+
+// Scheme has the built-in types and dtnflow's.
+func Scheme() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := dtnflowv1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Load reads a running cluster's cluster.json and builds its clients.
+func Load(dir string) (*Cluster, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		return nil, fmt.Errorf("no running local cluster in %s (run hack/cluster/up.sh or make cluster-up): %w", dir, err)
+	}
+	c := &Cluster{}
+	if err := json.Unmarshal(b, c); err != nil {
+		return nil, fmt.Errorf("%s/cluster.json: %w", dir, err)
+	}
+	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
+		return nil, err
+	}
+	c.Config.QPS, c.Config.Burst = 50, 100
+	if c.Client, err = client.New(c.Config, client.Options{Scheme: Scheme()}); err != nil {
+		return nil, err
+	}
+	if c.Clientset, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Site returns the site of that name; it panics on a name the cluster does not have,
+// which is a bug in the test.
+func (c *Cluster) Site(name string) *Site {
+	for i := range c.Sites {
+		if c.Sites[i].Name == name {
+			return &c.Sites[i]
+		}
+	}
+	panic("no site " + name)
+}
+
+// Source and Destination are the two sites in the order the tests move data.
+func (c *Cluster) Source() *Site      { return &c.Sites[0] }
+func (c *Cluster) Destination() *Site { return &c.Sites[1] }
+
+// Kubectl runs kubectl against the cluster and returns its standard output.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.KubectlBin, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// SetWANRate changes the bottleneck rate of the WAN, both ways, while it runs.
+func (c *Cluster) SetWANRate(ctx context.Context, bitsPerSecond int64) error {
+	if c.WAN.Mode != "wanem" {
+		cmd := exec.CommandContext(ctx, filepath.Join(RepoRoot(), "hack/cluster/wan.sh"), "set", "--rate", fmt.Sprint(bitsPerSecond))
+		cmd.Env = append(os.Environ(), "DTN_CLUSTER_DIR="+c.Dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("wan.sh set: %w: %s", err, out)
+		}
+		c.WAN.RateBitsPerSecond = bitsPerSecond
+		return nil
+	}
+	cfg, err := wanem.NewControlClient(c.WAN.Control).Update(ctx,
+		map[string]any{"both": map[string]any{"rateBitsPerSecond": bitsPerSecond}})
+	if err != nil {
+		return fmt.Errorf("setting the WAN rate to %d bit/s: %w", bitsPerSecond, err)
+	}
+	if cfg.AtoB.RateBitsPerSecond != bitsPerSecond || cfg.BtoA.RateBitsPerSecond != bitsPerSecond {
+		return fmt.Errorf("the WAN emulator kept %d/%d bit/s after asking for %d", cfg.AtoB.RateBitsPerSecond, cfg.BtoA.RateBitsPerSecond, bitsPerSecond)
+	}
+	c.WAN.RateBitsPerSecond = bitsPerSecond
+	return nil
+}
+
+// WANStats are the emulator's counters (wanem mode only).
+func (c *Cluster) WANStats(ctx context.Context) (wanem.Stats, error) {
+	if c.WAN.Mode != "wanem" {
+		return wanem.Stats{}, fmt.Errorf("WAN mode %s has no counters", c.WAN.Mode)
+	}
+	return wanem.NewControlClient(c.WAN.Control).Stats(ctx)
+}

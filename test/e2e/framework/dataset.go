@@ -1,0 +1,168 @@
+package framework
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// File is one file of a generated dataset, by path relative to the dataset's folder.
+type File struct {
+	Path string
+	Size int64
+}
+
+// DatasetSpec describes a mixed dataset: a few large files, some medium ones and many
+// small ones spread over nested folders, plus empty files — the shapes whose size
+// classes the planner treats differently (Arslan & Kosar).
+type DatasetSpec struct {
+	// Seed makes the names, sizes and contents repeatable.
+	Seed uint64
+	// Large files of LargeBytes each (one byte more for every other one, so that no
+	// size is a round number of blocks).
+	Large      int
+	LargeBytes int64
+	// Medium files of 1–8 MiB.
+	Medium int
+	// Small files of 1 KiB – 256 KiB, log-uniform.
+	Small int
+	// Empty files.
+	Empty int
+}
+
+// Files lists the dataset's files.
+func (s DatasetSpec) Files() []File {
+	r := rand.New(rand.NewPCG(s.Seed, 0x5eed))
+	var files []File
+	for i := 0; i < s.Large; i++ {
+		files = append(files, File{Path: fmt.Sprintf("large/run-%03d.h5", i), Size: s.LargeBytes + int64(i%2)})
+	}
+	for i := 0; i < s.Medium; i++ {
+		files = append(files, File{Path: fmt.Sprintf("medium/chunk-%03d.dat", i), Size: 1<<20 + r.Int64N(7<<20)})
+	}
+	for i := 0; i < s.Small; i++ {
+		size := int64(math.Exp(math.Log(1<<10) + r.Float64()*(math.Log(256<<10)-math.Log(1<<10))))
+		files = append(files, File{Path: fmt.Sprintf("small/%02d/%02d/event-%05d.json", i%7, i%5, i), Size: size})
+	}
+	for i := 0; i < s.Empty; i++ {
+		files = append(files, File{Path: fmt.Sprintf("small/empty-%02d", i), Size: 0})
+	}
+	return files
+}
+
+// Bytes is the dataset's total size.
+func (s DatasetSpec) Bytes() int64 {
+	var n int64
+	for _, f := range s.Files() {
+		n += f.Size
+	}
+	return n
+}
+
+// Write creates the dataset under dir (which must not exist yet) with pseudo-random,
+// incompressible contents.
+func (s DatasetSpec) Write(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return fmt.Errorf("dataset folder %s exists already", dir)
+	}
+	buf := make([]byte, 1<<20)
+	for i, f := range s.Files() {
+		path := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		out, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		content := rand.NewChaCha8(seedFor(s.Seed, uint64(i)))
+		for left := f.Size; left > 0; {
+			n := min(left, int64(len(buf)))
+			_, _ = content.Read(buf[:n])
+			if _, err := out.Write(buf[:n]); err != nil {
+				out.Close()
+				return err
+			}
+			left -= n
+		}
+		if err := out.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func seedFor(seed, i uint64) [32]byte {
+	var k [32]byte
+	for b := 0; b < 8; b++ {
+		k[b] = byte(seed >> (8 * b))
+		k[8+b] = byte(i >> (8 * b))
+	}
+	return k
+}
+
+// Digests is the SHA-256 of every regular file under dir, by slash-separated path
+// relative to dir. Folders and files whose name starts with ".dtnflow" (the agents'
+// journals) are skipped.
+func Digests(dir string) (map[string]string, error) {
+	sums := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".dtnflow") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		sums[filepath.ToSlash(rel)] = hex.EncodeToString(h.Sum(nil))
+		return nil
+	})
+	return sums, err
+}
+
+// CompareDigests describes every difference between the files at the source and at the
+// destination (missing, extra or different), or returns "" when they are identical.
+func CompareDigests(source, destination map[string]string) string {
+	var diffs []string
+	for path, sum := range source {
+		switch got, ok := destination[path]; {
+		case !ok:
+			diffs = append(diffs, "missing at the destination: "+path)
+		case got != sum:
+			diffs = append(diffs, fmt.Sprintf("different at the destination: %s (sha256 %s, source %s)", path, got[:12], sum[:12]))
+		}
+	}
+	for path := range destination {
+		if _, ok := source[path]; !ok {
+			diffs = append(diffs, "not in the source: "+path)
+		}
+	}
+	sort.Strings(diffs)
+	if len(diffs) > 20 {
+		diffs = append(diffs[:20], fmt.Sprintf("... and %d more", len(diffs)-20))
+	}
+	return strings.Join(diffs, "\n")
+}
