@@ -345,7 +345,7 @@ func run() error {
 		if err := measureDyn(measure, "dtnflow", "small-files", *fileStream, verify, smallBytes, *smallCount, recv, func() []string { return dtnCmd("small", "--job", job) }, prep); err != nil {
 			return err
 		}
-		g = []string{"globus-url-copy", "-cc", ccs, "-fast", "-r"}
+		g = []string{"globus-url-copy", "-cc", ccs, "-fast", "-r", "-cd"}
 		if verify {
 			g = append(g, "-verify-checksum")
 		}
