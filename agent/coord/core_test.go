@@ -1,0 +1,171 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+func newCore(t *testing.T, files map[string]int) *Core {
+	t.Helper()
+	dir := t.TempDir()
+	for p, n := range files {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, p), make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	c, err := New(Options{Root: root, Paths: []string{"d"}, DestPath: "out", Job: "j", Checksum: "SHA256", Verify: true,
+		BlockSize: 100, ChunkSize: 300, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, Params{Streams: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetPhase(contract.PhaseTransferring)
+	return c
+}
+
+func request(t *testing.T, m *Member, n int) wire.WorkGrant {
+	t.Helper()
+	g, ok := m.c.request(m, n)
+	if !ok {
+		t.Fatalf("no work for stripe %d", m.stripe)
+	}
+	return g
+}
+
+func ok(units ...wire.Unit) []wire.UnitResult {
+	var out []wire.UnitResult
+	for _, u := range units {
+		out = append(out, wire.UnitResult{ID: u.ID, OK: true})
+	}
+	return out
+}
+
+func TestWorkIsSharedAndReturnedWhenAStripeLeaves(t *testing.T) {
+	c := newCore(t, map[string]int{"d/small1": 10, "d/small2": 20, "d/big": 1000})
+	s0, s1 := c.Join(0), c.Join(1)
+	if !s0.NeedSummary() {
+		t.Fatal("a fresh coordinator must ask for the journal summary")
+	}
+	s0.Summary(wire.Summary{Last: true})
+	// big: 1000 bytes in chunks of 300 → 4 chunks, handed out first; then 2 small files.
+	g0 := request(t, s0, 3)
+	if len(g0.Units) != 3 || g0.Units[0].Kind != wire.UnitChunk || g0.Units[0].Dest != "out/d/big" {
+		t.Fatalf("first grant %+v", g0.Units)
+	}
+	g1 := request(t, s1, 10)
+	if len(g1.Units) != 3 {
+		t.Fatalf("second grant has %d units, want the remaining 3", len(g1.Units))
+	}
+	// Stripe 0 dies: its three chunks go back to the pool and stripe 1 gets them.
+	s0.Leave()
+	s1.Done(ok(g1.Units...))
+	g := request(t, s1, 10)
+	if len(g.Units) != 3 {
+		t.Fatalf("after stripe 0 left, stripe 1 got %d units, want its 3", len(g.Units))
+	}
+	s1.Done(ok(g.Units...))
+	// All four chunks verified: the big file is finalized by one more unit.
+	g = request(t, s1, 10)
+	if len(g.Units) != 1 || g.Units[0].Kind != wire.UnitFinalize || g.Units[0].Chunks != 4 {
+		t.Fatalf("want one finalize unit, got %+v", g.Units)
+	}
+	if c.Phase() != contract.PhaseTransferring {
+		t.Fatalf("phase %s before the finalize unit is done", c.Phase())
+	}
+	s1.Done(ok(g.Units...))
+	r := c.Report()
+	if r.Phase != contract.PhaseComplete || r.FilesDone != 3 || r.BytesDone != 1030 {
+		t.Fatalf("report %+v", r)
+	}
+	if g, _ := c.request(s1, 1); !g.Finished {
+		t.Fatal("a finished job must tell its stripes")
+	}
+}
+
+func TestSummarySkipsWhatIsDone(t *testing.T) {
+	c := newCore(t, map[string]int{"d/a": 10, "d/b": 10, "d/big": 700})
+	m := c.Join(0)
+	fa := c.byDest["out/d/a"].f
+	big := c.byDest["out/d/big"].f
+	m.Summary(wire.Summary{Files: []wire.DoneFile{{Path: "out/d/a", Size: fa.Size, MtimeNs: fa.MtimeNs}}})
+	m.Summary(wire.Summary{Chunks: []wire.DoneChunk{{Path: "out/d/big", Size: big.Size, MtimeNs: big.MtimeNs, ChunkSize: 300, Index: 1},
+		{Path: "out/d/b", Size: 10, MtimeNs: 1, ChunkSize: 300, Index: 0}}, Last: true})
+	g := request(t, m, 10)
+	var got []string
+	for _, u := range g.Units {
+		got = append(got, fmt.Sprintf("%s:%s:%d", u.Kind, u.Source, u.Index))
+	}
+	want := "[chunk:d/big:0 chunk:d/big:2 file:d/b:0]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("units %v, want %s", got, want)
+	}
+	if r := c.Report(); r.FilesDone != 1 || r.BytesDone != 10+300 {
+		t.Fatalf("progress from the summary: %+v", r)
+	}
+}
+
+func TestErrorsFailTheJobNamingThePath(t *testing.T) {
+	c := newCore(t, map[string]int{"d/a": 10, "d/b": 10})
+	m := c.Join(0)
+	m.Summary(wire.Summary{Last: true})
+	g := request(t, m, 10)
+	m.Done([]wire.UnitResult{{ID: g.Units[0].ID, Error: "destination file exists: out/d/a (overwrite: Never)"}, {ID: g.Units[1].ID, OK: true}})
+	r := c.Report()
+	if r.Phase != contract.PhaseFailed || r.Error != "destination file exists: out/d/a (overwrite: Never)" {
+		t.Fatalf("report %+v", r)
+	}
+}
+
+func TestRetryGoesBackToThePool(t *testing.T) {
+	c := newCore(t, map[string]int{"d/a": 10})
+	m := c.Join(0)
+	m.Summary(wire.Summary{Last: true})
+	g := request(t, m, 10)
+	m.Done([]wire.UnitResult{{ID: g.Units[0].ID, Retry: true}})
+	again := request(t, m, 10)
+	if len(again.Units) != 1 || again.Units[0].ID != g.Units[0].ID {
+		t.Fatalf("retried unit not handed out again: %+v", again.Units)
+	}
+}
+
+func TestPauseHoldsWork(t *testing.T) {
+	c := newCore(t, map[string]int{"d/a": 10})
+	m := c.Join(0)
+	m.Summary(wire.Summary{Last: true})
+	c.SetPhase(contract.PhasePaused)
+	if _, ok := c.request(m, 1); ok {
+		t.Fatal("a paused job handed out work")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan wire.WorkGrant, 1)
+	go func() { g, _ := m.Request(ctx, 1); got <- g }()
+	c.SetPhase(contract.PhaseTransferring)
+	if g := <-got; len(g.Units) != 1 {
+		t.Fatalf("resumed job: %+v", g)
+	}
+	cancel()
+}
+
+func TestParamsFromDirective(t *testing.T) {
+	p := ParamsFromDirective(contract.Directive{StreamsPerStripe: 8, BufferBytes: 1 << 20, SizeClasses: []contract.SizeClassParam{
+		{Class: "Small", MaxBytes: 1 << 20, Pipelining: 20, Parallelism: 1, Concurrency: 6}, {Class: "Large", Pipelining: 1, Parallelism: 4, Concurrency: 2, Channels: 3}}}, Params{Streams: 2, Concurrency: 1})
+	if p.Streams != 8 || p.BufferBytes != 1<<20 || p.Concurrency != 6 || p.Pipelining != 20 || len(p.SizeClasses) != 2 {
+		t.Fatalf("params %+v", p)
+	}
+	if classOf(10, p.SizeClasses) != "Small" || classOf(2<<20, p.SizeClasses) != "Large" {
+		t.Fatal("size class thresholds not applied")
+	}
+}
