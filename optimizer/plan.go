@@ -97,13 +97,15 @@ func MakePlan(in PlanInput) (Plan, error) {
 	var plan Plan
 	lim := in.Limits.WithDefaults()
 
-	// 1. buffer
-	switch buffer, settled := in.Prober.Buffer(in.Samples); {
-	case settled:
+	// 1. buffer: the probe's plateau; the stored buffer when the samples have none
+	// at the buffer they settle on (a warm start without samples)
+	buffer, settled := in.Prober.Buffer(in.Samples)
+	switch {
+	case settled && (len(StreamPoints(in.Samples, buffer)) > 0 || !in.Warm.HaveBuffer):
 		plan.BufferBytes = buffer
 	case in.Warm.HaveBuffer:
 		plan.BufferBytes = in.Warm.BufferBytes
-		plan.Notes = append(plan.Notes, "buffer sampling unfinished: using the stored buffer")
+		plan.Notes = append(plan.Notes, "no samples at the probed buffer: using the stored buffer")
 	default:
 		if b, ok := ChooseBuffer(in.Samples, in.Prober.Plateau); ok {
 			plan.BufferBytes = b

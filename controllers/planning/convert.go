@@ -1,0 +1,218 @@
+package planning
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/optimizer"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Node is one node a side may use, in the API's integer units.
+type Node struct {
+	Name                string
+	NICBitsPerSecond    int64
+	CPUBudgetMillicores int64 // 0: no budget, CPU does not bind
+	DiskBitsPerSecond   int64 // 0: unknown, disk does not bind
+	// PlacedStripes counts stripes of other jobs already on the node.
+	PlacedStripes int
+	// MaxStripes is the endpoint's cap on stripes per node over every job; 0: none.
+	MaxStripes int
+}
+
+func toOptimizerNodes(nodes []Node) []optimizer.Node {
+	out := make([]optimizer.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = optimizer.Node{Name: n.Name, NICBitsPerSecond: float64(n.NICBitsPerSecond), CPUBudgetMillicores: float64(n.CPUBudgetMillicores),
+			DiskBitsPerSecond: float64(n.DiskBitsPerSecond), PlacedStripes: n.PlacedStripes, MaxStripes: n.MaxStripes}
+	}
+	return out
+}
+
+// externalNodes stand in for a destination outside the cluster (an agent started by
+// hand): as many as the source has, each unbounded, so that the destination never
+// binds. Their names are empty and never reach a plan.
+func externalNodes(n int) []optimizer.Node {
+	out := make([]optimizer.Node, max(n, 1))
+	for i := range out {
+		out[i] = optimizer.Node{Name: fmt.Sprintf("external-%d", i), NICBitsPerSecond: math.MaxFloat64 / 1e6}
+	}
+	return out
+}
+
+// SamplesFromProbe converts API probe samples for the optimizer.
+func SamplesFromProbe(ss []v1alpha1.ProbeSample) []optimizer.Sample {
+	out := make([]optimizer.Sample, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond),
+			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores)})
+	}
+	return out
+}
+
+// SamplesFromContract converts a coordinator's report samples for the optimizer.
+func SamplesFromContract(ss []contract.Sample) []optimizer.Sample {
+	out := make([]optimizer.Sample, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond),
+			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores)})
+	}
+	return out
+}
+
+// ProbeSamplesFromContract converts a coordinator's report samples into the API's,
+// for TransferJob and PathProfile status. Values the API's validation would refuse
+// (streams below 1, negative figures) are raised to its minimum.
+func ProbeSamplesFromContract(ss []contract.Sample) []v1alpha1.ProbeSample {
+	out := make([]v1alpha1.ProbeSample, 0, len(ss))
+	for _, s := range ss {
+		p := v1alpha1.ProbeSample{Streams: max(s.Streams, 1), BufferBytes: max(s.BufferBytes, 0), BitsPerSecond: max(s.BitsPerSecond, 0),
+			SourceMillicores: max(s.SourceMillicores, 0), DestinationMillicores: max(s.DestinationMillicores, 0)}
+		if !s.Time.IsZero() {
+			t := metav1.NewTime(s.Time)
+			p.Time = &t
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Histogram converts a coordinator's dataset summary; nil gives an empty histogram.
+func Histogram(d *contract.Dataset) optimizer.Histogram {
+	if d == nil {
+		return optimizer.Histogram{}
+	}
+	h := optimizer.Histogram{Files: d.Files, Bytes: d.Bytes}
+	for _, b := range d.Buckets {
+		h.Buckets = append(h.Buckets, optimizer.Bucket{Log2: int(b.Log2), Files: b.Files, Bytes: b.Bytes})
+	}
+	return h
+}
+
+// Limits converts the user's limits; nil means none.
+func Limits(l *v1alpha1.TuningLimits) optimizer.Limits {
+	var out optimizer.Limits
+	if l == nil {
+		return out
+	}
+	if l.MaxNodes != nil {
+		out.MaxNodes = int(*l.MaxNodes)
+	}
+	if l.MaxStripesPerNode != nil {
+		out.MaxStripesPerNode = int(*l.MaxStripesPerNode)
+	}
+	if l.MaxStreamsPerStripe != nil {
+		out.MaxStreamsPerStripe = int(*l.MaxStreamsPerStripe)
+	}
+	if l.MaxConcurrency != nil {
+		out.MaxConcurrency = int(*l.MaxConcurrency)
+	}
+	if l.MaxBitsPerSecond != nil {
+		out.MaxBitsPerSecond = float64(*l.MaxBitsPerSecond)
+	}
+	return out
+}
+
+// FormatDecimal writes a coefficient as the API's Decimal (strconv 'g', shortest
+// representation that reads back exactly).
+func FormatDecimal(x float64) v1alpha1.Decimal {
+	return v1alpha1.Decimal(strconv.FormatFloat(x, 'g', -1, 64))
+}
+
+// StreamModel converts a fit for the API; nil gives nil.
+func StreamModel(f *optimizer.StreamFit) *v1alpha1.StreamModel {
+	if f == nil {
+		return nil
+	}
+	m := &v1alpha1.StreamModel{Name: v1alpha1.StreamModelName(f.Model), A: FormatDecimal(f.A), B: FormatDecimal(f.B),
+		OptimalStreams: int32(min(max(f.OptimalStreams, 1), math.MaxInt32)), FitErrorBitsPerSecond: roundNonNegative(f.FitErrorBitsPerSecond)}
+	if f.Model != optimizer.Dinda {
+		m.C = FormatDecimal(f.C)
+	}
+	return m
+}
+
+// Fit reads an API stream model back (a PathProfile's, for a warm start). It checks
+// that the coefficients parse and are valid for the model (DADC'09 §3.1.1), since a
+// stored model is input like any other.
+func Fit(m *v1alpha1.StreamModel) (*optimizer.StreamFit, error) {
+	if m == nil {
+		return nil, nil
+	}
+	parse := func(field string, d v1alpha1.Decimal) (float64, error) {
+		if d == "" {
+			return 0, nil
+		}
+		v, err := strconv.ParseFloat(string(d), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, fmt.Errorf("stream model %s: %q is not a finite number", field, d)
+		}
+		return v, nil
+	}
+	a, err := parse("a", m.A)
+	if err != nil {
+		return nil, err
+	}
+	b, err := parse("b", m.B)
+	if err != nil {
+		return nil, err
+	}
+	c, err := parse("c", m.C)
+	if err != nil {
+		return nil, err
+	}
+	model := optimizer.Model(m.Name)
+	if !optimizer.Valid(model, a, b, c) {
+		return nil, fmt.Errorf("stream model %s with a=%g b=%g c=%g is outside the model's valid range", m.Name, a, b, c)
+	}
+	return &optimizer.StreamFit{Model: model, A: a, B: b, C: c, OptimalStreams: int(max(m.OptimalStreams, 1)),
+		FitErrorBitsPerSecond: float64(m.FitErrorBitsPerSecond), MaxSampledStreams: int(max(m.OptimalStreams, 1))}, nil
+}
+
+// CPUModel converts a CPU model for the API, rounding to whole millicores.
+func CPUModel(m optimizer.CPUModel) *v1alpha1.CPUModel {
+	return &v1alpha1.CPUModel{InterceptMillicores: int64(math.Round(finiteOr(m.InterceptMillicores, 0))),
+		MillicoresPerGbps: roundNonNegative(m.MillicoresPerGbps), Samples: int32(min(max(m.Samples, 0), math.MaxInt32))}
+}
+
+// CPUModelFromAPI reads an API CPU model back; nil gives nil.
+func CPUModelFromAPI(m *v1alpha1.CPUModel) *optimizer.CPUModel {
+	if m == nil {
+		return nil
+	}
+	return &optimizer.CPUModel{InterceptMillicores: float64(m.InterceptMillicores), MillicoresPerGbps: float64(m.MillicoresPerGbps), Samples: int(m.Samples)}
+}
+
+func roundNonNegative(x float64) int64 {
+	x = finiteOr(x, 0)
+	if x <= 0 {
+		return 0
+	}
+	if x >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(math.Round(x))
+}
+
+// ceilMillicores rounds a CPU figure up to whole millicores: a request slightly too
+// large costs nothing, one slightly too small throttles the agent.
+func ceilMillicores(x float64) int64 {
+	x = finiteOr(x, 0)
+	if x <= 0 {
+		return 0
+	}
+	if x >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(math.Ceil(x))
+}
+
+func finiteOr(x, def float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return def
+	}
+	return x
+}

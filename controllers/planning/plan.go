@@ -1,0 +1,244 @@
+package planning
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/optimizer"
+)
+
+// Input is what a plan is made from.
+type Input struct {
+	// Tuning is the job's spec.tuning: Auto or Fixed, the fixed values, the limits.
+	Tuning v1alpha1.TransferTuning
+	// Samples are the job's probe samples (status.samples, or a report's samples
+	// through ProbeSamplesFromContract).
+	Samples []v1alpha1.ProbeSample
+	// Profile is the path's PathProfile status when it is fresh (a warm start), nil
+	// otherwise. Its samples join the job's, its model, CPU models and buffer stand in
+	// where the job's samples fall short.
+	Profile *v1alpha1.PathProfileStatus
+	// SourceNodes and DestinationNodes are the nodes available at each side.
+	SourceNodes, DestinationNodes []Node
+	// ExternalDestination is set when the destination is an agent outside the
+	// cluster: DestinationNodes is then ignored and the destination does not bind.
+	ExternalDestination bool
+	// Dataset is the coordinator's dataset summary; nil before it has listed the
+	// files (the plan then has no size classes).
+	Dataset *contract.Dataset
+	// RTT is the path's round-trip time when known (a stripe report's RTTMicros).
+	RTT time.Duration
+}
+
+// Plan returns the job's plan, every field of v1alpha1.TransferPlan filled:
+//
+//   - Auto: optimizer.MakePlan over the job's samples (and a fresh profile's), with
+//     the buffer the samples settled on, the stream model by BestCmb, a CPU model per
+//     side, OPT_B for nodes × stripes × streams, CPU per agent, size classes with
+//     Algorithm 1 parameters and ProMC channels.
+//   - Fixed: the fixed values exactly as given (nodes, stripes per node, streams,
+//     buffer, and each size class's pipelining and concurrency, with parallelism equal
+//     to the streams per stripe), on the best nodes available. The CPU of each agent
+//     is sized at the rate the shape is predicted to carry: from the samples when there
+//     are any, otherwise from what the nodes allow (NIC, disk, CPU budget), with the
+//     CPU model fitted from the samples, else the profile's, else
+//     optimizer.DefaultCPUModel (100 millicores + 250 millicores per Gbit/s). Fixed
+//     mode needs no probe, has no stream model and never re-plans.
+//
+// CPU requests are rounded up to whole millicores. Hash identifies the plan's
+// decisions (see Hash).
+func Plan(in Input) (v1alpha1.TransferPlan, error) {
+	switch in.Tuning.Mode {
+	case v1alpha1.TuningFixed:
+		return planFixed(in)
+	case v1alpha1.TuningAuto, "":
+		return planAuto(in)
+	}
+	return v1alpha1.TransferPlan{}, fmt.Errorf("spec.tuning.mode: unknown mode %q", in.Tuning.Mode)
+}
+
+func (in Input) nodes() (src, dst []optimizer.Node) {
+	src = toOptimizerNodes(in.SourceNodes)
+	if in.ExternalDestination {
+		return src, externalNodes(len(src))
+	}
+	return src, toOptimizerNodes(in.DestinationNodes)
+}
+
+// samples are the profile's samples, then the job's.
+func (in Input) samples() []optimizer.Sample {
+	var all []optimizer.Sample
+	if in.Profile != nil {
+		all = append(all, SamplesFromProbe(in.Profile.Samples)...)
+	}
+	return append(all, SamplesFromProbe(in.Samples)...)
+}
+
+// warm reads a profile's model, CPU models and buffer; a corrupt stored model is left
+// out (and said so) rather than failing the plan.
+func (in Input) warm() (optimizer.Warm, []string) {
+	var w optimizer.Warm
+	if in.Profile == nil {
+		return w, nil
+	}
+	var notes []string
+	fit, err := Fit(in.Profile.Model)
+	if err != nil {
+		notes = append(notes, "stored model ignored: "+err.Error())
+	}
+	w.Fit = fit
+	w.SourceCPU = CPUModelFromAPI(in.Profile.SourceCPU)
+	w.DestinationCPU = CPUModelFromAPI(in.Profile.DestinationCPU)
+	w.BufferBytes, w.HaveBuffer = in.Profile.BufferBytes, true
+	return w, notes
+}
+
+// sampledProber is a Prober over the buffer sizes the samples were actually taken
+// with, so that the plan settles on the buffer the probe settled on whatever list the
+// directive gave.
+func sampledProber(samples []optimizer.Sample, limits optimizer.Limits) optimizer.Prober {
+	seen := map[int64]bool{}
+	var sizes []int64
+	for _, s := range samples {
+		if s.Streams == 1 && s.BufferBytes > 0 && !seen[s.BufferBytes] {
+			seen[s.BufferBytes] = true
+			sizes = append(sizes, s.BufferBytes)
+		}
+	}
+	sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+	return optimizer.Prober{BufferSizes: sizes, Streams: optimizer.ExpSelection{MaxStreams: limits.MaxStreamsPerStripe}}
+}
+
+func planAuto(in Input) (v1alpha1.TransferPlan, error) {
+	if in.Tuning.Fixed != nil {
+		return v1alpha1.TransferPlan{}, errors.New("spec.tuning.fixed may be set only when spec.tuning.mode is Fixed")
+	}
+	limits := Limits(in.Tuning.Limits)
+	samples := in.samples()
+	warm, _ := in.warm()
+	src, dst := in.nodes()
+	p, err := optimizer.MakePlan(optimizer.PlanInput{Samples: samples, Prober: sampledProber(samples, limits), Warm: warm,
+		SourceNodes: src, DestinationNodes: dst, Limits: limits, Dataset: Histogram(in.Dataset), RTT: in.RTT})
+	if err != nil {
+		return v1alpha1.TransferPlan{}, err
+	}
+	out := transferPlan(p.Flow, p.BufferBytes, p.SourceCPU, p.DestinationCPU, in.ExternalDestination)
+	out.Model = StreamModel(p.Fit)
+	out.SizeClasses = sizeClasses(p.Chunks)
+	out.Hash = Hash(out)
+	return out, nil
+}
+
+func planFixed(in Input) (v1alpha1.TransferPlan, error) {
+	f := in.Tuning.Fixed
+	if f == nil {
+		return v1alpha1.TransferPlan{}, errors.New("spec.tuning.fixed is required when spec.tuning.mode is Fixed")
+	}
+	if f.Nodes < 1 || f.StripesPerNode < 1 || f.StreamsPerStripe < 1 || f.Concurrency < 1 || f.Pipelining < 1 || f.BufferBytes < 0 {
+		return v1alpha1.TransferPlan{}, fmt.Errorf("spec.tuning.fixed: nodes, stripesPerNode, streamsPerStripe, concurrency and pipelining must be at least 1 and bufferBytes at least 0, got %+v", *f)
+	}
+	limits := Limits(in.Tuning.Limits)
+	samples := in.samples()
+	warm, _ := in.warm()
+	src, dst := in.nodes()
+	if len(src) < int(f.Nodes) {
+		return v1alpha1.TransferPlan{}, fmt.Errorf("spec.tuning.fixed.nodes is %d but the source endpoint has %d node(s) available", f.Nodes, len(src))
+	}
+	if !in.ExternalDestination && len(dst) < int(f.Nodes) {
+		return v1alpha1.TransferPlan{}, fmt.Errorf("spec.tuning.fixed.nodes is %d but the destination endpoint has %d node(s) available", f.Nodes, len(dst))
+	}
+	// The stripe's rate: what the samples say at the fixed streams and buffer, or
+	// unknown (the nodes then bound the prediction).
+	var curve optimizer.Curve = optimizer.FlatCurve{Streams: int(f.StreamsPerStripe)}
+	if pts := optimizer.StreamPoints(samples, f.BufferBytes); len(pts) > 0 {
+		if fit, err := optimizer.BestCmb(pts); err == nil {
+			curve = fit
+		} else {
+			curve = optimizer.EmpiricalCurve(pts)
+		}
+	} else if warm.Fit != nil && warm.BufferBytes == f.BufferBytes {
+		curve = *warm.Fit
+	}
+	srcCPU := cpuModel(samples, optimizer.Source, warm.SourceCPU)
+	dstCPU := cpuModel(samples, optimizer.Destination, warm.DestinationCPU)
+	flow, err := optimizer.EvaluateShape(optimizer.FlowInput{Curve: curve, SourceCPU: srcCPU, DestinationCPU: dstCPU,
+		SourceNodes: src, DestinationNodes: dst, Limits: limits}, int(f.Nodes), int(f.StripesPerNode), int(f.StreamsPerStripe))
+	if err != nil {
+		return v1alpha1.TransferPlan{}, fmt.Errorf("spec.tuning.fixed: %w", err)
+	}
+	out := transferPlan(flow, f.BufferBytes, srcCPU, dstCPU, in.ExternalDestination)
+	if h := Histogram(in.Dataset); len(h.Buckets) > 0 {
+		bdp := optimizer.StripeBDP(flow.StripeBitsPerSecond, in.RTT, f.BufferBytes)
+		for _, c := range optimizer.Partition(h, flow.StripeBitsPerSecond, bdp) {
+			out.SizeClasses = append(out.SizeClasses, v1alpha1.SizeClassPlan{Class: v1alpha1.SizeClass(c.Class), Files: c.Files, Bytes: c.Bytes,
+				Pipelining: f.Pipelining, Parallelism: f.StreamsPerStripe, Concurrency: f.Concurrency})
+		}
+	}
+	out.Hash = Hash(out)
+	return out, nil
+}
+
+// cpuModel is the fitted model of a side, else the stored one, else the default.
+func cpuModel(samples []optimizer.Sample, side optimizer.CPUSide, warm *optimizer.CPUModel) optimizer.CPUModel {
+	if m, err := optimizer.FitCPUModel(samples, side); err == nil {
+		return m
+	}
+	if warm != nil {
+		return *warm
+	}
+	return optimizer.DefaultCPUModel
+}
+
+// transferPlan fills the fields every mode shares.
+func transferPlan(flow optimizer.FlowPlan, buffer int64, srcCPU, dstCPU optimizer.CPUModel, external bool) v1alpha1.TransferPlan {
+	out := v1alpha1.TransferPlan{
+		SourceNodes:              append([]string(nil), flow.SourceNodes...),
+		StripesPerNode:           int32(flow.StripesPerNode),
+		StreamsPerStripe:         int32(flow.StreamsPerStripe),
+		BufferBytes:              buffer,
+		SourceCPUMillicores:      ceilMillicores(flow.SourceMillicoresPerStripe),
+		DestinationCPUMillicores: ceilMillicores(flow.DestinationMillicoresPerStripe),
+		PredictedBitsPerSecond:   roundNonNegative(flow.PredictedBitsPerSecond),
+		BindingResource:          bindingResource(flow.Binding),
+		SourceCPU:                CPUModel(srcCPU),
+		DestinationCPU:           CPUModel(dstCPU),
+	}
+	if !external {
+		out.DestinationNodes = append([]string(nil), flow.DestinationNodes...)
+	}
+	return out
+}
+
+// bindingResource maps the optimizer's binding to the API's. The optimizer's Nodes
+// (no node or stripe slot left) has no API value yet; the nearest is UserLimit, since
+// the endpoint's maxStripesPerNode and the nodes it selects are configuration.
+func bindingResource(b optimizer.Binding) v1alpha1.BindingResource {
+	switch b {
+	case optimizer.BindingPath:
+		return v1alpha1.BindingPath
+	case optimizer.BindingNIC:
+		return v1alpha1.BindingNIC
+	case optimizer.BindingCPU:
+		return v1alpha1.BindingCPU
+	case optimizer.BindingDisk:
+		return v1alpha1.BindingDisk
+	}
+	return v1alpha1.BindingUserLimit
+}
+
+func sizeClasses(chunks []optimizer.ChunkPlan) []v1alpha1.SizeClassPlan {
+	var out []v1alpha1.SizeClassPlan
+	for _, c := range chunks {
+		out = append(out, v1alpha1.SizeClassPlan{Class: v1alpha1.SizeClass(c.Class), Files: c.Files, Bytes: c.Bytes,
+			Pipelining: clamp32(c.Params.Pipelining), Parallelism: clamp32(c.Params.Parallelism), Concurrency: clamp32(c.Params.Concurrency),
+			Channels: int32(min(max(c.Channels, 0), math.MaxInt32))})
+	}
+	return out
+}
+
+func clamp32(v int) int32 { return int32(min(max(v, 1), math.MaxInt32)) }

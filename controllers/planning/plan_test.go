@@ -1,0 +1,272 @@
+package planning
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/optimizer"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// stripeRate is a stripe's rate on the test path: a full second order curve peaking at
+// 4 streams (1.41 Gbit/s) with a 1 MiB buffer, and 60 % of it with autotuning.
+func stripeRate(streams int, buffer int64) float64 {
+	a, b, c := 1e-18, -4e-18, 8e-18
+	n := float64(streams)
+	r := n / math.Sqrt(a*n*n+b*n+c)
+	switch {
+	case buffer == 0:
+		return 0.6 * r
+	case buffer < 1<<20:
+		return r * float64(buffer) / float64(1<<20)
+	}
+	return r
+}
+
+// probe runs the optimizer's stepper as a coordinator would and returns the samples as
+// the controller stores them (v1alpha1.ProbeSample), CPU included.
+func probe(t *testing.T, d *contract.ProbeDirective) []v1alpha1.ProbeSample {
+	t.Helper()
+	p := optimizer.Prober{BufferSizes: d.BufferBytes, Streams: optimizer.ExpSelection{MaxStreams: int(d.MaxStreams)}}
+	var samples []contract.Sample
+	for i := 0; i < 40; i++ {
+		step := p.Next(SamplesFromContract(samples))
+		if step.Phase == optimizer.PhaseDone {
+			return ProbeSamplesFromContract(samples)
+		}
+		bps := stripeRate(step.Streams, step.BufferBytes)
+		samples = append(samples, contract.Sample{Streams: int32(step.Streams), BufferBytes: step.BufferBytes, BitsPerSecond: int64(bps),
+			SourceMillicores: int64(80 + 300*bps/1e9), DestinationMillicores: int64(30 + 120*bps/1e9), Time: time.Unix(int64(1000+i), 0)})
+	}
+	t.Fatal("probe did not finish")
+	return nil
+}
+
+func tenGigNodes(prefix string, n int) []Node {
+	out := make([]Node, n)
+	for i := range out {
+		out[i] = Node{Name: prefix + strconv.Itoa(i), NICBitsPerSecond: 10e9, CPUBudgetMillicores: 4000, MaxStripes: 8}
+	}
+	return out
+}
+
+func dataset(t *testing.T) *contract.Dataset {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(9, 9))
+	var sizes []int64
+	for i := 0; i < 3000; i++ {
+		sizes = append(sizes, 1<<10+rng.Int64N(1<<20))
+	}
+	for i := 0; i < 50; i++ {
+		sizes = append(sizes, 4<<30+rng.Int64N(1<<30))
+	}
+	h := optimizer.HistogramOf(sizes)
+	d := &contract.Dataset{Files: h.Files, Bytes: h.Bytes}
+	for _, b := range h.Buckets {
+		d.Buckets = append(d.Buckets, contract.SizeBucket{Log2: int32(b.Log2), Files: b.Files, Bytes: b.Bytes})
+	}
+	return *&d
+}
+
+func TestPlanAuto(t *testing.T) {
+	d := ProbeDirective(ProbeInput{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto}, NICBitsPerSecond: 10e9, RTT: 2 * time.Millisecond})
+	samples := probe(t, d)
+	in := Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto, Limits: &v1alpha1.TuningLimits{MaxNodes: ptr[int32](2), MaxConcurrency: ptr[int32](8)}},
+		Samples: samples, SourceNodes: tenGigNodes("src-", 3), DestinationNodes: tenGigNodes("dst-", 3), Dataset: dataset(t), RTT: 2 * time.Millisecond}
+	plan, err := Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.SourceNodes) != 2 || len(plan.DestinationNodes) != 2 {
+		t.Errorf("nodes %v → %v, want 2 each (maxNodes)", plan.SourceNodes, plan.DestinationNodes)
+	}
+	if plan.StreamsPerStripe != 4 || plan.BufferBytes != 1<<20 {
+		t.Errorf("streams %d, buffer %d: want the model's 4 streams and the 1 MiB plateau", plan.StreamsPerStripe, plan.BufferBytes)
+	}
+	m := plan.Model
+	if m == nil || m.OptimalStreams != 4 || m.A == "" || m.B == "" {
+		t.Fatalf("model %+v", m)
+	}
+	// Decimals are strconv 'g' and read back exactly
+	fit, err := Fit(m)
+	if err != nil || FormatDecimal(fit.A) != m.A || FormatDecimal(fit.B) != m.B {
+		t.Errorf("model does not read back: %v %v", fit, err)
+	}
+	if m.Name != v1alpha1.StreamModelDinda && m.C == "" {
+		t.Errorf("model %s without c", m.Name)
+	}
+	// CPU: the agents' 80 + 300·Th at the source and 30 + 120·Th at the destination,
+	// rounded; requests at the predicted stripe rate, rounded up
+	if plan.SourceCPU == nil || plan.SourceCPU.MillicoresPerGbps < 295 || plan.SourceCPU.MillicoresPerGbps > 305 || plan.SourceCPU.Samples == 0 {
+		t.Errorf("source CPU model %+v, want ≈ 80 + 300/Gbit/s", plan.SourceCPU)
+	}
+	perStripe := float64(plan.PredictedBitsPerSecond) / float64(Stripes(plan))
+	if want := 80 + 300*perStripe/1e9; math.Abs(float64(plan.SourceCPUMillicores)-want) > 5 {
+		t.Errorf("source CPU request %d millicores, want ≈ %.0f", plan.SourceCPUMillicores, want)
+	}
+	if !(plan.DestinationCPUMillicores < plan.SourceCPUMillicores) {
+		t.Errorf("destination request %d not below the source's %d", plan.DestinationCPUMillicores, plan.SourceCPUMillicores)
+	}
+	if plan.PredictedBitsPerSecond != 20e9 || plan.BindingResource != v1alpha1.BindingNIC {
+		t.Errorf("predicted %d bound by %s, want 20 Gbit/s NIC-bound", plan.PredictedBitsPerSecond, plan.BindingResource)
+	}
+	if len(plan.SizeClasses) < 2 || plan.SizeClasses[0].Class != v1alpha1.SizeClassSmall {
+		t.Errorf("size classes %+v, want Small first and more", plan.SizeClasses)
+	}
+	var files int64
+	for _, c := range plan.SizeClasses {
+		files += c.Files
+		if c.Parallelism > plan.StreamsPerStripe || c.Concurrency > 8 || c.Pipelining < 1 {
+			t.Errorf("class %+v outside the plan's bounds", c)
+		}
+	}
+	if files != 3050 {
+		t.Errorf("classes hold %d files, want 3050", files)
+	}
+	if len(plan.Hash) != 16 || plan.Hash != Hash(plan) {
+		t.Errorf("hash %q", plan.Hash)
+	}
+	again, _ := Plan(in)
+	if again.Hash != plan.Hash {
+		t.Errorf("planning twice gives hashes %s and %s", plan.Hash, again.Hash)
+	}
+}
+
+func TestPlanFixed(t *testing.T) {
+	fixed := &v1alpha1.FixedTuning{Nodes: 2, StripesPerNode: 3, StreamsPerStripe: 8, BufferBytes: 4 << 20, Concurrency: 6, Pipelining: 20}
+	in := Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningFixed, Fixed: fixed},
+		SourceNodes: tenGigNodes("s", 3), DestinationNodes: tenGigNodes("d", 2), Dataset: dataset(t)}
+	plan, err := Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.SourceNodes) != 2 || plan.StripesPerNode != 3 || plan.StreamsPerStripe != 8 || plan.BufferBytes != 4<<20 {
+		t.Errorf("plan %d nodes × %d × %d, buffer %d: not the fixed values", len(plan.SourceNodes), plan.StripesPerNode, plan.StreamsPerStripe, plan.BufferBytes)
+	}
+	if plan.Model != nil {
+		t.Errorf("Fixed mode has a model: %+v", plan.Model)
+	}
+	for _, c := range plan.SizeClasses {
+		if c.Pipelining != 20 || c.Concurrency != 6 || c.Parallelism != 8 || c.Channels != 0 {
+			t.Errorf("class %+v: want the fixed pipelining 20, concurrency 6, parallelism 8", c)
+		}
+	}
+	// No samples: the default CPU model at what the nodes allow. 3 stripes on a
+	// 10 Gbit/s, 4000 m node: CPU-bound at (4000 − 3·100)/250 = 14.8 Gbit/s > NIC, so
+	// 10/3 Gbit/s per stripe and 100 + 250·3.33 = 933.3 → 934 millicores per agent.
+	if plan.SourceCPU == nil || plan.SourceCPU.InterceptMillicores != 100 || plan.SourceCPU.MillicoresPerGbps != 250 || plan.SourceCPU.Samples != 0 {
+		t.Errorf("CPU model %+v, want the default", plan.SourceCPU)
+	}
+	if plan.SourceCPUMillicores != 934 || plan.PredictedBitsPerSecond != 20e9 || plan.BindingResource != v1alpha1.BindingNIC {
+		t.Errorf("CPU %d millicores, predicted %d (%s): want 934, 20 Gbit/s, NIC", plan.SourceCPUMillicores, plan.PredictedBitsPerSecond, plan.BindingResource)
+	}
+
+	// with samples at the fixed streams and buffer, the stripe's measured rate sets
+	// the prediction and the CPU
+	in.Samples = []v1alpha1.ProbeSample{
+		{Streams: 8, BufferBytes: 4 << 20, BitsPerSecond: 900e6, SourceMillicores: 400, DestinationMillicores: 200},
+		{Streams: 8, BufferBytes: 4 << 20, BitsPerSecond: 1100e6, SourceMillicores: 500, DestinationMillicores: 240},
+	}
+	plan, err = Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.PredictedBitsPerSecond != 6e9 || plan.StreamsPerStripe != 8 {
+		t.Errorf("predicted %d with streams %d, want 6 stripes × 1 Gbit/s and the fixed 8 streams", plan.PredictedBitsPerSecond, plan.StreamsPerStripe)
+	}
+	// destination: 200 m/Gbit/s + 20 m, 220 m at 1 Gbit/s; source: the line through the
+	// two samples has a negative intercept, so the fit goes through the origin,
+	// Σxy/Σx² = (0.9·400 + 1.1·500)/(0.81 + 1.21) = 450.5 m/Gbit/s, rounded up to 451
+	if plan.SourceCPUMillicores != 451 || plan.DestinationCPUMillicores != 220 {
+		t.Errorf("CPU %d/%d, want 451/220 millicores at 1 Gbit/s", plan.SourceCPUMillicores, plan.DestinationCPUMillicores)
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	nodes := tenGigNodes("n", 1)
+	fixed := &v1alpha1.FixedTuning{Nodes: 2, StripesPerNode: 1, StreamsPerStripe: 1, Concurrency: 1, Pipelining: 1}
+	tests := map[string]struct {
+		in   Input
+		want string
+	}{
+		"fixed without values":  {Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningFixed}}, "spec.tuning.fixed is required"},
+		"fixed in auto":         {Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto, Fixed: fixed}}, "spec.tuning.fixed may be set only"},
+		"fixed: too few nodes":  {Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningFixed, Fixed: fixed}, SourceNodes: nodes, DestinationNodes: nodes}, "spec.tuning.fixed.nodes is 2"},
+		"auto without samples":  {Input{SourceNodes: nodes, DestinationNodes: nodes}, "no usable probe sample"},
+		"unknown mode":          {Input{Tuning: v1alpha1.TransferTuning{Mode: "Manual"}}, "spec.tuning.mode"},
+		"fixed: slots are full": {Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningFixed, Fixed: &v1alpha1.FixedTuning{Nodes: 1, StripesPerNode: 9, StreamsPerStripe: 1, Concurrency: 1, Pipelining: 1}}, SourceNodes: nodes, DestinationNodes: nodes}, "free stripe slots"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Plan(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlanWarmStartAndExternalDestination(t *testing.T) {
+	fit := optimizer.StreamFit{Model: optimizer.FullSecondOrder, A: 1e-18, B: -4e-18, C: 8e-18, OptimalStreams: 4}
+	now := time.Unix(50_000, 0)
+	profile := &v1alpha1.PathProfileStatus{Model: StreamModel(&fit), BufferBytes: 1 << 20,
+		SourceCPU: &v1alpha1.CPUModel{InterceptMillicores: 50, MillicoresPerGbps: 200, Samples: 6}, LastUpdateTime: &metav1.Time{Time: now}}
+	in := Input{Profile: profile, SourceNodes: tenGigNodes("s", 1), ExternalDestination: true}
+	plan, err := Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.StreamsPerStripe != 4 || plan.BufferBytes != 1<<20 || plan.Model == nil || plan.SourceCPU.MillicoresPerGbps != 200 {
+		t.Errorf("warm plan %+v: want the stored model, buffer and CPU model", plan)
+	}
+	if len(plan.DestinationNodes) != 0 || len(plan.SourceNodes) != 1 {
+		t.Errorf("external destination: nodes %v → %v", plan.SourceNodes, plan.DestinationNodes)
+	}
+	// a corrupt stored model is ignored, not fatal, when samples exist
+	profile.Model = &v1alpha1.StreamModel{Name: v1alpha1.StreamModelFullSecondOrder, A: "1", B: "1", C: "1", OptimalStreams: 3}
+	in.Samples = []v1alpha1.ProbeSample{{Streams: 1, BufferBytes: 1 << 20, BitsPerSecond: 400e6}, {Streams: 2, BufferBytes: 1 << 20, BitsPerSecond: 800e6}, {Streams: 4, BufferBytes: 1 << 20, BitsPerSecond: 1600e6}}
+	if _, err := Plan(in); err != nil {
+		t.Errorf("corrupt stored model with samples: %v", err)
+	}
+}
+
+func TestConverters(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	cs := []contract.Sample{{Streams: 4, BufferBytes: 1 << 20, BitsPerSecond: 9e8, SourceMillicores: 300, DestinationMillicores: 100, Time: at},
+		{Streams: 0, BitsPerSecond: -5}}
+	ps := ProbeSamplesFromContract(cs)
+	if ps[0].Streams != 4 || ps[0].Time == nil || !ps[0].Time.Time.Equal(at) || ps[0].SourceMillicores != 300 {
+		t.Errorf("converted %+v", ps[0])
+	}
+	if ps[1].Streams != 1 || ps[1].BitsPerSecond != 0 || ps[1].Time != nil {
+		t.Errorf("invalid sample not raised to the API's minimum: %+v", ps[1])
+	}
+	a, b := SamplesFromContract(cs[:1]), SamplesFromProbe(ps[:1])
+	if a[0] != b[0] {
+		t.Errorf("contract and API samples convert differently: %+v vs %+v", a[0], b[0])
+	}
+	l := Limits(&v1alpha1.TuningLimits{MaxNodes: ptr[int32](2), MaxStripesPerNode: ptr[int32](3), MaxStreamsPerStripe: ptr[int32](4),
+		MaxConcurrency: ptr[int32](5), MaxBitsPerSecond: ptr[int64](6e9)})
+	if l != (optimizer.Limits{MaxNodes: 2, MaxStripesPerNode: 3, MaxStreamsPerStripe: 4, MaxConcurrency: 5, MaxBitsPerSecond: 6e9}) || Limits(nil) != (optimizer.Limits{}) {
+		t.Errorf("Limits = %+v", l)
+	}
+	if h := Histogram(&contract.Dataset{Files: 3, Bytes: 10, Buckets: []contract.SizeBucket{{Log2: 2, Files: 3, Bytes: 10}}}); h.Files != 3 || h.Buckets[0] != (optimizer.Bucket{Log2: 2, Files: 3, Bytes: 10}) {
+		t.Errorf("Histogram = %+v", h)
+	}
+	if got := FormatDecimal(1.25e-18); got != "1.25e-18" {
+		t.Errorf("FormatDecimal = %q", got)
+	}
+	if _, err := Fit(&v1alpha1.StreamModel{Name: v1alpha1.StreamModelDinda, A: "x", B: "1"}); err == nil {
+		t.Error("Fit accepted a non-number")
+	}
+	if got := CPUModel(optimizer.CPUModel{InterceptMillicores: math.NaN(), MillicoresPerGbps: 99.6, Samples: 3}); *got != (v1alpha1.CPUModel{InterceptMillicores: 0, MillicoresPerGbps: 100, Samples: 3}) {
+		t.Errorf("CPUModel = %+v", got)
+	}
+}

@@ -1,0 +1,90 @@
+package planning
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/optimizer"
+)
+
+// DefaultProfileMaxAge is how long a PathProfile stays fresh when its spec says
+// nothing (the API's default, 86400 s).
+const DefaultProfileMaxAge = 24 * time.Hour
+
+// Fresh reports whether a profile may warm-start a job at now: it has learned
+// something, and within spec.maxAgeSeconds.
+func Fresh(p *v1alpha1.PathProfile, now time.Time) bool {
+	if p == nil || p.Status.LastUpdateTime == nil || (p.Status.Model == nil && len(p.Status.Samples) == 0) {
+		return false
+	}
+	age := DefaultProfileMaxAge
+	if p.Spec.MaxAgeSeconds != nil {
+		age = time.Duration(*p.Spec.MaxAgeSeconds) * time.Second
+	}
+	return !now.After(p.Status.LastUpdateTime.Add(age))
+}
+
+// ProbeInput is what a probe is planned from.
+type ProbeInput struct {
+	Tuning v1alpha1.TransferTuning
+	// Profile is the path's PathProfile, nil when there is none; whether it is fresh
+	// is decided here (Fresh).
+	Profile *v1alpha1.PathProfile
+	Now     time.Time
+	// NICBitsPerSecond is the smaller NIC capacity of the two sides and RTT the path's
+	// round-trip time, when known: they centre the buffer sampling on the BDP.
+	NICBitsPerSecond int64
+	RTT              time.Duration
+	// MaxBufferBytes bounds the buffers sampled (the kernel's maximum); 0 is 64 MiB.
+	MaxBufferBytes int64
+}
+
+// ProbeDirective says how to probe a job's path, or nil when no probe is needed: Fixed
+// mode, or a fresh profile whose samples already complete the probe.
+//
+// The probe is DADC'09 §4.2.2, buffer first, then streams (optimizer.Prober): buffers
+// from optimizer.BufferCandidates around the BDP (NIC × RTT, BDP2 of §2) when known,
+// then ExpSelection up to maxStreamsPerStripe. With a fresh profile only its buffer is
+// sampled (if it chose one) and the stream counts it holds are passed as KnownStreams.
+// SampleSeconds is 50 round trips, at least 5 s and at most 30 s: long enough for
+// slow start to finish on a long path, short enough for a quick probe (the papers
+// sample with fixed-size transfers and do not give a duration).
+func ProbeDirective(in ProbeInput) *contract.ProbeDirective {
+	if in.Tuning.Mode == v1alpha1.TuningFixed {
+		return nil
+	}
+	limits := Limits(in.Tuning.Limits).WithDefaults()
+	d := &contract.ProbeDirective{MaxStreams: int32(limits.MaxStreamsPerStripe), SampleSeconds: sampleSeconds(in.RTT)}
+	if Fresh(in.Profile, in.Now) {
+		st := in.Profile.Status
+		p := optimizer.Prober{Streams: optimizer.ExpSelection{MaxStreams: limits.MaxStreamsPerStripe}}
+		if st.BufferBytes > 0 {
+			p.BufferSizes = []int64{st.BufferBytes}
+			d.BufferBytes = []int64{st.BufferBytes}
+		}
+		known := SamplesFromProbe(st.Samples)
+		if p.Next(known).Phase == optimizer.PhaseDone {
+			return nil
+		}
+		seen := map[int32]bool{}
+		for _, s := range st.Samples {
+			if s.BufferBytes == st.BufferBytes && s.Streams >= 1 && !seen[s.Streams] {
+				seen[s.Streams] = true
+				d.KnownStreams = append(d.KnownStreams, s.Streams)
+			}
+		}
+		sort.Slice(d.KnownStreams, func(i, j int) bool { return d.KnownStreams[i] < d.KnownStreams[j] })
+		return d
+	}
+	prior := optimizer.BDPPrior(optimizer.PathEstimate{CapacityBitsPerSecond: float64(in.NICBitsPerSecond), RTTMin: in.RTT})
+	d.BufferBytes = optimizer.BufferCandidates(prior, in.MaxBufferBytes)
+	return d
+}
+
+func sampleSeconds(rtt time.Duration) int32 {
+	s := math.Ceil((50 * rtt).Seconds())
+	return int32(min(max(s, 5), 30))
+}
