@@ -1,0 +1,104 @@
+package planning
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/optimizer"
+)
+
+// runningPlan is what Plan gives for 2 nodes × 4 stripes of the test path's stripes
+// (1.41 Gbit/s at 4 streams) on 10 Gbit/s nodes with up to 8 slots.
+func runningPlan(t *testing.T) (v1alpha1.TransferPlan, Input) {
+	t.Helper()
+	fit := optimizer.StreamFit{Model: optimizer.FullSecondOrder, A: 1e-18, B: -4e-18, C: 8e-18, OptimalStreams: 4}
+	in := Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto, Limits: &v1alpha1.TuningLimits{MaxNodes: ptr[int32](2), MaxStripesPerNode: ptr[int32](4)}},
+		Profile:     &v1alpha1.PathProfileStatus{Model: StreamModel(&fit), BufferBytes: 1 << 20},
+		SourceNodes: tenGigNodes("s", 2), DestinationNodes: tenGigNodes("d", 2)}
+	plan, err := Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Stripes(plan) != 8 || plan.StreamsPerStripe != 4 {
+		t.Fatalf("plan %d stripes × %d streams, want 8 × 4", Stripes(plan), plan.StreamsPerStripe)
+	}
+	return plan, in
+}
+
+func report(at time.Time, plan v1alpha1.TransferPlan, aggregate int64) contract.Report {
+	r := contract.Report{Time: at, Phase: contract.PhaseTransferring, BitsPerSecond: aggregate}
+	for i := int32(0); i < Stripes(plan); i++ {
+		r.Stripes = append(r.Stripes, contract.StripeReport{Index: i, Connected: true, Streams: plan.StreamsPerStripe,
+			BitsPerSecond: aggregate / int64(Stripes(plan)), LossPPM: 300})
+	}
+	return r
+}
+
+func TestRescaleFollowsThePath(t *testing.T) {
+	plan, in := runningPlan(t)
+	start := time.Unix(300_000, 0)
+	var state *RescaleState
+	var replans []RescaleDecision
+	capacity := func(round int) int64 {
+		if round < 30 {
+			return 11_000_000_000 // the 8 stripes carry their 11.3 Gbit/s
+		}
+		return 5_000_000_000 // the path halves
+	}
+	for round := 0; round < 60; round++ {
+		now := start.Add(time.Duration(round) * 10 * time.Second)
+		agg := min(capacity(round), int64(float64(Stripes(plan))*stripeRate(int(plan.StreamsPerStripe), 1<<20)))
+		dec, next := Rescale(state, RescaleInput{Tuning: in.Tuning, Plan: plan, Report: report(now, plan, agg),
+			SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Now: now})
+		state = next
+		if dec.Plan == nil {
+			if dec.Action != optimizer.Hold || dec.Reason == "" || dec.From != dec.To {
+				t.Fatalf("round %d: hold decision %+v", round, dec)
+			}
+			continue
+		}
+		replans = append(replans, dec)
+		t.Logf("round %d: %s %+v → %+v: %s", round, dec.Reason, dec.From, dec.To, dec.Message)
+		p := *dec.Plan
+		if len(p.SourceNodes) != 2 || p.StripesPerNode < 1 || p.StripesPerNode > 4 || p.Hash != Hash(p) || p.Hash == plan.Hash {
+			t.Fatalf("round %d: new plan %+v outside the limits or with a stale hash", round, p)
+		}
+		if dec.To.Stripes != Stripes(p) || dec.From.Stripes != Stripes(plan) || dec.To.Stripes%2 != 0 {
+			t.Fatalf("round %d: shapes %+v → %+v for %d → %d stripes (a whole node's worth at a time)", round, dec.From, dec.To, Stripes(plan), Stripes(p))
+		}
+		if p.PredictedBitsPerSecond <= 0 || p.SourceCPUMillicores <= 0 {
+			t.Fatalf("round %d: new plan without predictions: %+v", round, p)
+		}
+		plan = p
+	}
+	if len(replans) == 0 || replans[0].Action != optimizer.RemoveStripes || replans[0].Reason != "PathSaturated" {
+		t.Fatalf("replans %+v: want stripes removed when the path halved", replans)
+	}
+	if Stripes(plan) >= 8 {
+		t.Errorf("still %d stripes on a path that carries 5 of their 11 Gbit/s", Stripes(plan))
+	}
+}
+
+func TestRescaleHolds(t *testing.T) {
+	plan, in := runningPlan(t)
+	now := time.Unix(400_000, 0)
+	fixed := in.Tuning
+	fixed.Mode = v1alpha1.TuningFixed
+	if dec, _ := Rescale(nil, RescaleInput{Tuning: fixed, Plan: plan, Report: report(now, plan, 1), Now: now}); dec.Plan != nil || dec.Reason != "FixedTuning" {
+		t.Errorf("Fixed mode: %+v", dec)
+	}
+	if dec, _ := Rescale(nil, RescaleInput{Tuning: in.Tuning, Plan: plan, Report: report(now, plan, 1), SourceNodes: in.SourceNodes[:1],
+		DestinationNodes: in.DestinationNodes, Now: now}); dec.Plan != nil || dec.Reason != "NodesChanged" {
+		t.Errorf("a node gone: %+v", dec)
+	}
+	// the user lowers maxStripesPerNode to 2: at once, without waiting for measurements
+	lowered := in.Tuning
+	lowered.Limits = &v1alpha1.TuningLimits{MaxStripesPerNode: ptr[int32](2)}
+	dec, _ := Rescale(nil, RescaleInput{Tuning: lowered, Plan: plan, Report: report(now, plan, 1), SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Now: now})
+	if dec.Plan == nil || dec.Plan.StripesPerNode != 2 || dec.Reason != "LimitsChanged" || !strings.Contains(dec.Message, "exceed") {
+		t.Errorf("lowered limit: %+v", dec)
+	}
+}
