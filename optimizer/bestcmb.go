@@ -41,16 +41,31 @@ func BestCmb(pts []StreamPoint, models ...Model) (StreamFit, error) {
 		meanRate += p.BitsPerSecond / float64(n)
 	}
 	tie := 1e-9 * meanRate
+	// per point, once: n, ln n (Newton's n^c′ = exp(c′·ln n)) and y = n²/Th²
+	var buf [3 * 16]float64
+	var ns, logs, ys []float64
+	if n <= 16 {
+		ns, logs, ys = buf[:n], buf[16:16+n], buf[32:32+n]
+	} else {
+		ns, logs, ys = make([]float64, n), make([]float64, n), make([]float64, n)
+	}
+	for i, p := range pts {
+		ns[i] = float64(p.Streams)
+		logs[i] = math.Log(ns[i])
+		ys[i] = (ns[i] / p.BitsPerSecond) * (ns[i] / p.BitsPerSecond)
+	}
 	for i := 0; i < n-2; i++ {
 		for j := i + 1; j < n-1; j++ {
 			for k := j + 1; k < n; k++ {
-				three := [3]StreamPoint{pts[i], pts[j], pts[k]}
+				tn := [3]float64{ns[i], ns[j], ns[k]}
+				tl := [3]float64{logs[i], logs[j], logs[k]}
+				ty := [3]float64{ys[i], ys[j], ys[k]}
 				for _, m := range models {
-					a, b, c, ok := FitThree(m, three)
+					a, b, c, ok := fitThree(m, tn, tl, ty)
 					if !ok || !Valid(m, a, b, c) {
 						continue
 					}
-					err := meanAbsError(m, a, b, c, pts, best.FitErrorBitsPerSecond-tie)
+					err := meanAbsError(m, a, b, c, pts, logs, best.FitErrorBitsPerSecond-tie)
 					if err < best.FitErrorBitsPerSecond-tie {
 						found = true
 						best = StreamFit{Model: m, A: a, B: b, C: c, FitErrorBitsPerSecond: err,
@@ -71,11 +86,21 @@ func BestCmb(pts []StreamPoint, models ...Model) (StreamFit, error) {
 
 // meanAbsError is (1/n)·Σ|Th − Th_pred| over pts; it gives up (returning +Inf) as soon
 // as the running sum shows the result cannot beat bound.
-func meanAbsError(m Model, a, b, c float64, pts []StreamPoint, bound float64) float64 {
+func meanAbsError(m Model, a, b, c float64, pts []StreamPoint, logs []float64, bound float64) float64 {
 	limit := bound * float64(len(pts))
 	var sum float64
-	for _, p := range pts {
-		sum += math.Abs(p.BitsPerSecond - predict(m, a, b, c, float64(p.Streams)))
+	for i, p := range pts {
+		var pred float64
+		if m == Newton {
+			// predict(Newton, …) without math.Pow: the same value to rounding
+			n := float64(p.Streams)
+			if q := a*math.Exp(c*logs[i]) + b; q > 0 && !math.IsInf(q, 0) {
+				pred = n / math.Sqrt(q)
+			}
+		} else {
+			pred = predict(m, a, b, c, float64(p.Streams))
+		}
+		sum += math.Abs(p.BitsPerSecond - pred)
 		if sum >= limit {
 			return math.Inf(1)
 		}

@@ -118,7 +118,7 @@ func predict(m Model, a, b, c, n float64) float64 {
 //   - Newton: yᵢ = a′nᵢ^c′ + b′ has no closed form in c′. Eliminating a′ and b′ leaves
 //     R(c′) = (u₃^c′−1)/(u₂^c′−1) = (y₃−y₁)/(y₂−y₁) with uᵢ = nᵢ/n₁, and R is
 //     increasing in c′, so the root is unique. We solve it by Newton's iteration on
-//     ln R(c′) − ln r, safeguarded by bisection, over [2, cMax]: §3.1.1 requires
+//     (u₃^c′−1) − r(u₂^c′−1), safeguarded by bisection, over [2, cMax]: §3.1.1 requires
 //     c′ ≥ 2, so a root below 2 is invalid anyway, and cMax (64, lowered so that n^c′
 //     stays finite) rejects curves so steep that the samples contradict the model.
 //   - Dinda: two coefficients from three points; we take the least-squares line of y
@@ -138,14 +138,21 @@ func FitThree(m Model, p [3]StreamPoint) (a, b, c float64, ok bool) {
 	if p[0].Streams < 1 || p[0].Streams == p[1].Streams || p[1].Streams == p[2].Streams {
 		return 0, 0, 0, false
 	}
-	var n, y [3]float64
+	var n, y, ln [3]float64
 	for i := range p {
 		if !usable(p[i].BitsPerSecond) {
 			return 0, 0, 0, false
 		}
 		n[i] = float64(p[i].Streams)
 		y[i] = (n[i] / p[i].BitsPerSecond) * (n[i] / p[i].BitsPerSecond)
+		ln[i] = math.Log(n[i])
 	}
+	return fitThree(m, n, ln, y)
+}
+
+// fitThree is FitThree over three points sorted by distinct stream counts n, with
+// ln n and yᵢ = nᵢ²/Thᵢ² already computed (BestCmb computes them once per point).
+func fitThree(m Model, n, ln, y [3]float64) (a, b, c float64, ok bool) {
 	switch m {
 	case FullSecondOrder:
 		s31 := (y[2] - y[0]) / (n[2] - n[0])
@@ -169,7 +176,7 @@ func FitThree(m Model, p [3]StreamPoint) (a, b, c float64, ok bool) {
 		b = my - a*mx
 	case Newton:
 		var solved bool
-		a, b, c, solved = solveNewton(n, y)
+		a, b, c, solved = solveNewton(n, ln, y)
 		if !solved {
 			return 0, 0, 0, false
 		}
@@ -187,8 +194,8 @@ func finite(x float64) bool { return !math.IsInf(x, 0) && !math.IsNaN(x) }
 // newtonCMax bounds c′ of the Newton model (see FitThree).
 const newtonCMax = 64
 
-// solveNewton solves yᵢ = a·nᵢ^c + b for c in [2, cMax] (n sorted ascending).
-func solveNewton(n, y [3]float64) (a, b, c float64, ok bool) {
+// solveNewton solves yᵢ = a·nᵢ^c + b for c in [2, cMax] (n sorted ascending, ln = ln n).
+func solveNewton(n, ln, y [3]float64) (a, b, c float64, ok bool) {
 	d2, d3 := y[1]-y[0], y[2]-y[0]
 	// a′ > 0 and c′ ≥ 2 make y increase with n; anything else has no valid solution.
 	if !(d2 > 0) || !(d3 > d2) {
@@ -200,38 +207,39 @@ func solveNewton(n, y [3]float64) (a, b, c float64, ok bool) {
 	if (u3*u3-1)/(u2*u2-1) > r {
 		return 0, 0, 0, false
 	}
-	l2, l3 := math.Log(u2), math.Log(u3)
+	l2, l3 := ln[1]-ln[0], ln[2]-ln[0]
 	lr := math.Log(r)
-	cMax := math.Min(newtonCMax, 700/math.Log(n[2]))
+	cMax := math.Min(newtonCMax, 700/ln[2])
 	if cMax <= 2 {
 		return 0, 0, 0, false
 	}
-	// g(c) = ln((u₃^c − 1)/(u₂^c − 1)) − ln r, increasing in c, g(2) ≤ 0.
-	g := func(c float64) (v, dv float64) {
+	// h(c) = (u₃^c − 1) − r·(u₂^c − 1): its sign is that of ln R(c) − ln r, so it is
+	// negative below the root and positive above, and it is convex there (h″ ≈
+	// r(u₂^c−1)(ln²u₃ − ln²u₂) > 0), so Newton's iteration from above converges
+	// monotonically — without a logarithm per step.
+	h := func(c float64) (v, dv, scale float64) {
 		e3, e2 := math.Expm1(c*l3), math.Expm1(c*l2)
-		v = math.Log(e3/e2) - lr
-		dv = l3*(e3+1)/e3 - l2*(e2+1)/e2
-		return v, dv
+		return e3 - r*e2, l3*(e3+1) - r*l2*(e2+1), e3
 	}
 	// R(c) > (u₃/u₂)^c, so c₀ = ln r/ln(u₃/u₂) lies above the root: an upper bracket
-	// close to it, from which Newton's iteration converges in a few steps.
+	// close to it.
 	lo, hi := 2.0, math.Min(cMax, lr/(l3-l2))
 	if !(hi > lo) {
 		hi = cMax
 	}
-	if v, _ := g(hi); v < 0 {
+	if v, _, _ := h(hi); v < 0 {
 		if hi >= cMax {
 			return 0, 0, 0, false // the root lies beyond cMax
 		}
 		lo, hi = hi, cMax
-		if v, _ := g(hi); v < 0 {
+		if v, _, _ := h(hi); v < 0 {
 			return 0, 0, 0, false
 		}
 	}
 	c = hi
 	for i := 0; i < 60 && hi-lo > 1e-12*hi; i++ {
-		v, dv := g(c)
-		if math.Abs(v) <= 1e-12 {
+		v, dv, scale := h(c)
+		if math.Abs(v) <= 1e-12*scale {
 			break
 		}
 		if v < 0 {
@@ -243,13 +251,13 @@ func solveNewton(n, y [3]float64) (a, b, c float64, ok bool) {
 		if !(next > lo && next < hi) { // Newton left the bracket: bisect
 			next = (lo + hi) / 2
 		}
-		if math.Abs(next-c) <= 1e-12*c {
+		if math.Abs(next-c) <= 1e-11*c {
 			c = next
 			break
 		}
 		c = next
 	}
-	p1, p2 := math.Pow(n[0], c), math.Pow(n[1], c)
+	p1, p2 := math.Exp(c*ln[0]), math.Exp(c*ln[1])
 	a = d2 / (p2 - p1)
 	b = y[0] - a*p1
 	return a, b, c, true
