@@ -90,6 +90,25 @@ bench-peers: ## dtnflow-agent side by side with iperf3 and GridFTP on loopback (
 	go build -o $(BIN)/bench-peers ./test/bench/peers
 	flock /tmp/dtnflow-bench.lock $(BIN)/bench-peers -agent $(BIN)/dtnflow-agent -json $(CACHE)/bench-peers.jsonl $(BENCH_PEERS_FLAGS)
 
+BENCH_WAN_PKGS := iperf3 iputils-ping globus-gridftp-server-progs globus-gass-copy-progs
+BENCH_WAN_TOOLS ?= iperf3,gridftp-default,gridftp-preset,gridftp-grid,dtnflow-grid,dtnflow-auto
+BENCH_WAN_FLAGS ?= -rate 1G -rtt 50ms -loss 0 -dataset large
+
+.PHONY: bench-wan
+bench-wan: ## Tools side by side on an emulated WAN (test/wanem): BENCH_WAN_FLAGS picks scenarios; table, JSON lines, plots in .cache/bench-wan/.
+	@missing=; for b in iperf3 ping globus-gridftp-server globus-url-copy; do command -v $$b >/dev/null || missing=1; done; \
+	  if [ -n "$$missing" ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(BENCH_WAN_PKGS); fi
+	@mkdir -p $(BIN) $(CACHE)/bench-wan
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
+	go build -o $(BIN)/bench-wan ./test/bench/wan/cmd/bench-wan
+	flock /tmp/dtnflow-bench.lock $(BIN)/bench-wan -agent $(BIN)/dtnflow-agent -tools $(BENCH_WAN_TOOLS) $(BENCH_WAN_FLAGS)
+
+.PHONY: bench-wanem
+bench-wanem: ## Accuracy of the WAN emulator (rate, RTT, loss with iperf3 and ping; minutes).
+	@command -v iperf3 >/dev/null && command -v ping >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3 iputils-ping; }
+	flock /tmp/dtnflow-bench.lock go test -count=1 -timeout 30m -run Accuracy -v ./test/wanem -wanem.accuracy
+
+
 ##@ Tools
 
 $(CONTROLLER_GEN):

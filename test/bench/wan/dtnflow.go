@@ -1,0 +1,155 @@
+package wan
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DtnflowConfig is one fixed setting of dtnflow-agent send.
+type DtnflowConfig struct {
+	Streams int
+	Stripes int
+	Buffer  int64 // --buffer (0: the kernel autotunes)
+}
+
+func (c DtnflowConfig) args() []string {
+	a := []string{"--streams", strconv.Itoa(c.Streams), "--stripes", strconv.Itoa(c.Stripes)}
+	if c.Buffer > 0 {
+		a = append(a, "--buffer", strconv.FormatInt(c.Buffer, 10))
+	}
+	return a
+}
+
+func (c DtnflowConfig) String() string { return strings.Join(c.args(), " ") }
+
+// DtnflowMode says which dtnflow row a runner makes.
+type DtnflowMode string
+
+const (
+	DtnflowGrid DtnflowMode = "dtnflow-grid"
+	DtnflowAuto DtnflowMode = "dtnflow-auto"
+)
+
+// Dtnflow runs dtnflow-agent receive in dst and dtnflow-agent send in src: over a
+// fixed grid (each point probed on the sample dataset, the best rerun on the whole),
+// or with --auto (its own probing counts in its time).
+type Dtnflow struct {
+	Mode  DtnflowMode
+	Agent string // path of the dtnflow-agent binary
+	Grid  []DtnflowConfig
+	// MaxStripes and MaxStreams bound --auto.
+	MaxStripes, MaxStreams int
+	// Verify keeps the agent's end-to-end digest (read back at the destination);
+	// false compares like for like with globus-url-copy, which checks nothing.
+	Verify bool
+}
+
+// Name is the row label.
+func (d Dtnflow) Name() string { return string(d.Mode) }
+
+const dtnflowPort = 7300
+
+// DefaultDtnflowGrid is streams × stripes × buffers.
+func DefaultDtnflowGrid(streams, stripes []int, bufs []int64) []DtnflowConfig {
+	var g []DtnflowConfig
+	for _, k := range stripes {
+		for _, s := range streams {
+			for _, b := range bufs {
+				g = append(g, DtnflowConfig{Streams: s, Stripes: k, Buffer: b})
+			}
+		}
+	}
+	return g
+}
+
+// Run transfers the dataset as the mode says.
+func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
+	if _, err := os.Stat(d.Agent); err != nil {
+		return nil, fmt.Errorf("dtnflow-agent binary: %w", err)
+	}
+	key := filepath.Join(env.WorkDir, "dtnflow.key")
+	if err := os.WriteFile(key, []byte("bench-wan-shared-secret-0123456789\n"), 0o600); err != nil {
+		return nil, err
+	}
+	root, err := os.MkdirTemp(env.WorkDir, "dtnflow-dst-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(root)
+	listen := fmt.Sprintf("%s:%d", env.Dst.Addr, dtnflowPort)
+	recv, err := start(ctx, env.Dst, d.Agent, "receive", "--listen", listen, "--root", root, "--secret-file", key)
+	if err != nil {
+		return nil, err
+	}
+	defer recv.stop(5 * time.Second)
+	if err := waitListening(ctx, env.Dst, dtnflowPort); err != nil {
+		return nil, fmt.Errorf("%w: %s", err, tail(recv.out.String(), 500))
+	}
+	run := 0
+	send := func(ds *Dataset, extra []string) (Result, error) {
+		run++
+		job := fmt.Sprintf("bench%d", run)
+		res := Result{Tool: d.Name(), Bytes: ds.Total, Files: ds.Count(), Started: time.Now()}
+		args := append([]string{"send", "--to", listen, "--root", filepath.Dir(ds.Root), "--secret-file", key,
+			"--job", job, "--dest-path", job, "--verify=" + strconv.FormatBool(d.Verify)}, extra...)
+		args = append(args, filepath.Base(ds.Root))
+		before := env.Topo.Link.Stats().AtoB
+		r0 := recv.cpu()
+		wall, scpu, out, err := runTimed(ctx, env.Src, d.Agent, args...)
+		if err != nil {
+			return res, err
+		}
+		rcpu := recv.cpu() - r0
+		after := env.Topo.Link.Stats().AtoB
+		got, err := treeBytes(filepath.Join(root, job))
+		if err != nil || got < ds.Total {
+			return res, fmt.Errorf("dtnflow-agent %s wrote %d bytes of %d (%v): %s", strings.Join(extra, " "), got, ds.Total, err, tail(out, 300))
+		}
+		_ = os.RemoveAll(filepath.Join(root, job))
+		_ = os.RemoveAll(filepath.Join(root, ".dtnflow", job))
+		res.Seconds = wall
+		res.LinkLost = after.LostSegments - before.LostSegments
+		res.LinkDropped = after.QueueDroppedSegments - before.QueueDroppedSegments
+		res.finish(env, scpu+rcpu)
+		return res, nil
+	}
+
+	if d.Mode == DtnflowAuto {
+		extra := []string{"--auto", "--stripes", strconv.Itoa(d.MaxStripes), "--max-streams", strconv.Itoa(d.MaxStreams)}
+		r, err := send(env.Dataset, extra)
+		r.Config, r.Chosen = strings.Join(extra, " "), true
+		r.Note = "probing included in its time"
+		return []Result{r}, err
+	}
+	var out []Result
+	var probe float64
+	var best *Result
+	var bestCfg DtnflowConfig
+	for _, cfg := range d.Grid {
+		r, err := send(env.SampleDataset, cfg.args())
+		if err != nil {
+			return out, err
+		}
+		r.Config, r.Sample = cfg.String(), true
+		r.Streams, r.Stripes, r.BufferBytes = cfg.Streams*cfg.Stripes, cfg.Stripes, cfg.Buffer
+		probe += r.Seconds
+		out = append(out, r)
+		fmt.Fprintf(env.Log, "    sample %-40s %8.1f Mbit/s\n", cfg, r.BitsPerSecond/1e6)
+		if best == nil || r.BitsPerSecond > best.BitsPerSecond {
+			best, bestCfg = &out[len(out)-1], cfg
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("dtnflow-grid: empty grid")
+	}
+	r, err := send(env.Dataset, bestCfg.args())
+	r.Config, r.Chosen, r.ProbeSeconds = bestCfg.String(), true, probe
+	r.Streams, r.Stripes, r.BufferBytes = bestCfg.Streams*bestCfg.Stripes, bestCfg.Stripes, bestCfg.Buffer
+	r.Note = fmt.Sprintf("best of %d settings probed on %s (%.0f s of probing)", len(d.Grid), humanBytes(env.SampleDataset.Total), probe)
+	return append(out, r), err
+}

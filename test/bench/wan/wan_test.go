@@ -1,0 +1,299 @@
+package wan
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dtnflow/dtnflow/test/topology"
+	"github.com/dtnflow/dtnflow/test/wanem"
+)
+
+func TestDatasetSizes(t *testing.T) {
+	for name, c := range map[string]struct {
+		spec          DatasetSpec
+		files         int
+		total, lo, hi int64
+	}{
+		"large": {DefaultDataset(Large), 1, 4 << 30, 4 << 30, 4 << 30},
+		"small": {DefaultDataset(Small), 20000, 20000 * 64 << 10, 64 << 10, 64 << 10},
+		"mixed": {DefaultDataset(Mixed), -1, 4 << 30, 64 << 10, 1 << 30},
+	} {
+		sizes, err := c.spec.Sizes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var total, lo, hi int64 = 0, 1 << 62, 0
+		for _, s := range sizes {
+			total += s
+			lo, hi = min(lo, s), max(hi, s)
+		}
+		if c.files >= 0 && len(sizes) != c.files {
+			t.Errorf("%s: %d files, want %d", name, len(sizes), c.files)
+		}
+		// The last file of a mix is what is left, so it may be smaller than the floor.
+		if name == "mixed" {
+			lo = min(sizes[0], sizes[1])
+		}
+		if total != c.total || lo < c.lo || hi > c.hi {
+			t.Errorf("%s: total %d in [%d, %d], want %d in [%d, %d]", name, total, lo, hi, c.total, c.lo, c.hi)
+		}
+		again, _ := c.spec.Sizes()
+		if !reflect.DeepEqual(sizes, again) {
+			t.Errorf("%s: sizes differ between calls", name)
+		}
+	}
+	mixed, _ := DefaultDataset(Mixed).Sizes()
+	var under1M, over100M int
+	for _, s := range mixed {
+		if s < 1<<20 {
+			under1M++
+		}
+		if s > 100<<20 {
+			over100M++
+		}
+	}
+	if under1M == 0 || over100M == 0 {
+		t.Errorf("mixed dataset lacks small (%d) or large (%d) files", under1M, over100M)
+	}
+}
+
+func TestDatasetSample(t *testing.T) {
+	if s := DefaultDataset(Large).Sample(1 << 30); s.LargeBytes != 1<<30 {
+		t.Errorf("large sample: %+v", s)
+	}
+	if s := DefaultDataset(Small).Sample(10 << 20); s.SmallCount != 160 || s.SmallBytes != 64<<10 {
+		t.Errorf("small sample: %+v", s)
+	}
+	if s := DefaultDataset(Mixed).Sample(1 << 30); s.MixedTotalBytes != 1<<30 || s.MixedMaxBytes != 1<<30 {
+		t.Errorf("mixed sample: %+v", s)
+	}
+	if s := DefaultDataset(Large).Sample(8 << 30); s.LargeBytes != 4<<30 {
+		t.Errorf("a sample larger than the dataset: %+v", s)
+	}
+}
+
+func TestGenerateWritesReadableDeterministicFiles(t *testing.T) {
+	spec := DatasetSpec{Kind: Mixed, MixedTotalBytes: 3 << 20, MixedMinBytes: 4 << 10, MixedMaxBytes: 1 << 20, Seed: 3}
+	a, err := Generate(spec, filepath.Join(t.TempDir(), "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Generate(spec, filepath.Join(t.TempDir(), "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Total != 3<<20 || !reflect.DeepEqual(a.Files, b.Files) || !reflect.DeepEqual(a.Sizes, b.Sizes) {
+		t.Fatalf("datasets differ or are the wrong size: %d %v", a.Total, a.Sizes)
+	}
+	got, err := treeBytes(a.Root)
+	if err != nil || got != a.Total {
+		t.Fatalf("on disk %d, want %d (%v)", got, a.Total, err)
+	}
+	for i, f := range a.Files {
+		fi, err := os.Stat(filepath.Join(a.Root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() != a.Sizes[i] || fi.Mode().Perm()&0o004 == 0 {
+			t.Errorf("%s: size %d mode %v", f, fi.Size(), fi.Mode())
+		}
+		x, _ := os.ReadFile(filepath.Join(a.Root, f))
+		y, _ := os.ReadFile(filepath.Join(b.Root, f))
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s: content differs between two generations", f)
+		}
+	}
+	// Random content: a 64 KiB block of zeros would compress, and would not test much.
+	x, _ := os.ReadFile(filepath.Join(a.Root, a.Files[0]))
+	if bytes.Count(x, []byte{0}) > len(x)/100 {
+		t.Errorf("content is not random")
+	}
+}
+
+func TestGlobusPresetBySize(t *testing.T) {
+	for avg, want := range map[int64]string{
+		64 << 10: "-p 2 -cc 2 -pp -fast", 49e6: "-p 2 -cc 2 -pp -fast",
+		50e6: "-p 4 -cc 2 -pp -fast", 250e6: "-p 4 -cc 2 -pp -fast",
+		250e6 + 1: "-p 8 -cc 2 -fast", 4 << 30: "-p 8 -cc 2 -fast",
+	} {
+		if _, cfg := GlobusPreset(avg); cfg.String() != want {
+			t.Errorf("average %d: %s, want %s", avg, cfg, want)
+		}
+	}
+}
+
+func TestGridFTPGrid(t *testing.T) {
+	one := DefaultGridFTPGrid(1, []int{1, 8}, []int{1, 4}, []int64{0, 4 << 20})
+	if len(one) != 4 || one[0].Concurrency != 0 || one[0].Pipelining {
+		t.Errorf("single file grid: %v", one)
+	}
+	many := DefaultGridFTPGrid(100, []int{1, 8}, []int{1, 4}, []int64{0})
+	if len(many) != 4 || !many[3].Pipelining || many[3].String() != "-p 8 -cc 4 -pp -fast" || many[3].streams(100) != 32 {
+		t.Errorf("many files grid: %v", many)
+	}
+	if (GridFTPConfig{}).String() != "(defaults)" || len((GridFTPConfig{}).Args()) != 0 {
+		t.Error("defaults must pass no flag")
+	}
+	if got := (GridFTPConfig{Parallelism: 4, Concurrency: 8}).streams(3); got != 12 {
+		t.Errorf("streams with fewer files than -cc: %d", got)
+	}
+}
+
+func TestMatrixAndNames(t *testing.T) {
+	m := Matrix([]int64{1e9}, []time.Duration{50 * time.Millisecond}, []float64{0, 1e-4, 1e-3}, []int64{0},
+		[]DatasetSpec{DefaultDataset(Large), DefaultDataset(Small)}, []bool{false, true})
+	if len(m) != 12 {
+		t.Fatalf("%d scenarios, want 12", len(m))
+	}
+	names := map[string]bool{}
+	for _, s := range m {
+		names[s.Name()] = true
+	}
+	if len(names) != 12 || !names["1Gbit-50ms-loss0.001-small-cross"] {
+		t.Errorf("names: %v", names)
+	}
+	link := m[1].Link(7)
+	if link.AtoB.Delay != 25*time.Millisecond || link.BtoA.Loss != 1e-4 || link.Seed != 7 {
+		t.Errorf("link: %+v", link)
+	}
+}
+
+func sampleResults() []Result {
+	env := &Env{Scenario: Scenario{RateBitsPerSecond: 1e9, RTT: 50 * time.Millisecond, Dataset: DefaultDataset(Large)}}
+	var rs []Result
+	for _, p := range []int{1, 2, 4, 8, 16, 32} {
+		// A path where streams help up to about 8 and then hurt.
+		bps := 1e9 * float64(p) / (float64(p) + 1.5) * (1 - 0.004*float64(p))
+		r := Result{Tool: string(GridFTPGrid), Config: "-p x", Streams: p, Sample: true, Bytes: int64(bps / 8), Seconds: 1}
+		r.finish(env, 0.5)
+		rs = append(rs, r)
+	}
+	best := Result{Tool: string(GridFTPGrid), Config: "-p 8 -fast", Streams: 8, Chosen: true, Bytes: 4 << 30, Seconds: 40, ProbeSeconds: 6, Note: "best"}
+	best.finish(env, 9)
+	def := Result{Tool: string(GridFTPDefault), Config: "(defaults)", Streams: 1, Chosen: true, Bytes: 4 << 30, Seconds: 90}
+	def.finish(env, 8)
+	return append(rs, best, def)
+}
+
+func TestFinishAndMarkdown(t *testing.T) {
+	rs := sampleResults()
+	def := rs[len(rs)-1]
+	if def.Scenario != "1Gbit-50ms-loss0-large" || def.BitsPerSecond != float64(4<<30)*8/90 ||
+		def.PercentOfLink != 100*def.BitsPerSecond/1e9 || def.CPUSecondsPerGB != 8/(float64(4<<30)/1e9) || def.TotalSeconds != 90 {
+		t.Errorf("derived figures: %+v", def)
+	}
+	var b strings.Builder
+	if err := WriteMarkdown(&b, rs); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 4 { // header, rule, two chosen rows; samples are not rows
+		t.Fatalf("table:\n%s", b.String())
+	}
+	if !strings.Contains(lines[2], "`-p 8 -fast`") || !strings.Contains(lines[2], "40.0 (+6 grid)") || !strings.Contains(lines[3], "(defaults)") {
+		t.Errorf("rows:\n%s", b.String())
+	}
+	var j bytes.Buffer
+	if err := WriteJSONLines(&j, rs); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(j.String(), "\n"); n != len(rs) {
+		t.Errorf("%d JSON lines, want %d", n, len(rs))
+	}
+}
+
+func TestPlotDrawsAPNGWithAFit(t *testing.T) {
+	rs := sampleResults()
+	fit, err := FitStreams(rs[:6])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fit.OptimalStreams < 4 || fit.OptimalStreams > 32 {
+		t.Errorf("fit optimum %d streams for a curve that peaks near 8-16", fit.OptimalStreams)
+	}
+	path := filepath.Join(t.TempDir(), "p.png")
+	if err := Plot(rs[0].Scenario, 1e9, rs, path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() < 600 || b.Dy() < 400 {
+		t.Errorf("image %v", b)
+	}
+}
+
+// TestRunnersOnATinyPath runs iperf3 and the three GridFTP rows on a real emulated
+// path with a tiny dataset (root, the tools, a few seconds).
+func TestRunnersOnATinyPath(t *testing.T) {
+	if err := wanem.CanEmulate(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	for _, b := range []string{"iperf3", "globus-gridftp-server", "globus-url-copy"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skipf("%s not installed (make bench-wan installs it)", b)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, stateDir := t.TempDir(), t.TempDir()
+	rs, err := Run(ctx, Options{
+		Scenarios: []Scenario{{RateBitsPerSecond: 200e6, RTT: 4 * time.Millisecond,
+			Dataset: DatasetSpec{Kind: Small, SmallCount: 40, SmallBytes: 64 << 10, Seed: 1}, CrossTraffic: true}},
+		Runners: []Runner{
+			Iperf3{Streams: []int{2}, Seconds: 1},
+			GridFTP{Mode: GridFTPDefault}, GridFTP{Mode: GridFTPPreset},
+			GridFTP{Mode: GridFTPGrid, Grid: DefaultGridFTPGrid(40, []int{1, 2}, []int{1, 4}, []int64{0})},
+		},
+		WorkDir: filepath.Join(t.TempDir(), "work"), OutDir: out, SampleSeconds: 0.05, StateDir: stateDir,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chosen := map[string]Result{}
+	for _, r := range rs {
+		if r.Chosen {
+			chosen[r.Tool] = r
+		}
+	}
+	for _, tool := range []string{"iperf3", "gridftp-default", "gridftp-preset", "gridftp-grid"} {
+		r, ok := chosen[tool]
+		if !ok {
+			t.Errorf("no %s row", tool)
+			continue
+		}
+		// Never above the bottleneck (shared with cross traffic), never nothing.
+		if r.BitsPerSecond <= 0 || r.BitsPerSecond > 200e6*1.02 || r.CPUSecondsPerGB <= 0 {
+			t.Errorf("%s: %+v", tool, r)
+		}
+	}
+	if r := chosen["gridftp-preset"]; r.Config != "-p 2 -cc 2 -pp -fast" {
+		t.Errorf("preset for 64 KiB files: %s", r.Config)
+	}
+	if r := chosen["gridftp-grid"]; r.ProbeSeconds <= 0 || r.Files != 40 {
+		t.Errorf("grid row: %+v", r)
+	}
+	for _, f := range []string{"results.md", "results.jsonl", "200Mbit-4ms-loss0-small-cross.png"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	// The topology is gone: its state file (removed last, after the namespaces) too.
+	if left, err := topology.List(stateDir); err != nil || len(left) != 0 {
+		t.Errorf("topology left behind: %v %v", left, err)
+	}
+}
