@@ -167,6 +167,7 @@ func DownState(path string, grace time.Duration) error {
 	if s.ControlSocket != "" {
 		_ = os.Remove(s.ControlSocket)
 	}
+	_ = os.Remove(hostsPath(filepath.Dir(path), s.ID))
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}

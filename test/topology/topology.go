@@ -33,6 +33,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,12 +89,22 @@ type Host struct {
 	Netns string `json:"netns"`
 	// Addr is the host's address on eth0.
 	Addr netip.Addr `json:"addr"`
+	// HostsFile names every host of the topology (src0, dst1, ...); Command shows it
+	// to the command as /etc/hosts.
+	HostsFile string `json:"hostsFile,omitempty"`
 }
 
-// Command is name with args, run in the host's namespace (and in no other namespace
-// of it), killed when ctx ends.
+// Command is name with args, run in the host's namespace and killed when ctx ends.
+// Names resolve from the topology's hosts file, seen as /etc/hosts in a private mount
+// namespace: tools that look their own address up (GridFTP does) must not ask a DNS
+// server the host cannot reach.
 func (h Host) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + wanem.NetnsPath(h.Netns), "--", name}, args...)...)
+	enter := append([]string{"--net=" + wanem.NetnsPath(h.Netns), "--", name}, args...)
+	if h.HostsFile == "" {
+		return exec.CommandContext(ctx, "nsenter", enter...)
+	}
+	return exec.CommandContext(ctx, "unshare", append([]string{"--mount", "--propagation", "private", "--",
+		"sh", "-c", `mount --bind "$0" /etc/hosts && exec nsenter "$@"`, h.HostsFile}, enter...)...)
 }
 
 // Do runs fn on a thread inside the host's namespace: sockets fn opens are the host's.
@@ -267,6 +278,17 @@ func Up(ctx context.Context, spec Spec) (t *Topology, err error) {
 		t.Destinations = append(t.Destinations, h)
 	}
 
+	hosts := hostsPath(spec.StateDir, spec.ID)
+	if err := writeHostsFile(hosts, t.Hosts(), spec.ID); err != nil {
+		return t, err
+	}
+	for i := range t.Sources {
+		t.Sources[i].HostsFile = hosts
+	}
+	for i := range t.Destinations {
+		t.Destinations[i].HostsFile = hosts
+	}
+
 	opts := spec.LinkOptions
 	opts.MTU = spec.MTU
 	left, right := addr(spec.Subnet, 0, 1), addr(spec.Subnet, 0, 2)
@@ -319,6 +341,7 @@ func (t *Topology) Down() error {
 		if s.ControlSocket != "" {
 			_ = os.Remove(s.ControlSocket)
 		}
+		_ = os.Remove(hostsPath(filepath.Dir(t.state.path), s.ID))
 		if len(errs) == 0 {
 			if err := os.Remove(t.state.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
@@ -450,6 +473,26 @@ func (n NIC) tbfArgs(mtu int) []string {
 	}
 	return []string{"tbf", "rate", strconv.FormatInt(n.RateBitsPerSecond, 10) + "bit",
 		"burst", strconv.FormatInt(burst, 10), "limit", strconv.FormatInt(limit, 10)}
+}
+
+func hostsPath(dir, id string) string { return filepath.Join(dir, id+".hosts") }
+
+// writeHostsFile writes the machine's /etc/hosts followed by the topology's hosts.
+func writeHostsFile(path string, hosts []Host, id string) error {
+	base, err := os.ReadFile("/etc/hosts")
+	if err != nil {
+		base = []byte("127.0.0.1 localhost\n")
+	}
+	var b strings.Builder
+	b.Write(base)
+	if len(base) > 0 && base[len(base)-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "# dtnflow topology %s\n", id)
+	for _, h := range hosts {
+		fmt.Fprintf(&b, "%s %s %s.%s\n", h.Addr, h.Name, h.Name, strings.TrimSuffix(prefixOf(id), "-"))
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 func deleteNetns(ns string) error {

@@ -124,8 +124,12 @@ func TestUpBuildsReachableIsolatedHostsAndDownRemovesThem(t *testing.T) {
 	defer cancel()
 	for _, s := range topo.Sources {
 		for _, d := range topo.Destinations {
-			run(t, s.Command(ctx, "ping", "-c", "1", "-W", "5", d.Addr.String()))
+			// By name: the topology's hosts file resolves it.
+			run(t, s.Command(ctx, "ping", "-c", "1", "-W", "5", d.Name))
 		}
+	}
+	if out := run(t, topo.Sources[0].Command(ctx, "getent", "hosts", topo.Sources[0].Addr.String())); !strings.Contains(out, "src0") {
+		t.Errorf("own address does not resolve: %q", out)
 	}
 	// Nothing outside the topology is routable from a host (asking the route table
 	// sends nothing).
@@ -161,7 +165,7 @@ func TestUpBuildsReachableIsolatedHostsAndDownRemovesThem(t *testing.T) {
 	if got := namespacesWithPrefix(t, prefix); len(got) != 0 {
 		t.Errorf("left behind: %v", got)
 	}
-	for _, f := range []string{topo.StateFile, sock} {
+	for _, f := range []string{topo.StateFile, sock, topo.Sources[0].HostsFile} {
 		if _, err := os.Stat(f); !os.IsNotExist(err) {
 			t.Errorf("%s still there", f)
 		}
