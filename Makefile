@@ -12,7 +12,7 @@ CACHE := $(ROOT)/.cache
 export PATH := $(BIN):$(PATH)
 
 CONTROLLER_TOOLS_VERSION ?= v0.21.0
-HELM_VERSION ?= v4.0.0
+HELM_VERSION ?= v4.3.1
 KUBE_VERSION ?= v1.36.0
 
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
@@ -45,11 +45,11 @@ build: ## Build the manager and the agent into ./bin.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
 
 .PHONY: verify
-verify: manifests generate ## Fail when generated files, formatting or go.mod are stale.
+verify: manifests generate chart-sync ## Fail when generated files, formatting or go.mod are stale.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go mod tidy
-	@git diff --exit-code -- config api go.mod go.sum charts/dtnflow/crds || { echo "generated files or go.mod are stale: run 'make manifests generate' and 'go mod tidy', then commit"; exit 1; }
-	@untracked=$$(git ls-files --others --exclude-standard -- config api charts/dtnflow/crds); \
+	@git diff --exit-code -- config api go.mod go.sum charts/dtnflow/crds charts/dtnflow/files || { echo "generated files or go.mod are stale: run 'make manifests generate' and 'go mod tidy', then commit"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- config api charts/dtnflow/crds charts/dtnflow/files); \
 	  test -z "$$untracked" || { echo "generated files not committed: $$untracked"; exit 1; }
 
 ##@ Tests
@@ -69,13 +69,60 @@ kube-assets: ## Build kube-apiserver, etcd and kubectl from the module proxy int
 test-integration: kube-assets ## Integration tests against a real kube-apiserver + etcd built from source.
 	KUBEBUILDER_ASSETS=$$(hack/build-kube.sh kube-apiserver etcd kubectl) go test -count=1 ./test/integration/...
 
-##@ Demo
+##@ Local cluster, images, chart and demo
 
-# Placeholder until the local cluster lands (issue 7): whoever adds the real `demo` target
-# replaces this block.
+# The local two-site cluster (hack/cluster, docs/local-cluster.md): a real control plane
+# and one kubelet + containerd per node, each node in its own network namespace, the two
+# sites joined through test/wanem. Needs root. State in $(CLUSTER_DIR).
+HELM := $(BIN)/helm-$(HELM_VERSION)
+KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
+KUBE_CLUSTER_COMPONENTS := kube-apiserver etcd kubectl kubelet kube-scheduler kube-controller-manager
+CLUSTER_DIR ?= $(ROOT)/.local-cluster
+E2E_TIMEOUT ?= 45m
+
+.PHONY: images
+images: ## Build the manager, agent and pause images as OCI archives in .cache/images (no registry, no daemon).
+	hack/images/build.sh
+
+.PHONY: chart-sync
+chart-sync: ## Copy the generated CRDs and the manager's RBAC rules into charts/dtnflow.
+	@mkdir -p charts/dtnflow/crds charts/dtnflow/files
+	@rm -f charts/dtnflow/crds/*.yaml; cp config/crd/bases/*.yaml charts/dtnflow/crds/
+	@if [ -f config/rbac/role.yaml ]; then cp config/rbac/role.yaml charts/dtnflow/files/manager-role.yaml; fi
+
+.PHONY: helm
+helm: $(HELM) ## Install Helm into ./bin (built from the Go module proxy).
+
+.PHONY: helm-lint
+helm-lint: chart-sync $(HELM) ## helm lint --strict and helm template the chart.
+	$(HELM) lint --strict charts/dtnflow
+	$(HELM) template dtnflow charts/dtnflow --namespace dtnflow-system >/dev/null
+
+.PHONY: cluster-deps
+cluster-deps: ## Install the Debian packages and build the Kubernetes components the local cluster needs.
+	hack/cluster/deps.sh
+	@hack/build-kube.sh $(KUBE_CLUSTER_COMPONENTS) >/dev/null
+
+.PHONY: cluster-up
+cluster-up: cluster-deps images ## Start the local two-site cluster (no dtnflow installed; see demo).
+	DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and remove everything it created.
+	DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh
+
+.PHONY: test-e2e
+test-e2e: cluster-deps images chart-sync $(HELM) ## e2e on the local cluster: chart, Helm install, transfers, failures, re-plans.
+	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -count=1 ./test/e2e/chart/...
+	rc=0; DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/cluster/... $(E2E_FLAGS) || rc=$$?; \
+	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
+
 .PHONY: demo
-demo: ## Run the main job on the embedded local cluster.
-	@echo "make demo: the local two-site cluster is not there yet; see README.md for what exists."; exit 1
+demo: cluster-deps images chart-sync $(HELM) ## Run the main job on the local two-site cluster (set-up included); leaves it running.
+	DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) hack/demo.sh
+
+.PHONY: demo-down
+demo-down: cluster-down ## Tear the demo's cluster down.
 
 ##@ Benchmarks
 
@@ -108,8 +155,12 @@ bench-wanem: ## Accuracy of the WAN emulator (rate, RTT, loss with iperf3 and pi
 	@command -v iperf3 >/dev/null && command -v ping >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3 iputils-ping; }
 	flock /tmp/dtnflow-bench.lock go test -count=1 -timeout 30m -run Accuracy -v ./test/wanem -wanem.accuracy
 
-
 ##@ Tools
+
+$(HELM):
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/helm $(HELM)
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(BIN)

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# make demo: start the local two-site cluster, install dtnflow with Helm, and move a
+# mixed dataset from site A to site B across the emulated WAN, showing the job live
+# (`kubectl get transferjobs -w`), then the plan, the fitted model and the result.
+# The cluster keeps running for a look around; `make demo-down` removes it.
+#
+# The Makefile has already installed the Debian packages, built the Kubernetes
+# components, the images and Helm (DTN_HELM).
+set -euo pipefail
+source "$(dirname "$0")/cluster/lib.sh"
+HELM=${DTN_HELM:?set DTN_HELM to the helm binary (make demo does)}
+NS=demo
+JOB=demo-run
+DEMO_TIMEOUT=${DTN_DEMO_TIMEOUT:-900}
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+step "Starting the local cluster: control plane, $SITE_A and $SITE_B, WAN $((WAN_RATE_BPS / 1000000)) Mbit/s with $((2 * WAN_DELAY_MS)) ms RTT"
+"$(dirname "$0")/cluster/up.sh"
+source "$DTN_IMAGES_DIR/images.env"
+
+step "Installing dtnflow with Helm (chart charts/dtnflow, release dtnflow in dtnflow-system)"
+"$HELM" upgrade --install dtnflow "$DTN_ROOT/charts/dtnflow" --kubeconfig "$KUBECONFIG_ADMIN" \
+  --namespace dtnflow-system --create-namespace --values "$DTN_ROOT/hack/cluster/values-local.yaml" \
+  --set manager.image.repository="${MANAGER_IMAGE%:*}" --set manager.image.tag="${MANAGER_IMAGE##*:}" \
+  --set agent.image.repository="${AGENT_IMAGE%:*}" --set agent.image.tag="${AGENT_IMAGE##*:}" \
+  --set apiServer.host="$API_IP" --set apiServer.port="$API_PORT" \
+  --wait --timeout 3m
+kc -n dtnflow-system get deployment,pods -o wide
+
+step "The two sites (TransferEndpoints: nodes, storage root, NIC cap, CPU budget)"
+kc apply -f "$B/endpoints.yaml"
+for site in "$SITE_A" "$SITE_B"; do
+  kc wait --for=condition=Ready "transferendpoint/$site" --timeout=120s >/dev/null
+done
+kc get transferendpoints -o wide
+
+step "A mixed dataset at $SITE_A: large, medium, small and empty files"
+src=$(site_storage "$SITE_A")/runs/0427
+rm -rf "$src" "$(site_storage "$SITE_B")/incoming/0427"
+(cd "$DTN_ROOT" && go run ./test/e2e/cmd/dtn-dataset generate -out "$src" -seed 427 -large 4 -large-mib 64 -medium 8 -small 300 -empty 3)
+
+step "Applying the TransferJob $NS/$JOB ($SITE_A:runs/0427 → $SITE_B:incoming/0427)"
+kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
+kc label namespace "$NS" dtnflow.io/transfers=allowed --overwrite >/dev/null
+kc -n "$NS" delete transferjob "$JOB" --ignore-not-found --wait >/dev/null
+cat <<YAML | tee /dev/stderr | kc apply -f -
+apiVersion: dtnflow.io/v1alpha1
+kind: TransferJob
+metadata:
+  name: $JOB
+  namespace: $NS
+spec:
+  source:
+    endpoint: $SITE_A
+    paths: [runs/0427]
+  destination:
+    endpoint: $SITE_B
+    path: incoming/0427
+  tuning:
+    mode: Auto
+    limits:
+      maxStreamsPerStripe: 16
+  integrity:
+    checksum: SHA256
+    verify: true
+YAML
+
+step "Live progress (kubectl get transferjobs -w): State, Progress%, Rate, ETA"
+kc -n "$NS" get transferjobs -w &
+watcher=$!
+trap 'kill $watcher 2>/dev/null || true' EXIT
+deadline=$(( $(date +%s) + DEMO_TIMEOUT ))
+state=
+while :; do
+  state=$(kc -n "$NS" get transferjob "$JOB" -o jsonpath='{.status.state}' 2>/dev/null || true)
+  case $state in Complete|Failed) break ;; esac
+  [ "$(date +%s)" -lt "$deadline" ] || { state=TimedOut; break; }
+  sleep 1
+done
+sleep 1; kill $watcher 2>/dev/null || true; wait $watcher 2>/dev/null || true
+
+job_json=$(kc -n "$NS" get transferjob "$JOB" -o json)
+step "The plan"
+echo "$job_json" | jq '.status.plan | del(.model, .sourceCPU, .destinationCPU)'
+step "The fitted model (throughput vs streams of one stripe, and CPU vs throughput of each side)"
+echo "$job_json" | jq '{model: .status.plan.model, sourceCPU: .status.plan.sourceCPU, destinationCPU: .status.plan.destinationCPU}'
+echo "probe samples (streams → Mbit/s, CPU of each side):"
+echo "$job_json" | jq -r '.status.samples[]? | "  \(.streams) streams, buffer \(.bufferBytes // 0): \(.bitsPerSecond / 1e6 | floor) Mbit/s  (source \(.sourceMillicores // 0)m, destination \(.destinationMillicores // 0)m)"'
+step "The result"
+echo "$job_json" | jq '{state: .status.state, progress: .status.progress, replans: .status.replans, startTime: .status.startTime, completionTime: .status.completionTime,
+  conditions: [.status.conditions[]? | {type, status, reason, message}]}'
+if [ "$state" = Complete ]; then
+  (cd "$DTN_ROOT" && go run ./test/e2e/cmd/dtn-dataset compare "$src" "$(site_storage "$SITE_B")/incoming/0427/runs/0427")
+else
+  echo "the job ended $state; kubectl -n $NS describe transferjob $JOB and the manager's logs say why:" >&2
+  kc -n "$NS" describe transferjob "$JOB" | tail -20 >&2 || true
+fi
+
+cat <<EOF
+
+$(printf '\033[1m')Look around$(printf '\033[0m') (the cluster keeps running):
+  source $B/env                                # KUBECONFIG and kubectl on PATH
+  kubectl get transferjobs,pods -n $NS -o wide    # the job and its agent pods
+  kubectl describe transferjob -n $NS $JOB        # conditions, plan, events
+  kubectl get pathprofiles                        # what dtnflow learned about the path
+  kubectl get transferendpoints -o wide
+  kubectl -n dtnflow-system logs deploy/dtnflow-manager
+  hack/cluster/wan.sh set --rate 100000000        # make the WAN slower (bit/s), then apply another job
+  ls $(site_storage "$SITE_B")/incoming/0427    # the copy at site B
+Tear down: make demo-down
+EOF
+[ "$state" = Complete ]

@@ -1,0 +1,203 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/controllers"
+	"github.com/dtnflow/dtnflow/test/e2e/framework"
+)
+
+// Named timeouts.
+const (
+	transferTimeout = 8 * time.Minute
+)
+
+// The mixed dataset of the first job: large files that are chunked over stripes,
+// medium ones, hundreds of small ones in nested folders, and empty files, so that the
+// plan has several size classes (about 190 MiB).
+var mixedDataset = framework.DatasetSpec{Seed: 1, Large: 3, LargeBytes: 48 << 20, Medium: 6, Small: 250, Empty: 3}
+
+// stateLog records the states a job passes through, polled every half second, since a
+// short state (Probing) can come and go between two looks.
+type stateLog struct {
+	mu     sync.Mutex
+	states []dtnflowv1alpha1.TransferState
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+func watchStates(job *dtnflowv1alpha1.TransferJob) *stateLog {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &stateLog{stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if got, err := getJob(ctx, job); err == nil && got.Status.State != "" {
+				l.mu.Lock()
+				if n := len(l.states); n == 0 || l.states[n-1] != got.Status.State {
+					l.states = append(l.states, got.Status.State)
+				}
+				l.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return l
+}
+
+func (l *stateLog) Stop() []dtnflowv1alpha1.TransferState {
+	l.stop()
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.states)
+}
+
+// TestTransfer moves a generated mixed dataset from site A to site B across the WAN
+// emulator twice: a cold job that probes the path, fits the model and plans, and a
+// second job on the same path that starts warm from the PathProfile the first one
+// left. Each must end Complete with every file's SHA-256 equal at the destination,
+// and its status must show what it did.
+func TestTransfer(t *testing.T) {
+	onFailure(t)
+	ctx := context.Background()
+
+	t.Run("cold job probes, plans and moves a mixed dataset", func(t *testing.T) {
+		g := NewWithT(t)
+		// A cold start needs no PathProfile of the path.
+		_ = cluster.Client.Delete(ctx, &dtnflowv1alpha1.PathProfile{ObjectMeta: metav1.ObjectMeta{Name: profileName()}})
+		g.Eventually(func() error {
+			return cluster.Client.Get(ctx, client.ObjectKey{Name: profileName()}, &dtnflowv1alpha1.PathProfile{})
+		}).WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("not found")))
+
+		source := dataset(t, "e2e/mixed", mixedDataset)
+		job := newJob("mixed", "e2e/mixed", "incoming/mixed")
+		wanBefore, wanErr := cluster.WANStats(ctx)
+		start := time.Now()
+		states := watchStates(job)
+		dest := createJob(ctx, t, job)
+		done := waitForState(ctx, g, job, dtnflowv1alpha1.StateComplete, transferTimeout)
+		seen := states.Stop()
+		elapsed := time.Since(start)
+		expectIdentical(t, source, dest)
+		t.Logf("states %v; %d MiB in %s (job: average %s, %d bit/s)", seen, mixedDataset.Bytes()>>20,
+			elapsed.Round(time.Second), done.Status.Progress.Rate, done.Status.Progress.AverageBitsPerSecond)
+
+		g.Expect(seen).To(ContainElement(dtnflowv1alpha1.StateProbing), "a cold job probes the path first")
+		expectCompleteStatus(g, done, mixedDataset)
+		s := done.Status
+		g.Expect(len(s.Samples)).To(BeNumerically(">=", 3), "ExpSelection samples 1, 2, 4, ... streams")
+		for _, sample := range s.Samples {
+			g.Expect(sample.Streams).To(BeNumerically(">=", 1))
+			g.Expect(sample.BitsPerSecond).To(BeNumerically(">", 0))
+		}
+		g.Expect(s.Plan.Model).NotTo(BeNil(), "the fitted stream model")
+		g.Expect(s.Plan.Model.Name).To(BeElementOf(dtnflowv1alpha1.StreamModelDinda, dtnflowv1alpha1.StreamModelNewton, dtnflowv1alpha1.StreamModelFullSecondOrder))
+		g.Expect(s.Plan.Model.OptimalStreams).To(BeNumerically(">=", 1))
+		g.Expect(len(s.Plan.SizeClasses)).To(BeNumerically(">=", 2), "a mixed dataset spans several size classes")
+		var classFiles int64
+		for _, c := range s.Plan.SizeClasses {
+			classFiles += c.Files
+		}
+		g.Expect(classFiles).To(Equal(int64(len(mixedDataset.Files()))), "every file is in one size class")
+
+		// The data crossed the emulated WAN: the bottleneck carried at least the
+		// dataset from A to B, and no job can beat the bottleneck.
+		if wanErr == nil {
+			wanAfter, err := cluster.WANStats(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(wanAfter.AtoB.DeliveredBytes - wanBefore.AtoB.DeliveredBytes).To(BeNumerically(">=", mixedDataset.Bytes()))
+		}
+		g.Expect(s.Progress.AverageBitsPerSecond).To(BeNumerically("<=", cluster.WAN.RateBitsPerSecond*21/20))
+
+		// The path's profile now holds what the job learned.
+		var profile dtnflowv1alpha1.PathProfile
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: profileName()}, &profile)).To(Succeed())
+		g.Expect(profile.Status.Model).NotTo(BeNil())
+		g.Expect(profile.Status.ContributingJobs).To(ContainElement(jobNamespace + "/mixed"))
+		g.Expect(profile.Status.BestBitsPerSecond).To(BeNumerically(">", 0))
+	})
+
+	t.Run("second job starts warm from the PathProfile", func(t *testing.T) {
+		g := NewWithT(t)
+		var profile dtnflowv1alpha1.PathProfile
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Name: profileName()}, &profile); err != nil || profile.Status.Model == nil {
+			t.Fatalf("no learned PathProfile %s to start from (the cold job above must pass first): %v", profileName(), err)
+		}
+		spec := framework.DatasetSpec{Seed: 2, Large: 2, LargeBytes: 32 << 20, Medium: 4, Small: 120, Empty: 1}
+		source := dataset(t, "e2e/warm", spec)
+		job := newJob("warm", "e2e/warm", "incoming/warm")
+		states := watchStates(job)
+		dest := createJob(ctx, t, job)
+		done := waitForState(ctx, g, job, dtnflowv1alpha1.StateComplete, transferTimeout)
+		seen := states.Stop()
+		expectIdentical(t, source, dest)
+		t.Logf("states %v; plan %d streams/stripe from model %s", seen, done.Status.Plan.StreamsPerStripe, done.Status.Plan.Model.Name)
+
+		g.Expect(seen).NotTo(ContainElement(dtnflowv1alpha1.StateProbing), "a warm job does not probe")
+		g.Expect(conditionReason(done, dtnflowv1alpha1.ConditionProbing)).To(Equal(controllers.ReasonProbeSkipped))
+		probing := meta.FindStatusCondition(done.Status.Conditions, dtnflowv1alpha1.ConditionProbing)
+		g.Expect(probing.Message).To(ContainSubstring(profileName()))
+		expectCompleteStatus(g, done, spec)
+		g.Expect(done.Status.Plan.Model).NotTo(BeNil())
+		g.Expect(done.Status.Plan.Model.Name).To(Equal(profile.Status.Model.Name), "the plan starts from the profile's model")
+	})
+}
+
+// profileName is the PathProfile of the path the tests use.
+func profileName() string {
+	return controllers.PathProfileNameFor(newJob("any", "any", ""))
+}
+
+// expectCompleteStatus checks the status of a job that completed: the plan on the
+// sites' nodes within their CPU budgets, progress at 100 % of the dataset with a final
+// rate, and the Complete condition.
+func expectCompleteStatus(g Gomega, job *dtnflowv1alpha1.TransferJob, spec framework.DatasetSpec) {
+	s := job.Status
+	g.Expect(meta.IsStatusConditionTrue(s.Conditions, dtnflowv1alpha1.ConditionComplete)).To(BeTrue(), describeConditions(job))
+	g.Expect(s.CompletionTime).NotTo(BeNil())
+	g.Expect(s.StartTime).NotTo(BeNil())
+
+	g.Expect(s.Plan).NotTo(BeNil(), "the plan")
+	g.Expect(s.Plan.SourceNodes).To(ConsistOf(nodeNames(cluster.Source())))
+	g.Expect(s.Plan.DestinationNodes).To(ConsistOf(nodeNames(cluster.Destination())))
+	g.Expect(s.Plan.StripesPerNode).To(BeNumerically(">=", 1))
+	g.Expect(s.Plan.StreamsPerStripe).To(BeNumerically(">=", 1))
+	g.Expect(s.Plan.PredictedBitsPerSecond).To(BeNumerically(">", 0))
+	g.Expect(s.Plan.BindingResource).NotTo(BeEmpty())
+	g.Expect(s.Plan.SourceCPUMillicores).To(BeNumerically("<=", cluster.Source().CPUMillicores))
+	g.Expect(s.Plan.DestinationCPUMillicores).To(BeNumerically("<=", cluster.Destination().CPUMillicores))
+
+	g.Expect(s.Progress).NotTo(BeNil(), "the progress")
+	p := s.Progress
+	g.Expect(p.BytesTotal).To(Equal(spec.Bytes()))
+	g.Expect(p.BytesDone).To(Equal(p.BytesTotal))
+	g.Expect(p.FilesTotal).To(Equal(int64(len(spec.Files()))))
+	g.Expect(p.FilesDone).To(Equal(p.FilesTotal))
+	g.Expect(p.Percent).To(BeNumerically("==", 100))
+	g.Expect(p.AverageBitsPerSecond).To(BeNumerically(">", 0), "the final rate")
+}
+
+func nodeNames(s *framework.Site) []string {
+	var out []string
+	for _, n := range s.Nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
