@@ -19,7 +19,10 @@ type commitItem struct {
 	file      *os.File
 	tmp       string
 	final     string
-	key       journal.Key
+	// dir, when set, is the file's directory, and tmpBase and finalBase its names in it.
+	dir                *os.Root
+	tmpBase, finalBase string
+	key                journal.Key
 	mode      uint32
 	digest    string
 	bytes     int64
@@ -228,19 +231,22 @@ func (c *committer) commit(batch []*commitItem) {
 }
 
 func (c *committer) rename(it *commitItem) error {
-	root := c.r.Root
+	root, tmp, final := c.r.Root, it.tmp, it.final
+	if it.dir != nil {
+		root, tmp, final = it.dir, it.tmpBase, it.finalBase
+	}
 	mt := time.Unix(0, it.key.MtimeNs)
 	mode := os.FileMode(it.mode).Perm()
 	if it.file != nil {
 		it.file.Chmod(mode)
 		it.file.Close()
 	} else {
-		root.Chmod(it.tmp, mode)
+		root.Chmod(tmp, mode)
 	}
-	if err := root.Chtimes(it.tmp, mt, mt); err != nil {
+	if err := root.Chtimes(tmp, mt, mt); err != nil {
 		return err
 	}
-	return root.Rename(it.tmp, it.final)
+	return root.Rename(tmp, final)
 }
 
 func (c *committer) send(results map[*rsession][]wire.Result, items []*commitItem) {

@@ -27,6 +27,9 @@ type ProbeOptions struct {
 	Bytes     int64
 	BlockSize int64
 	Stripe    int32
+	// Check computes and checks a CRC32C per frame, as file transfers always do; off,
+	// the run measures the transport alone.
+	Check bool
 }
 
 // ProbeResult is one memory-to-memory measurement, taken at the receiver.
@@ -57,7 +60,7 @@ func Probe(ctx context.Context, addr string, secret []byte, o ProbeOptions) (Pro
 	if err := w.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: id, Stripe: o.Stripe, Agent: agentName()}); err != nil {
 		return ProbeResult{}, err
 	}
-	if err := w.WriteJSON(wire.TypeSession, wire.Session{Memory: true, BlockSize: o.BlockSize}); err != nil {
+	if err := w.WriteJSON(wire.TypeSession, wire.Session{Memory: true, MemoryCheck: o.Check, BlockSize: o.BlockSize}); err != nil {
 		return ProbeResult{}, err
 	}
 	var peer atomic.Pointer[wire.PeerStats]
@@ -146,7 +149,11 @@ func Probe(ctx context.Context, addr string, secret []byte, o ProbeOptions) (Pro
 					return
 				}
 				data := block[:n]
-				meta := wire.MemMeta{CRC: wire.CRC32C(data)}.Put(metaBuf[:])
+				var crc uint32
+				if o.Check {
+					crc = wire.CRC32C(data)
+				}
+				meta := wire.MemMeta{CRC: crc}.Put(metaBuf[:])
 				if err := wr.WriteFrame(wire.TypeMem, meta, data); err != nil {
 					werr.Store(&err)
 					return

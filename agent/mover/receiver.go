@@ -62,7 +62,9 @@ func (r *Receiver) Status() any {
 // HandleConn serves one authenticated connection.
 func (r *Receiver) HandleConn(c net.Conn) {
 	defer c.Close()
-	rd := wire.NewReader(bufio.NewReaderSize(c, 256<<10))
+	// A small buffer: bulk data is read straight into its destination, and only what
+	// the header read brings along is copied once more.
+	rd := wire.NewReader(bufio.NewReaderSize(c, 16<<10))
 	h, meta, err := rd.Next()
 	if err != nil || h.Type != wire.TypeHello {
 		return
@@ -83,6 +85,7 @@ func (r *Receiver) HandleConn(c net.Conn) {
 // rjob is one job as this receiver process sees it.
 type rjob struct {
 	name    string
+	dirs    *dirCache
 	state   *journal.State
 	journal *journal.Writer
 	commit  *committer
@@ -105,7 +108,7 @@ func (r *Receiver) job(name string) (*rjob, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &rjob{name: name, state: st, journal: jw}
+	j := &rjob{name: name, state: st, journal: jw, dirs: newDirCache(r.Root, true)}
 	j.commit = newCommitter(r, j)
 	if r.jobs == nil {
 		r.jobs = map[string]*rjob{}
@@ -298,7 +301,7 @@ func (r *Receiver) serveData(c net.Conn, rd *wire.Reader, hello wire.Hello) {
 			if rd.ReadData(data) != nil {
 				return
 			}
-			if wire.CRC32C(data) != m.CRC {
+			if s.cfg.MemoryCheck && wire.CRC32C(data) != m.CRC {
 				metrics.CorruptBlocks.Inc()
 			}
 			r.bytes.Add(int64(len(data)))
@@ -366,15 +369,16 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 		return
 	}
 	tmp := TempName(p, s.cfg.Job)
-	if dir := path.Dir(p); dir != "." {
-		if err := r.Root.MkdirAll(dir, 0o755); err != nil {
-			res.Error = fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", dir, err)).Error()
-			res.Fatal = isFatal(err)
-			s.result(res)
-			return
-		}
+	dirName, base := split(p)
+	_, tmpBase := split(tmp)
+	dir, err := s.job.dirs.get(dirName)
+	if err != nil {
+		res.Error = fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", dirName, err)).Error()
+		res.Fatal = isFatal(err)
+		s.result(res)
+		return
 	}
-	f, err := r.Root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := dir.OpenFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		res.Error = fsroot.Explain(p, fmt.Errorf("creating %s: %w", tmp, err)).Error()
 		res.Fatal = isFatal(err)
@@ -407,7 +411,7 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 		digest = hex.EncodeToString(sum)
 	}
 	s.job.commit.add(&commitItem{
-		session: s, unit: m.Unit, file: f, tmp: tmp, final: p, key: key,
+		session: s, unit: m.Unit, file: f, tmp: tmp, final: p, key: key, dir: dir, tmpBase: tmpBase, finalBase: base,
 		mode: m.Mode, digest: digest, bytes: int64(len(data)), finalize: true,
 	})
 }

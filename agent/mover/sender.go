@@ -146,6 +146,7 @@ type ssession struct {
 	inflight  chan struct{} // one token per unit on its way
 	peer      atomic.Pointer[wire.PeerStats]
 	flushed   chan struct{}
+	dirs      *dirCache
 }
 
 type stream struct {
@@ -173,14 +174,16 @@ func (st *Stripe) session(ctx context.Context, src WorkSource, cfg *wire.JobConf
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	s := &ssession{st: st, src: src, cfg: *cfg, log: st.Log, ctx: sctx, stop: stop,
-		id: randomID(), flights: map[uint64]*flight{}, chunks: map[uint64]*flight{}, retry: make(chan wire.Unit, 1024), flushed: make(chan struct{}, 1)}
+		id: randomID(), flights: map[uint64]*flight{}, chunks: map[uint64]*flight{}, retry: make(chan wire.Unit, 1024), flushed: make(chan struct{}, 1), dirs: newDirCache(st.Root, false)}
 	if err := s.connect(); err != nil {
 		return false, err
 	}
 	defer s.ctrl.Close()
 	connected = true
 	depth := int(max(s.cfg.Pipelining, 1) * max(s.cfg.Concurrency, 1))
-	depth = min(max(depth, 2*int(max(s.cfg.Concurrency, 1))), 4096)
+	// Small files are acknowledged only once durable at the destination: keep enough
+	// of them unacknowledged that the commit round trip never stalls the pipeline.
+	depth = min(max(depth, 256), 4096)
 	s.inflight = make(chan struct{}, depth)
 	nbufs := 2*int(max(s.cfg.Streams, 1)) + 2*int(max(s.cfg.Concurrency, 1)) + 2
 	s.bufs = make(chan *[]byte, nbufs)
@@ -659,7 +662,12 @@ func (s *ssession) finish(u wire.Unit, r wire.UnitResult) {
 
 // openSource opens a source file and checks that it is the version that was listed.
 func (s *ssession) openSource(u wire.Unit) (*os.File, error) {
-	f, err := s.st.Root.Open(u.Source)
+	dirName, base := split(u.Source)
+	dir, err := s.dirs.get(dirName)
+	if err != nil {
+		return nil, fsroot.Explain(u.Source, fmt.Errorf("opening source %s: %w", u.Source, err))
+	}
+	f, err := dir.Open(base)
 	if err != nil {
 		return nil, fsroot.Explain(u.Source, fmt.Errorf("opening source %s: %w", u.Source, err))
 	}
