@@ -13,23 +13,23 @@ import (
 // commitItem is verified data waiting to be made durable, journaled and, for a whole
 // file, renamed to its final name.
 type commitItem struct {
-	session   *rsession
-	unit      uint64  // small file or finalize: the sender's unit id
-	chunk     *rchunk // chunk: the chunk
-	file      *os.File
-	tmp       string
-	final     string
+	session *rsession
+	unit    uint64  // small file or finalize: the sender's unit id
+	chunk   *rchunk // chunk: the chunk
+	file    *os.File
+	tmp     string
+	final   string
 	// dir, when set, is the file's directory, and tmpBase and finalBase its names in it.
 	dir                *os.Root
 	tmpBase, finalBase string
 	key                journal.Key
-	mode      uint32
-	digest    string
-	bytes     int64
-	chunkOnly bool // record the chunk as verified (C)
-	finalize  bool // record the file as final (R) and rename it
-	openReply *wire.ChunkOpened
-	flushed   chan struct{}
+	mode               uint32
+	digest             string
+	bytes              int64
+	chunkOnly          bool // record the chunk as verified (C)
+	finalize           bool // record the file as final (R) and rename it
+	openReply          *wire.ChunkOpened
+	flushed            chan struct{}
 }
 
 // committer batches durability: one syncfs (or a few fdatasyncs) and one journal

@@ -24,17 +24,17 @@ type Hello struct {
 
 // Session configures a stripe session on its control connection.
 type Session struct {
-	Job       string `json:"job"`
-	Memory    bool   `json:"memory,omitempty"` // memory-to-memory: data is discarded
+	Job    string `json:"job"`
+	Memory bool   `json:"memory,omitempty"` // memory-to-memory: data is discarded
 	// MemoryCheck asks the receiver to check the CRC32C of memory-to-memory frames
 	// (off by default: the data is generated and discarded, so the check protects
 	// nothing; it is there to measure its cost).
-	MemoryCheck bool `json:"memoryCheck,omitempty"`
-	Checksum  string `json:"checksum,omitempty"`
-	Verify    bool   `json:"verify"`
-	Overwrite string `json:"overwrite,omitempty"`
-	BlockSize int64  `json:"blockSize,omitempty"`
-	ChunkSize int64  `json:"chunkSize,omitempty"`
+	MemoryCheck bool   `json:"memoryCheck,omitempty"`
+	Checksum    string `json:"checksum,omitempty"`
+	Verify      bool   `json:"verify"`
+	Overwrite   string `json:"overwrite,omitempty"`
+	BlockSize   int64  `json:"blockSize,omitempty"`
+	ChunkSize   int64  `json:"chunkSize,omitempty"`
 }
 
 // SessionOK accepts a Session.
