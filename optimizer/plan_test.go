@@ -177,11 +177,11 @@ func BenchmarkBestCmb8(b *testing.B) {
 		pts[i].BitsPerSecond *= 1 + noise[i]
 	}
 	b.ReportAllocs()
-	for b.Loop() {
+	reportCPU(b, func() {
 		if _, err := BestCmb(pts); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 }
 
 // A full plan of a 10 000-file dataset given as a list of sizes (histogram included):
@@ -194,10 +194,10 @@ func BenchmarkMakePlan10000Files(b *testing.B) {
 	in := PlanInput{Samples: samples, Prober: prober, SourceNodes: nodes("src", 4, node), DestinationNodes: nodes("dst", 4, node),
 		Limits: Limits{MaxStripesPerNode: 16}, RTT: 20 * time.Millisecond}
 	b.ReportAllocs()
-	for b.Loop() {
+	reportCPU(b, func() {
 		in.Dataset = HistogramOf(sizes)
 		if _, err := MakePlan(in); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 }

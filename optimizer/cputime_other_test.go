@@ -1,0 +1,11 @@
+//go:build !linux
+
+package optimizer
+
+import "testing"
+
+func reportCPU(b *testing.B, body func()) {
+	for b.Loop() {
+		body()
+	}
+}
