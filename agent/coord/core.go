@@ -186,6 +186,30 @@ func histogram(files []*cfile) []contract.SizeBucket {
 	return out
 }
 
+// ListDataset summarises the files at or under paths (relative to root).
+func ListDataset(root *os.Root, paths []string) (contract.Dataset, error) {
+	var files []*cfile
+	seen := map[string]bool{}
+	for _, p := range paths {
+		err := fsroot.Walk(root, p, func(f fsroot.File) error {
+			if !seen[f.Path] {
+				seen[f.Path] = true
+				files = append(files, &cfile{f: f})
+			}
+			return nil
+		}, func(string, string) {})
+		if err != nil {
+			return contract.Dataset{}, err
+		}
+	}
+	ds := contract.Dataset{Buckets: histogram(files)}
+	for _, f := range files {
+		ds.Files++
+		ds.Bytes += f.f.Size
+	}
+	return ds, nil
+}
+
 // Dataset is the dataset's summary.
 func (c *Core) Dataset() contract.Dataset { return c.dataset }
 

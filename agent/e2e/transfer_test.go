@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -337,5 +338,54 @@ func TestCoordinatorReplaced(t *testing.T) {
 	// was in flight and not yet journaled when the first one died.
 	if got := receivedBytes(t, raddr); got > total+(6<<20) {
 		t.Errorf("receiver got %d bytes for a %d-byte dataset: verified data was sent again", got, total)
+	}
+}
+
+func TestPlanWhatIf(t *testing.T) {
+	dir := t.TempDir()
+	makeTree(t, filepath.Join(dir, "src"), 9, mixed("p", 50, 2, 1<<20))
+	in := filepath.Join(dir, "in.json")
+	os.WriteFile(in, []byte(`{"tuning": {"mode": "Auto", "limits": {"maxStreamsPerStripe": 16}},
+ "samples": [{"streams":1,"bitsPerSecond":900000000,"sourceMillicores":300,"destinationMillicores":320},
+             {"streams":2,"bitsPerSecond":1600000000,"sourceMillicores":450,"destinationMillicores":470},
+             {"streams":4,"bitsPerSecond":2500000000,"sourceMillicores":700,"destinationMillicores":720},
+             {"streams":8,"bitsPerSecond":2700000000,"sourceMillicores":900,"destinationMillicores":950}],
+ "sourceNodes": [{"name": "a1", "nicBitsPerSecond": 10000000000}],
+ "destinationNodes": [{"name": "b1", "nicBitsPerSecond": 10000000000}]}`), 0o644)
+	p := start(t, nil, "plan", "--in", in, "--root", filepath.Join(dir, "src"), "--path", "p")
+	if err := p.wait(30 * time.Second); err != nil {
+		t.Fatalf("plan: %v\n%s", err, p.output())
+	}
+	var out struct {
+		Plan struct {
+			StreamsPerStripe int32  `json:"streamsPerStripe"`
+			StripesPerNode   int32  `json:"stripesPerNode"`
+			Hash             string `json:"hash"`
+			SizeClasses      []struct {
+				Class string `json:"class"`
+				Files int64  `json:"files"`
+			} `json:"sizeClasses"`
+			Model *struct {
+				Name string `json:"name"`
+			} `json:"model"`
+		} `json:"plan"`
+		Directive struct {
+			Mode string `json:"mode"`
+		} `json:"directive"`
+	}
+	if err := json.Unmarshal([]byte(p.stdoutText()), &out); err != nil {
+		t.Fatalf("plan output is not JSON: %v\n%s", err, p.stdoutText())
+	}
+	files := int64(0)
+	for _, c := range out.Plan.SizeClasses {
+		files += c.Files
+	}
+	if out.Plan.StreamsPerStripe < 2 || out.Plan.StreamsPerStripe > 16 || out.Plan.Hash == "" || out.Plan.Model == nil || files != 54 || out.Directive.Mode != "Transfer" {
+		t.Fatalf("unexpected plan: %+v", out)
+	}
+	os.WriteFile(in, []byte(`{"tuning": {"mode": "Auto"}, "sampels": []}`), 0o644)
+	bad := start(t, nil, "plan", "--in", in)
+	if err := bad.wait(30 * time.Second); err == nil || !strings.Contains(bad.output(), `unknown field "sampels"`) {
+		t.Fatalf("a misspelt field was not refused: %v\n%s", err, bad.output())
 	}
 }

@@ -95,7 +95,12 @@ func (r *Receiver) job(name string) (*rjob, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if j := r.jobs[name]; j != nil {
-		return j, nil
+		if _, err := r.Root.Lstat(journal.JobDir(name)); err == nil {
+			return j, nil
+		}
+		// Someone removed the job's journal: forget it here too and start afresh.
+		j.journal.Close()
+		delete(r.jobs, name)
 	}
 	if _, err := fsroot.Clean(name, false); err != nil || path.Base(name) != name {
 		return nil, fmt.Errorf("job name %q refused", name)
