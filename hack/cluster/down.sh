@@ -59,10 +59,13 @@ fi
 # 4) whatever still runs in our namespaces (shims, containers) or in our nodes' cgroups
 #    is ours by construction: kill it.
 sweep() {
-  local ns cg pids p
+  local ns cg pids p what
   pids=$(for ns in $(created netns); do ip netns pids "$ns" 2>/dev/null; done
          for cg in $(created cgroup); do find "/sys/fs/cgroup/pids/$cg" -name cgroup.procs -exec cat {} + 2>/dev/null; done)
-  for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+  for p in $pids; do
+    what=$(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-70)
+    kill -KILL "$p" 2>/dev/null && echo "down: killed leftover process $p ($what)"
+  done
   [ -z "$pids" ]
 }
 for i in $(seq 50); do sweep && break; sleep 0.2; done

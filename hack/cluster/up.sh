@@ -51,6 +51,10 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 
+# fault <stage>: fail here when DTN_FAULT=<stage> (hack/cluster/cycle-test.sh checks
+# that a failed start leaves nothing behind).
+fault() { [ "${DTN_FAULT:-}" != "$1" ] || die "injected fault at $1 (DTN_FAULT)"; }
+
 NODES=$(all_nodes)
 cpus=$(nproc)
 
@@ -110,6 +114,7 @@ for n in $NODES; do
   ip -n "$CP_NETNS" route add "$(node_ip "$n")/32" via "$(node_mgmt_ip "$n")"
 done
 log "networks ready"
+fault networks
 
 # ---- PKI ------------------------------------------------------------------------------
 # shellcheck disable=SC2086
@@ -250,6 +255,7 @@ KCFG
     --node-labels="dtnflow.io/site=$site,topology.kubernetes.io/zone=$site" --v=2
 }
 for n in $NODES; do start_node "$n"; done
+fault nodes
 
 # ---- WAN between the site routers --------------------------------------------------------
 "$(dirname "$0")/wan.sh" up
@@ -263,6 +269,7 @@ for n in $NODES; do
   log "ready: node $n"
 done
 wait_for "default ServiceAccount" 60 kc -n default get serviceaccount default
+fault ready
 
 # ---- storage, endpoints, state for the tests ------------------------------------------------
 for site in "$SITE_A" "$SITE_B"; do mkdir -p "$(site_storage "$site")"; done
