@@ -55,7 +55,8 @@ type Shape struct {
 	StreamsPerStripe int
 }
 
-// Intent is the policy's decision.
+// Intent is the policy's decision. To is authoritative; Action names the main change
+// (when the user lowers both limits at once, a removal also lowers the streams).
 type Intent struct {
 	Action Action
 	// Stripes is how many stripes to add or remove (positive).
