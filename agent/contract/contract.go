@@ -187,12 +187,14 @@ type SizeBucket struct {
 
 // Sample is one probe measurement.
 type Sample struct {
-	Streams               int32     `json:"streams"`
-	BufferBytes           int64     `json:"bufferBytes,omitempty"`
-	BitsPerSecond         int64     `json:"bitsPerSecond"`
-	SourceMillicores      int64     `json:"sourceMillicores"`
-	DestinationMillicores int64     `json:"destinationMillicores"`
-	Time                  time.Time `json:"time"`
+	Streams               int32 `json:"streams"`
+	BufferBytes           int64 `json:"bufferBytes,omitempty"`
+	BitsPerSecond         int64 `json:"bitsPerSecond"`
+	SourceMillicores      int64 `json:"sourceMillicores"`
+	DestinationMillicores int64 `json:"destinationMillicores"`
+	// LossPPM is retransmitted segments per million sent while the sample ran.
+	LossPPM int64     `json:"lossPPM,omitempty"`
+	Time    time.Time `json:"time"`
 }
 
 // StripeReport is one stripe as its coordinator sees it.

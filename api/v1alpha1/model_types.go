@@ -107,6 +107,12 @@ type ProbeSample struct {
 	// +optional
 	DestinationMillicores int64 `json:"destinationMillicores,omitempty"`
 
+	// lossPPM is the share of segments retransmitted while the sample ran, in parts
+	// per million (from TCP_INFO), which the CPU regression with a loss term uses.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	LossPPM int64 `json:"lossPPM,omitempty"`
+
 	// time is when the sample was taken.
 	// +optional
 	Time *metav1.Time `json:"time,omitempty"`

@@ -338,14 +338,17 @@ type TransferJobStatus struct {
 }
 
 // BindingResource names what limits a plan's predicted rate.
-// +kubebuilder:validation:Enum=Path;NIC;CPU;Disk;UserLimit
+// +kubebuilder:validation:Enum=Path;NIC;CPU;Disk;Nodes;UserLimit
 type BindingResource string
 
 const (
-	BindingPath      BindingResource = "Path"
-	BindingNIC       BindingResource = "NIC"
-	BindingCPU       BindingResource = "CPU"
-	BindingDisk      BindingResource = "Disk"
+	BindingPath BindingResource = "Path"
+	BindingNIC  BindingResource = "NIC"
+	BindingCPU  BindingResource = "CPU"
+	BindingDisk BindingResource = "Disk"
+	// BindingNodes: every node the endpoints offer is in use, up to its stripe cap
+	// (the endpoint's maxStripesPerNode, less other jobs' stripes).
+	BindingNodes     BindingResource = "Nodes"
 	BindingUserLimit BindingResource = "UserLimit"
 )
 
@@ -452,6 +455,12 @@ type SizeClassPlan struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Bytes int64 `json:"bytes,omitempty"`
+
+	// maxBytes is the largest file the class holds: a file belongs to the first class
+	// whose maxBytes it does not exceed. Absent on the last class, which has no bound.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxBytes int64 `json:"maxBytes,omitempty"`
 
 	// pipelining is the number of requests kept in flight per channel.
 	// +kubebuilder:validation:Minimum=1

@@ -9,7 +9,6 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/api/v1alpha1"
-	"github.com/dtnflow/dtnflow/optimizer"
 )
 
 // Hash identifies a plan's decisions: the nodes, stripes per node, streams per stripe,
@@ -35,38 +34,21 @@ func Stripes(p v1alpha1.TransferPlan) int32 {
 }
 
 // Directive is the coordinator's transfer directive for a plan (Generation left 0 for
-// the caller to set). limits supplies the rate cap.
-//
-// Each size class's MaxBytes, which the agents test a file against, is the class's
-// upper threshold at the plan's predicted rate per stripe (Arslan & Kosar via the
-// seeds README: Small ≤ BW/20, Medium ≤ BW/5, Large ≤ 2·BW, BW the bytes a stripe
-// moves in one second), and the last class has none. The planner counted files per
-// histogram bucket, so a file near a threshold may be counted in one class and moved
-// in its neighbour; v1alpha1.SizeClassPlan has no field to carry the planner's exact
-// bounds (see the package documentation).
+// the caller to set). limits supplies the rate cap. Each size class carries the
+// planner's own upper bound (SizeClassPlan.MaxBytes), so the agents class every file
+// exactly as the planner counted it.
 func Directive(p v1alpha1.TransferPlan, limits *v1alpha1.TuningLimits) contract.Directive {
 	d := contract.Directive{Mode: contract.ModeTransfer, StreamsPerStripe: p.StreamsPerStripe, BufferBytes: p.BufferBytes,
 		Stripes: Stripes(p)}
 	if limits != nil && limits.MaxBitsPerSecond != nil {
 		d.MaxBitsPerSecond = *limits.MaxBitsPerSecond
 	}
-	perStripe := float64(p.PredictedBitsPerSecond) / float64(Stripes(p))
-	th := optimizer.ClassThresholds(perStripe)
 	for i, c := range p.SizeClasses {
 		param := contract.SizeClassParam{Class: string(c.Class), Pipelining: c.Pipelining, Parallelism: c.Parallelism,
 			Concurrency: c.Concurrency, Channels: c.Channels}
 		if i < len(p.SizeClasses)-1 {
-			var bound float64
-			switch optimizer.SizeClass(c.Class) {
-			case optimizer.Small:
-				bound = th.SmallMax
-			case optimizer.Medium:
-				bound = th.MediumMax
-			case optimizer.Large:
-				bound = th.LargeMax
-			}
 			// a bound of 0 would mean "no bound" to the agents: keep at least 1 byte
-			param.MaxBytes = max(1, int64(math.Min(bound, math.MaxInt64/2)))
+			param.MaxBytes = max(1, c.MaxBytes)
 		}
 		d.SizeClasses = append(d.SizeClasses, param)
 	}

@@ -15,18 +15,17 @@ func basePlan() v1alpha1.TransferPlan {
 	return v1alpha1.TransferPlan{SourceNodes: []string{"s0", "s1"}, DestinationNodes: []string{"d0", "d1"}, StripesPerNode: 4, StreamsPerStripe: 4,
 		BufferBytes: 1 << 20, SourceCPUMillicores: 500, DestinationCPUMillicores: 200, PredictedBitsPerSecond: 8e9,
 		SizeClasses: []v1alpha1.SizeClassPlan{
-			{Class: v1alpha1.SizeClassSmall, Pipelining: 50, Parallelism: 1, Concurrency: 8, Channels: 5},
+			{Class: v1alpha1.SizeClassSmall, MaxBytes: 1 << 23, Pipelining: 50, Parallelism: 1, Concurrency: 8, Channels: 5},
 			{Class: v1alpha1.SizeClassLarge, Pipelining: 1, Parallelism: 2, Concurrency: 2, Channels: 3},
 		}}
 }
 
 func TestDirective(t *testing.T) {
 	d := Directive(basePlan(), &v1alpha1.TuningLimits{MaxBitsPerSecond: ptr[int64](9e9)})
-	// 8 stripes at 8 Gbit/s: 1 Gbit/s = 125 MB/s per stripe; Small ≤ BW/20 = 6.25 MB,
-	// Large is the last class and unbounded
+	// each class but the last carries the planner's bound; the last is unbounded
 	want := contract.Directive{Mode: contract.ModeTransfer, StreamsPerStripe: 4, BufferBytes: 1 << 20, MaxBitsPerSecond: 9e9, Stripes: 8,
 		SizeClasses: []contract.SizeClassParam{
-			{Class: "Small", MaxBytes: 6_250_000, Pipelining: 50, Parallelism: 1, Concurrency: 8, Channels: 5},
+			{Class: "Small", MaxBytes: 1 << 23, Pipelining: 50, Parallelism: 1, Concurrency: 8, Channels: 5},
 			{Class: "Large", MaxBytes: 0, Pipelining: 1, Parallelism: 2, Concurrency: 2, Channels: 3},
 		}}
 	if !reflect.DeepEqual(d, want) {

@@ -23,12 +23,4 @@
 //
 // Units follow the API: integers of bits per second and millicores. CPU requests are
 // rounded up, predictions to the nearest unit.
-//
-// Two gaps in the API, for its owners:
-//   - v1alpha1.SizeClassPlan has no maxBytes, so Directive recomputes each class's upper
-//     bound from the paper's thresholds at the plan's rate per stripe, not from the
-//     planner's histogram buckets; adding `maxBytes` to SizeClassPlan would carry the
-//     exact bound.
-//   - v1alpha1.BindingResource has no value for "no node or stripe slot left"
-//     (optimizer.BindingNodes); it is reported as UserLimit.
 package planning

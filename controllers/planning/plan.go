@@ -176,7 +176,7 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 		bdp := optimizer.StripeBDP(flow.StripeBitsPerSecond, in.RTT, f.BufferBytes)
 		for _, c := range optimizer.Partition(h, flow.StripeBitsPerSecond, bdp) {
 			out.SizeClasses = append(out.SizeClasses, v1alpha1.SizeClassPlan{Class: v1alpha1.SizeClass(c.Class), Files: c.Files, Bytes: c.Bytes,
-				Pipelining: f.Pipelining, Parallelism: f.StreamsPerStripe, Concurrency: f.Concurrency})
+				MaxBytes: c.MaxBytes, Pipelining: f.Pipelining, Parallelism: f.StreamsPerStripe, Concurrency: f.Concurrency})
 		}
 	}
 	out.Hash = Hash(out)
@@ -214,9 +214,7 @@ func transferPlan(flow optimizer.FlowPlan, buffer int64, srcCPU, dstCPU optimize
 	return out
 }
 
-// bindingResource maps the optimizer's binding to the API's. The optimizer's Nodes
-// (no node or stripe slot left) has no API value yet; the nearest is UserLimit, since
-// the endpoint's maxStripesPerNode and the nodes it selects are configuration.
+// bindingResource maps the optimizer's binding to the API's.
 func bindingResource(b optimizer.Binding) v1alpha1.BindingResource {
 	switch b {
 	case optimizer.BindingPath:
@@ -227,6 +225,8 @@ func bindingResource(b optimizer.Binding) v1alpha1.BindingResource {
 		return v1alpha1.BindingCPU
 	case optimizer.BindingDisk:
 		return v1alpha1.BindingDisk
+	case optimizer.BindingNodes:
+		return v1alpha1.BindingNodes
 	}
 	return v1alpha1.BindingUserLimit
 }
@@ -235,7 +235,7 @@ func sizeClasses(chunks []optimizer.ChunkPlan) []v1alpha1.SizeClassPlan {
 	var out []v1alpha1.SizeClassPlan
 	for _, c := range chunks {
 		out = append(out, v1alpha1.SizeClassPlan{Class: v1alpha1.SizeClass(c.Class), Files: c.Files, Bytes: c.Bytes,
-			Pipelining: clamp32(c.Params.Pipelining), Parallelism: clamp32(c.Params.Parallelism), Concurrency: clamp32(c.Params.Concurrency),
+			MaxBytes: c.MaxBytes, Pipelining: clamp32(c.Params.Pipelining), Parallelism: clamp32(c.Params.Parallelism), Concurrency: clamp32(c.Params.Concurrency),
 			Channels: int32(min(max(c.Channels, 0), math.MaxInt32))})
 	}
 	return out

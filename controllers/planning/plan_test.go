@@ -122,10 +122,16 @@ func TestPlanAuto(t *testing.T) {
 		t.Errorf("size classes %+v, want Small first and more", plan.SizeClasses)
 	}
 	var files int64
-	for _, c := range plan.SizeClasses {
+	for i, c := range plan.SizeClasses {
 		files += c.Files
 		if c.Parallelism > plan.StreamsPerStripe || c.Concurrency > 8 || c.Pipelining < 1 {
 			t.Errorf("class %+v outside the plan's bounds", c)
+		}
+		// the agents class files by these bounds: every class but the last has one,
+		// rising from class to class, and the last has none
+		last := i == len(plan.SizeClasses)-1
+		if last != (c.MaxBytes == 0) || (i > 0 && !last && c.MaxBytes <= plan.SizeClasses[i-1].MaxBytes) {
+			t.Errorf("class %d %+v: bad maxBytes", i, c)
 		}
 	}
 	if files != 3050 {
