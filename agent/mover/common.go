@@ -17,7 +17,7 @@ import (
 
 // Defaults of the data path.
 const (
-	DefaultBlockSize = 4 << 20
+	DefaultBlockSize = 1 << 20
 	DefaultChunkSize = 256 << 20
 )
 

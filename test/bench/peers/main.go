@@ -8,7 +8,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
@@ -19,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -236,36 +234,55 @@ func run() error {
 	var results []Result
 	add := func(r Result) {
 		results = append(results, r)
-		fmt.Fprintf(os.Stderr, "  %-8s %-12s streams %d verify %-5v %8.2fs %10s %9.0f files/s %6.2f CPU s/GB\n", r.Tool, r.Case, r.Streams, r.Verify, r.Seconds, human(r.BitsPerSecond), r.FilesPerSecond, r.CPUSecondsPerGB)
+		fmt.Fprintf(os.Stderr, "  %-8s %-15s streams %d verify %-5v %8.2fs %7.2f Gbit/s %7.0f files/s %6.2f CPU s/GB\n", r.Tool, r.Case, r.Streams, r.Verify, r.Seconds, float64(r.BitsPerSecond)/1e9, r.FilesPerSecond, r.CPUSecondsPerGB)
 	}
-	// measure runs a case *repeat times and keeps the median by seconds.
-	measure := func(tool, name string, streams int, verify bool, bytes int64, files int, srv *server, cmd []string, prep func(), parse func(out string, wall float64) float64) error {
-		var runs []Result
-		for i := 0; i < *repeat; i++ {
-			if prep != nil {
-				prep()
+	// A case runs its contenders in turn, round after round (so that a noisy moment
+	// hits all of them), and reports each one's median run.
+	type contender struct {
+		tool, name string
+		streams    int
+		srv        *server
+		cmd        func() []string
+		prep       func()
+		parse      func(out string, wall float64) float64
+	}
+	runCase := func(verify bool, bytes int64, files int, cs ...contender) error {
+		runs := make([][]Result, len(cs))
+		for round := 0; round < *repeat; round++ {
+			for i, c := range cs {
+				if c.prep != nil {
+					c.prep()
+				}
+				cmd := c.cmd()
+				s0 := c.srv.cpu()
+				wall, ccpu, out, err := client(cmd[0], cmd[1:]...)
+				if err != nil {
+					return err
+				}
+				secs := wall
+				if c.parse != nil {
+					secs = c.parse(out, wall)
+				}
+				scpu := c.srv.cpu() - s0
+				r := Result{Tool: c.tool, Case: c.name, Streams: c.streams, Verify: verify, Seconds: secs, BitsPerSecond: int64(float64(bytes) * 8 / secs),
+					CPUSecondsPerGB: (ccpu + scpu) / (float64(bytes) / 1e9), Command: strings.Join(cmd, " ")}
+				if files > 0 {
+					r.FilesPerSecond = float64(files) / secs
+				}
+				runs[i] = append(runs[i], r)
 			}
-			s0 := srv.cpu()
-			wall, ccpu, out, err := client(cmd[0], cmd[1:]...)
-			if err != nil {
-				return err
-			}
-			secs := wall
-			if parse != nil {
-				secs = parse(out, wall)
-			}
-			scpu := srv.cpu() - s0
-			gb := float64(bytes) / 1e9
-			r := Result{Tool: tool, Case: name, Streams: streams, Verify: verify, Seconds: secs, BitsPerSecond: int64(float64(bytes) * 8 / secs),
-				CPUSecondsPerGB: (ccpu + scpu) / gb, Command: strings.Join(cmd, " ")}
-			if files > 0 {
-				r.FilesPerSecond = float64(files) / secs
-			}
-			runs = append(runs, r)
 		}
-		sort.Slice(runs, func(i, j int) bool { return runs[i].Seconds < runs[j].Seconds })
-		add(runs[len(runs)/2])
+		for _, rs := range runs {
+			sort.Slice(rs, func(i, j int) bool { return rs[i].Seconds < rs[j].Seconds })
+			add(rs[len(rs)/2])
+		}
 		return nil
+	}
+	fixed := func(cmd ...string) func() []string { return func() []string { return cmd } }
+	agentSeconds := func(out string, wall float64) float64 {
+		var r struct{ Seconds float64 }
+		json.Unmarshal([]byte(out), &r)
+		return r.Seconds
 	}
 
 	streams := parseList(*streamList)
@@ -273,44 +290,30 @@ func run() error {
 	fmt.Fprintln(os.Stderr, "Memory to memory")
 	for _, n := range streams {
 		ns := strconv.Itoa(n)
-		if err := measure("dtnflow", "mem-to-mem", n, false, *memBytes, 0, recv,
-			[]string{agentPath, "send", "--mem", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem},
-			nil, func(out string, wall float64) float64 {
-				var r struct{ Seconds float64 }
-				json.Unmarshal([]byte(out), &r)
-				return r.Seconds
-			}); err != nil {
-			return err
-		}
-		if err := measure("dtnflow", "mem-to-mem+crc", n, false, *memBytes, 0, recv,
-			[]string{agentPath, "send", "--mem", "--mem-check", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem},
-			nil, func(out string, wall float64) float64 {
-				var r struct{ Seconds float64 }
-				json.Unmarshal([]byte(out), &r)
-				return r.Seconds
-			}); err != nil {
-			return err
-		}
-		if err := measure("iperf3", "mem-to-mem", n, false, *memBytes, 0, iperf,
-			[]string{"iperf3", "-c", "127.0.0.1", "-p", strconv.Itoa(iperfPort), "-P", ns, "-n", mem, "-J"},
-			nil, func(out string, wall float64) float64 {
-				var r struct {
-					End struct {
-						SumReceived struct {
-							Seconds float64 `json:"seconds"`
-						} `json:"sum_received"`
-					} `json:"end"`
-				}
-				json.Unmarshal([]byte(out), &r)
-				if r.End.SumReceived.Seconds > 0 {
-					return r.End.SumReceived.Seconds
-				}
-				return wall
-			}); err != nil {
-			return err
-		}
-		if err := measure("gridftp", "mem-to-mem", n, false, *memBytes, 0, gftp,
-			[]string{"globus-url-copy", "-p", ns, "-fast", "-len", mem, gftpURL + "/dev/zero", "file:///dev/null"}, nil, nil); err != nil {
+		err := runCase(false, *memBytes, 0,
+			contender{tool: "dtnflow", name: "mem-to-mem", streams: n, srv: recv, parse: agentSeconds,
+				cmd: fixed(agentPath, "send", "--mem", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem)},
+			contender{tool: "dtnflow", name: "mem-to-mem+crc", streams: n, srv: recv, parse: agentSeconds,
+				cmd: fixed(agentPath, "send", "--mem", "--mem-check", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem)},
+			contender{tool: "iperf3", name: "mem-to-mem", streams: n, srv: iperf,
+				cmd: fixed("iperf3", "-c", "127.0.0.1", "-p", strconv.Itoa(iperfPort), "-P", ns, "-n", mem, "-J"),
+				parse: func(out string, wall float64) float64 {
+					var r struct {
+						End struct {
+							SumReceived struct {
+								Seconds float64 `json:"seconds"`
+							} `json:"sum_received"`
+						} `json:"end"`
+					}
+					json.Unmarshal([]byte(out), &r)
+					if r.End.SumReceived.Seconds > 0 {
+						return r.End.SumReceived.Seconds
+					}
+					return wall
+				}},
+			contender{tool: "gridftp", name: "mem-to-mem", streams: n, srv: gftp,
+				cmd: fixed("globus-url-copy", "-p", ns, "-fast", "-len", mem, gftpURL+"/dev/zero", "file:///dev/null")})
+		if err != nil {
 			return err
 		}
 	}
@@ -318,8 +321,10 @@ func run() error {
 	fs := strconv.Itoa(*fileStream)
 	ccs := strconv.Itoa(*cc)
 	run := 0
-	fresh := func() string {
+	job := ""
+	fresh := func() {
 		run++
+		job = fmt.Sprintf("run%d", run)
 		// Empty the destinations but keep the directories: the receiver holds its root open.
 		for _, d := range []string{dtnDst, gftpDst} {
 			ents, _ := os.ReadDir(d)
@@ -327,63 +332,40 @@ func run() error {
 				os.RemoveAll(filepath.Join(d, e.Name()))
 			}
 		}
-		return fmt.Sprintf("run%d", run)
 	}
 	for _, verify := range []bool{false, true} {
 		v := strconv.FormatBool(verify)
-		fmt.Fprintf(os.Stderr, "One %d-byte file, verify %v\n", *bigBytes, verify)
-		var job string
-		prep := func() { job = fresh() }
-		dtnCmd := func(path string, extra ...string) []string {
-			return append([]string{agentPath, "send", "--to", dtnAddr, "--root", src, "--secret-file", secret, "--verify=" + v, "--job", "bench", "--streams", fs, "--concurrency", ccs}, append(extra, path)...)
+		dtn := func(path string) func() []string {
+			return func() []string {
+				return []string{agentPath, "send", "--to", dtnAddr, "--root", src, "--secret-file", secret, "--verify=" + v, "--job", job,
+					"--streams", fs, "--concurrency", ccs, path}
+			}
 		}
-		// The job id must change between runs (fresh destination): wrap in a closure.
-		if err := measureDyn(measure, "dtnflow", "file-2GiB", *fileStream, verify, *bigBytes, 0, recv, func() []string { return dtnCmd("big.bin", "--job", job) }, prep); err != nil {
-			return err
-		}
-		g := []string{"globus-url-copy", "-p", fs, "-fast"}
+		gverify := []string{}
 		if verify {
-			g = append(g, "-verify-checksum")
+			gverify = []string{"-verify-checksum"}
 		}
-		if err := measure("gridftp", "file-2GiB", *fileStream, verify, *bigBytes, 0, gftp,
-			append(g, gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin")), func() { fresh() }, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "One %d-byte file, verify %v\n", *bigBytes, verify)
+		err := runCase(verify, *bigBytes, 0,
+			contender{tool: "dtnflow", name: "file-2GiB", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin")},
+			contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh,
+				cmd: fixed(append(append([]string{"globus-url-copy", "-p", fs, "-fast"}, gverify...),
+					gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin"))...)})
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "%d files of %d bytes, verify %v\n", *smallCount, *smallSize, verify)
 		smallBytes := int64(*smallCount) * int64(*smallSize)
-		if err := measureDyn(measure, "dtnflow", "small-files", *fileStream, verify, smallBytes, *smallCount, recv, func() []string { return dtnCmd("small", "--job", job) }, prep); err != nil {
-			return err
-		}
-		g = []string{"globus-url-copy", "-cc", ccs, "-fast", "-r", "-cd"}
-		if verify {
-			g = append(g, "-verify-checksum")
-		}
-		if err := measure("gridftp", "small-files", 1, verify, smallBytes, *smallCount, gftp,
-			append(g, gftpURL+filepath.Join(src, "small")+"/", "file://"+filepath.Join(gftpDst, "small")+"/"), func() { fresh() }, nil); err != nil {
+		err = runCase(verify, smallBytes, *smallCount,
+			contender{tool: "dtnflow", name: "small-files", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small")},
+			contender{tool: "gridftp", name: "small-files", streams: 1, srv: gftp, prep: fresh,
+				cmd: fixed(append(append([]string{"globus-url-copy", "-cc", ccs, "-fast", "-r", "-cd"}, gverify...),
+					gftpURL+filepath.Join(src, "small")+"/", "file://"+filepath.Join(gftpDst, "small")+"/")...)})
+		if err != nil {
 			return err
 		}
 	}
 	return report(results)
-}
-
-// measureDyn is measure for a command that changes between runs.
-func measureDyn(measure func(string, string, int, bool, int64, int, *server, []string, func(), func(string, float64) float64) error,
-	tool, name string, streams int, verify bool, bytes int64, files int, srv *server, cmd func() []string, prep func()) error {
-	for i := 0; i < *repeat; i++ {
-		_ = i
-	}
-	// Run prep first so the command sees the fresh job id, one run at a time.
-	var err error
-	saved := *repeat
-	*repeat = 1
-	defer func() { *repeat = saved }()
-	var best []Result
-	_ = best
-	for i := 0; i < saved && err == nil; i++ {
-		prep()
-		err = measure(tool, name, streams, verify, bytes, files, srv, cmd(), nil, nil)
-	}
-	return err
 }
 
 func waitPort(p int) error {
@@ -409,13 +391,6 @@ func parseList(s string) []int {
 	}
 	return out
 }
-
-func human(bps int64) string {
-	return fmt.Sprintf("%.2f Gbit/s", float64(bps)/1e9)
-}
-
-var _ = regexp.MustCompile
-var _ = bufio.NewReader
 
 func report(rs []Result) error {
 	os.MkdirAll(filepath.Dir(*jsonOut), 0o755)
