@@ -1,15 +1,16 @@
 package coord
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
@@ -26,33 +27,73 @@ type Channel interface {
 
 // PodChannel reads the directive from the annotation contract.AnnotationDirective of
 // the coordinator's own pod (GET) and writes reports to contract.AnnotationReport (a
-// merge patch). These two calls are all the API access a coordinator needs.
+// merge patch). These two calls are all the API access a coordinator needs, so they
+// are made directly over client-go's authenticated HTTP client (rest.HTTPClientFor),
+// without a typed clientset and its scheme of every API group.
 type PodChannel struct {
 	Namespace, Name string
-	pods            corev1client.PodInterface
+	url             string
+	client          *http.Client
 }
 
 // NewPodChannel builds a PodChannel for pod "namespace/name" from cfg (use
 // rest.InClusterConfig in a pod).
 func NewPodChannel(cfg *rest.Config, pod string) (*PodChannel, error) {
 	ns, name, ok := strings.Cut(pod, "/")
-	if !ok || ns == "" || name == "" {
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return nil, fmt.Errorf("--pod %q: want namespace/name", pod)
 	}
-	cs, err := corev1client.NewForConfig(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &PodChannel{Namespace: ns, Name: name, pods: cs.Pods(ns)}, nil
+	host := strings.TrimSuffix(cfg.Host, "/")
+	if !strings.Contains(host, "://") {
+		host = "https://" + host
+	}
+	u := host + strings.TrimSuffix(cfg.APIPath, "/") + "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods/" + url.PathEscape(name)
+	return &PodChannel{Namespace: ns, Name: name, url: u, client: hc}, nil
+}
+
+func (p *PodChannel) do(ctx context.Context, method string, body []byte, contentType string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, p.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("%s %s: %s: %s", method, p.url, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return b, nil
 }
 
 // Directive implements Channel.
 func (p *PodChannel) Directive(ctx context.Context) (*contract.Directive, error) {
-	pod, err := p.pods.Get(ctx, p.Name, metav1.GetOptions{})
+	b, err := p.do(ctx, http.MethodGet, nil, "")
 	if err != nil {
 		return nil, fmt.Errorf("reading pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	raw, ok := pod.Annotations[contract.AnnotationDirective]
+	var pod struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(b, &pod); err != nil {
+		return nil, fmt.Errorf("reading pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	raw, ok := pod.Metadata.Annotations[contract.AnnotationDirective]
 	if !ok || raw == "" {
 		return nil, nil
 	}
@@ -70,8 +111,7 @@ func (p *PodChannel) Publish(ctx context.Context, r contract.Report) error {
 		return err
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{contract.AnnotationReport: string(b)}}})
-	_, err = p.pods.Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
+	if _, err := p.do(ctx, http.MethodPatch, patch, "application/merge-patch+json"); err != nil {
 		return fmt.Errorf("patching pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return nil
