@@ -195,3 +195,24 @@ func BenchmarkShaperAdmit(b *testing.B) {
 		s.admit(now, 7, constLen(9000), f, a)
 	}
 }
+
+// TestRandomLossUnbiasedAcrossSeeds: any one seed realizes a loss rate off by its
+// binomial spread (±3 % at 1e-3 over 10⁶ packets); over many seeds the mean is the
+// configured rate.
+func TestRandomLossUnbiasedAcrossSeeds(t *testing.T) {
+	const seeds, n, p = 100, 1_000_000, 1e-3
+	var sum float64
+	for seed := uint64(1); seed <= seeds; seed++ {
+		m := newLossModel(p, nil, rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
+		for range n {
+			if m.lose() {
+				sum++
+			}
+		}
+	}
+	mean := sum / seeds / n
+	// The standard error of the mean over 10⁸ draws is 0.3 %.
+	if math.Abs(mean-p)/p > 0.015 {
+		t.Errorf("mean realized loss %.6f over %d seeds, configured %g", mean, seeds, p)
+	}
+}
