@@ -84,7 +84,7 @@ func progressFrom(prev *dtnflowv1alpha1.TransferProgress, rep *contract.Report, 
 		}
 		p.CurrentBitsPerSecond = max(rep.BitsPerSecond, 0)
 		if !rep.Time.IsZero() {
-			t := metav1.NewTime(rep.Time)
+			t := apiTime(rep.Time)
 			p.LastUpdateTime = &t
 		}
 	}
@@ -181,7 +181,7 @@ func samplesFromReport(prev []dtnflowv1alpha1.ProbeSample, rep []contract.Sample
 			continue
 		}
 		seen[k] = true
-		t := metav1.NewTime(s.Time)
+		t := apiTime(s.Time)
 		out = append(out, dtnflowv1alpha1.ProbeSample{
 			Streams: s.Streams, BufferBytes: max(s.BufferBytes, 0), BitsPerSecond: s.BitsPerSecond,
 			SourceMillicores: max(s.SourceMillicores, 0), DestinationMillicores: max(s.DestinationMillicores, 0), Time: &t,

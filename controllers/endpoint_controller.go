@@ -1,0 +1,139 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+)
+
+// TransferEndpointReconciler keeps each TransferEndpoint's status: the nodes it
+// selects, which are Ready, their CPU, and how many stripes run on each.
+type TransferEndpointReconciler struct {
+	Client client.Client
+	Clock  clock.PassiveClock
+}
+
+// +kubebuilder:rbac:groups=dtnflow.io,resources=transferendpoints,verbs=get;list;watch
+// +kubebuilder:rbac:groups=dtnflow.io,resources=transferendpoints/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+
+// Reconcile observes an endpoint's nodes and writes its status when it changed.
+func (r *TransferEndpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var ep dtnflowv1alpha1.TransferEndpoint
+	if err := r.Client.Get(ctx, req.NamespacedName, &ep); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	nodes, err := observeNodes(ctx, r.Client, &ep)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st := endpointStatus(&ep, nodes, apiTime(r.Clock.Now()))
+	if equality.Semantic.DeepEqual(st, ep.Status) {
+		return ctrl.Result{}, nil
+	}
+	patch := client.MergeFrom(ep.DeepCopy())
+	ep.Status = st
+	if err := r.Client.Status().Patch(ctx, &ep, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("writing the status of TransferEndpoint %s: %w", ep.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Updated endpoint status", "transferEndpoint", klog.KObj(&ep), "readyNodes", st.ReadyNodes)
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the reconciler: it watches endpoints, the nodes they may
+// select (when labels, readiness, schedulability or CPU change) and agent pods (when one
+// starts or ends on a node).
+func (r *TransferEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("transferendpoint").
+		For(&dtnflowv1alpha1.TransferEndpoint{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.endpointsForNode),
+			builder.WithPredicates(nodeChanged())).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.endpointsForPod),
+			builder.WithPredicates(agentPodStartedOrEnded())).
+		Complete(r)
+}
+
+// endpointsForNode maps a node to every endpoint: an endpoint may select the node now
+// or may have selected it before a label changed, and endpoints are few.
+func (r *TransferEndpointReconciler) endpointsForNode(ctx context.Context, _ client.Object) []reconcile.Request {
+	var eps dtnflowv1alpha1.TransferEndpointList
+	if err := r.Client.List(ctx, &eps); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing endpoints for a node event")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(eps.Items))
+	for _, ep := range eps.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: ep.Name}})
+	}
+	return reqs
+}
+
+// endpointsForPod maps an agent pod to the endpoints that select its node.
+func (r *TransferEndpointReconciler) endpointsForPod(ctx context.Context, o client.Object) []reconcile.Request {
+	name := pinnedNode(o.(*corev1.Pod))
+	if name == "" {
+		return nil
+	}
+	var node corev1.Node
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
+		return nil
+	}
+	var eps dtnflowv1alpha1.TransferEndpointList
+	if err := r.Client.List(ctx, &eps); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing endpoints for a pod event")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, ep := range eps.Items {
+		if len(ep.Spec.NodeSelector) > 0 && labels.SelectorFromSet(ep.Spec.NodeSelector).Matches(labels.Set(node.Labels)) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: ep.Name}})
+		}
+	}
+	return reqs
+}
+
+// nodeChanged passes node events that can change an endpoint's status, and drops the
+// periodic heartbeats that change nothing it shows.
+func nodeChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+			return !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+				nodeReady(o) != nodeReady(n) ||
+				o.Spec.Unschedulable != n.Spec.Unschedulable ||
+				!o.Status.Allocatable.Cpu().Equal(*n.Status.Allocatable.Cpu()) ||
+				!equality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses)
+		},
+	}
+}
+
+// agentPodStartedOrEnded passes the pod events that change a node's stripe count.
+func agentPodStartedOrEnded() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
+			return podTerminal(o) != podTerminal(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+		},
+	}
+}

@@ -1,0 +1,182 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/controllers/metrics"
+)
+
+// CacheOptions restricts the manager's cache of the kinds dtnflow creates to the
+// objects it created (labelled managed-by dtnflow), so that a cluster's many pods,
+// secrets and RBAC objects are neither listed nor held in memory.
+func CacheOptions() cache.Options {
+	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{contract.LabelManagedBy: contract.ManagedByValue})}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}:            ours,
+		&corev1.Secret{}:         ours,
+		&corev1.ServiceAccount{}: ours,
+		&rbacv1.Role{}:           ours,
+		&rbacv1.RoleBinding{}:    ours,
+	}}
+}
+
+// Config is what Setup needs besides the manager.
+type Config struct {
+	Planner Planner
+	Pods    AgentPodOptions
+	// ReportInterval is how often coordinators are expected to report.
+	ReportInterval time.Duration
+	// JobWorkers is the number of TransferJobs reconciled at once.
+	JobWorkers int
+	// Clock is the clock both reconcilers read (a fake one in tests); nil is the real one.
+	Clock clock.PassiveClock
+}
+
+// Setup registers the field indexes, both reconcilers and the metrics with a manager.
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
+	if cfg.Planner == nil {
+		return fmt.Errorf("controllers.Setup: no planner")
+	}
+	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("registering field indexes: %w", err)
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	jobs := &TransferJobReconciler{
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		Recorder:       mgr.GetEventRecorder("dtnflow-transferjob"),
+		Clock:          clk,
+		Planner:        cfg.Planner,
+		Pods:           cfg.Pods,
+		ReportInterval: cfg.ReportInterval,
+	}
+	if err := jobs.SetupWithManager(mgr, cfg.JobWorkers); err != nil {
+		return fmt.Errorf("setting up the TransferJob controller: %w", err)
+	}
+	endpoints := &TransferEndpointReconciler{Client: mgr.GetClient(), Clock: clk}
+	if err := endpoints.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the TransferEndpoint controller: %w", err)
+	}
+	reader := mgr.GetClient()
+	metrics.Register(func(ctx context.Context) ([]dtnflowv1alpha1.TransferJob, error) {
+		var list dtnflowv1alpha1.TransferJobList
+		if err := reader.List(ctx, &list); err != nil {
+			return nil, err
+		}
+		return list.Items, nil
+	})
+	return nil
+}
+
+// SetupWithManager registers the TransferJob reconciler. It wakes on changes to a job's
+// spec, on every event of its pods (a report is an annotation change of the
+// coordinator pod), on spec changes of the endpoints it names, on nodes that change
+// readiness, and on namespaces whose labels change (endpoints select namespaces).
+func (r *TransferJobReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	r.init()
+	if workers <= 0 {
+		workers = 4
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("transferjob").
+		For(&dtnflowv1alpha1.TransferJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.Pod{}).
+		Watches(&dtnflowv1alpha1.TransferEndpoint{}, handler.EnqueueRequestsFromMapFunc(r.jobsForEndpoint),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsForNode), builder.WithPredicates(nodeChanged())).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.jobsInNamespace), builder.WithPredicates(labelsChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}
+
+// jobsForEndpoint maps an endpoint to the jobs that name it.
+func (r *TransferJobReconciler) jobsForEndpoint(ctx context.Context, o client.Object) []reconcile.Request {
+	var jobs dtnflowv1alpha1.TransferJobList
+	if err := r.Client.List(ctx, &jobs, client.MatchingFields{IndexJobEndpoint: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the jobs of an endpoint")
+		return nil
+	}
+	return requestsFor(jobs.Items)
+}
+
+// jobsForNode maps a node to the jobs that may use it: those of the endpoints that
+// select it (a job waiting for a Ready node, a job whose stripes must move).
+func (r *TransferJobReconciler) jobsForNode(ctx context.Context, o client.Object) []reconcile.Request {
+	var eps dtnflowv1alpha1.TransferEndpointList
+	if err := r.Client.List(ctx, &eps); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing endpoints for a node event")
+		return nil
+	}
+	var reqs []reconcile.Request
+	seen := map[types.NamespacedName]bool{}
+	for _, ep := range eps.Items {
+		if len(ep.Spec.NodeSelector) == 0 || !labels.SelectorFromSet(ep.Spec.NodeSelector).Matches(labels.Set(o.GetLabels())) {
+			continue
+		}
+		var jobs dtnflowv1alpha1.TransferJobList
+		if err := r.Client.List(ctx, &jobs, client.MatchingFields{IndexJobEndpoint: ep.Name}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing the jobs of an endpoint")
+			continue
+		}
+		for _, req := range requestsFor(jobs.Items) {
+			if !seen[req.NamespacedName] {
+				seen[req.NamespacedName] = true
+				reqs = append(reqs, req)
+			}
+		}
+	}
+	return reqs
+}
+
+// jobsInNamespace maps a namespace to its jobs.
+func (r *TransferJobReconciler) jobsInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var jobs dtnflowv1alpha1.TransferJobList
+	if err := r.Client.List(ctx, &jobs, client.InNamespace(o.GetName())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the jobs of a namespace")
+		return nil
+	}
+	return requestsFor(jobs.Items)
+}
+
+func requestsFor(jobs []dtnflowv1alpha1.TransferJob) []reconcile.Request {
+	reqs := make([]reconcile.Request, 0, len(jobs))
+	for _, j := range jobs {
+		if finished(&j.Status) {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: j.Namespace, Name: j.Name}})
+	}
+	return reqs
+}
+
+// labelsChanged passes creations, deletions and updates that change labels.
+func labelsChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !equality.Semantic.DeepEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+		},
+	}
+}

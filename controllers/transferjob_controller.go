@@ -1,0 +1,250 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/controllers/metrics"
+)
+
+// TransferJobReconciler turns a TransferJob into a probe, a plan, agent pods, measured
+// progress and re-plans, and writes what it observed into the job's status — once per
+// pass, after acting, with Events after the write.
+type TransferJobReconciler struct {
+	Client client.Client
+	// APIReader reads past the cache; used only to confirm that a job is gone before
+	// its leftovers are swept.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	Planner   Planner
+	Pods      AgentPodOptions
+	// ReportInterval is how often coordinators are expected to report; a pause waits
+	// for the agents at most PauseReports of them before their pods are stopped.
+	ReportInterval time.Duration
+
+	exp     *expectations
+	ports   *portAllocator
+	rescale rescaleMemory
+}
+
+// PauseReports is how many report intervals a suspension waits for the coordinator to
+// say it paused before the agent pods are stopped anyway.
+const PauseReports = 3
+
+// staleCacheRequeue is how soon a pass that found its own last status write missing
+// from the cache tries again (the write's watch event usually comes first).
+const staleCacheRequeue = time.Second
+
+// init fills the in-memory helpers; SetupWithManager calls it.
+func (r *TransferJobReconciler) init() {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.ReportInterval <= 0 {
+		r.ReportInterval = 10 * time.Second
+	}
+	r.exp = newExpectations(r.Clock)
+	r.ports = newPortAllocator(r.Clock)
+	r.rescale = rescaleMemory{states: map[types.UID]any{}}
+}
+
+// +kubebuilder:rbac:groups=dtnflow.io,resources=transferjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=dtnflow.io,resources=transferjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=dtnflow.io,resources=transferendpoints,verbs=get;list;watch
+// +kubebuilder:rbac:groups=dtnflow.io,resources=pathprofiles,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=dtnflow.io,resources=pathprofiles/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile is one pass over a job: read, act, write status once, then record Events.
+func (r *TransferJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var job dtnflowv1alpha1.TransferJob
+	if err := r.Client.Get(ctx, req.NamespacedName, &job); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.sweep(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, err
+	}
+	if job.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil // the garbage collector removes what the job owns
+	}
+	if r.exp.StatusStale(job.UID, job.ResourceVersion) {
+		return ctrl.Result{RequeueAfter: staleCacheRequeue}, nil
+	}
+	// The controller's logger already carries the job (as "TransferJob", klog.KObj).
+	log := ctrl.LoggerFrom(ctx)
+
+	p := newPass(&job, r.Clock.Now())
+	err := r.reconcile(ctx, p)
+	if err == nil {
+		p.st.ObservedGeneration = job.Generation
+	}
+	p.st.State = stateOf(p.st.Conditions)
+	if werr := r.writeStatus(ctx, &job, p.st); werr != nil {
+		return ctrl.Result{}, errors.Join(err, werr)
+	}
+	r.recordEvents(&job, p)
+	r.recordMetrics(&job, p)
+	if err != nil {
+		log.Error(err, "Reconcile failed", "state", p.st.State)
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+}
+
+// writeStatus writes the status when it changed, with the job's resourceVersion as a
+// precondition: the status is computed from the status read, and a write over a newer
+// one would lose it.
+func (r *TransferJobReconciler) writeStatus(ctx context.Context, job *dtnflowv1alpha1.TransferJob, st *dtnflowv1alpha1.TransferJobStatus) error {
+	if equality.Semantic.DeepEqual(job.Status, *st) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	replaced := job.ResourceVersion
+	job.Status = *st
+	if err := r.Client.Status().Patch(ctx, job, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("writing the status of TransferJob %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	if job.ResourceVersion != replaced { // a write that changed nothing leaves the version
+		r.exp.StatusWritten(job.UID, replaced)
+	}
+	return nil
+}
+
+// recordEvents records the pass's Events, after its status write.
+func (r *TransferJobReconciler) recordEvents(job *dtnflowv1alpha1.TransferJob, p *pass) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, e := range p.events {
+		r.Recorder.Eventf(job, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
+	}
+}
+
+// recordMetrics updates the metrics from what the pass wrote.
+func (r *TransferJobReconciler) recordMetrics(job *dtnflowv1alpha1.TransferJob, p *pass) {
+	src, dst := job.Spec.Source.Endpoint, job.Spec.Destination.Endpoint
+	if p.bytesMoved > 0 {
+		metrics.BytesMoved.WithLabelValues(src, dst).Add(float64(p.bytesMoved))
+	}
+	for _, reason := range p.replanReasons {
+		metrics.Replans.WithLabelValues(reason).Inc()
+	}
+	for _, role := range p.failedRoles {
+		metrics.AgentFailures.WithLabelValues(role).Inc()
+	}
+	if finished(p.st) {
+		metrics.ForgetJob(job.Namespace, job.Name)
+		return
+	}
+	if prog, plan := p.st.Progress, p.st.Plan; prog != nil && plan != nil && p.st.State == dtnflowv1alpha1.StateTransferring {
+		metrics.JobRate.WithLabelValues(job.Namespace, job.Name).Set(float64(prog.CurrentBitsPerSecond))
+		metrics.JobPredictedRate.WithLabelValues(job.Namespace, job.Name).Set(float64(plan.PredictedBitsPerSecond))
+		if p.newReport && plan.PredictedBitsPerSecond > 0 && prog.CurrentBitsPerSecond > 0 {
+			metrics.PredictionRatio.Observe(float64(prog.CurrentBitsPerSecond) / float64(plan.PredictedBitsPerSecond))
+		}
+	}
+}
+
+// pass is one reconciliation of one job: what it read, the status it is building and
+// what it will record after the status write.
+type pass struct {
+	job *dtnflowv1alpha1.TransferJob
+	st  *dtnflowv1alpha1.TransferJobStatus
+	now metav1.Time
+	obs *observed
+
+	events        []jobEvent
+	replanReasons []string
+	failedRoles   []string
+	bytesMoved    int64
+	newReport     bool
+	requeueAfter  time.Duration
+}
+
+type jobEvent struct{ Type, Reason, Action, Note string }
+
+func newPass(job *dtnflowv1alpha1.TransferJob, now time.Time) *pass {
+	return &pass{job: job, st: job.Status.DeepCopy(), now: apiTime(now)}
+}
+
+// apiTime is t as the API stores it: whole seconds, so that a status computed twice
+// from the same observations compares equal to the one stored.
+func apiTime(t time.Time) metav1.Time { return metav1.NewTime(t.Truncate(time.Second)) }
+
+// event queues an Event for after the status write.
+func (p *pass) event(typ, reason, action, note string) {
+	p.events = append(p.events, jobEvent{Type: typ, Reason: reason, Action: action, Note: note})
+}
+
+// requeue asks for another pass after d at the latest.
+func (p *pass) requeue(d time.Duration) {
+	if d <= 0 {
+		d = time.Millisecond
+	}
+	if p.requeueAfter == 0 || d < p.requeueAfter {
+		p.requeueAfter = d
+	}
+}
+
+// condition sets a condition of the status being built.
+func (p *pass) condition(typ string, status metav1.ConditionStatus, reason, message string) {
+	setCondition(p.st, p.job.Generation, p.now, typ, status, reason, message)
+}
+
+// clear sets a condition False if the job has it.
+func (p *pass) clear(typ, reason, message string) {
+	clearCondition(p.st, p.job.Generation, p.now, typ, reason, message)
+}
+
+// rescaleMemory holds the rescale policy's memory per job. It lives only in memory:
+// losing it (a restart) costs one settle time and window of measurements before the
+// next change, never a wrong one.
+type rescaleMemory struct {
+	mu     sync.Mutex
+	states map[types.UID]any
+}
+
+func (m *rescaleMemory) get(uid types.UID) any {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.states[uid]
+}
+
+func (m *rescaleMemory) set(uid types.UID, s any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.states[uid] = s
+}
+
+func (m *rescaleMemory) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.states, uid)
+}
+
+// podKey is a pod's namespace/name, for port reservations.
+func podKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }

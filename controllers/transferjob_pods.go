@@ -1,0 +1,492 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+)
+
+// layout is where a pass wants the job's agents: the coordinator's node and, for each
+// stripe 0…stripes-1, the nodes of its sender and receiver.
+type layout struct {
+	// plan is what the pods are built for; nil while probing.
+	plan            *dtnflowv1alpha1.TransferPlan
+	stripes         int32
+	coordinatorNode string
+	sourceNodes     []string
+	// destinationNodes is empty when the destination is an agent outside the cluster.
+	destinationNodes []string
+}
+
+func (l layout) sourceNode(k int32) string { return l.sourceNodes[int(k)%len(l.sourceNodes)] }
+
+func (l layout) destinationNode(k int32) string {
+	if len(l.destinationNodes) == 0 {
+		return ""
+	}
+	return l.destinationNodes[int(k)%len(l.destinationNodes)]
+}
+
+func (l layout) planHash() string {
+	if l.plan == nil || l.plan.Hash == "" {
+		return ProbePlanHash
+	}
+	return l.plan.Hash
+}
+
+// probeLayout places the coordinator (and, to probe, stripe 0) before any plan exists:
+// where they already run when those nodes are still usable, else on the usable node
+// with the fewest stripes of other jobs.
+func (r *TransferJobReconciler) probeLayout(p *pass, probe bool) layout {
+	obs := p.obs
+	l := layout{coordinatorNode: r.coordinatorNode(p, nil)}
+	if !probe {
+		return l
+	}
+	l.stripes = 1
+	l.sourceNodes = []string{l.coordinatorNode}
+	if obs.endpoints.Destination.Spec.ExternalAddress == "" {
+		dst := ""
+		if recv := obs.receivers[0]; recv != nil && obs.usable(obs.endpoints.DestinationNodes, pinnedNode(recv)) {
+			dst = pinnedNode(recv)
+		} else {
+			dst = leastLoaded(obs.endpoints.DestinationNodes, p.job)
+		}
+		l.destinationNodes = []string{dst}
+	}
+	return l
+}
+
+// planLayout places the agents of a plan: stripe k on the (k mod nodes)-th node of each
+// side, so that removing the highest stripes keeps the nodes balanced.
+func (r *TransferJobReconciler) planLayout(p *pass) layout {
+	plan := p.st.Plan
+	l := layout{plan: plan, stripes: stripeCount(plan), sourceNodes: plan.SourceNodes, destinationNodes: plan.DestinationNodes}
+	if p.obs.endpoints.Destination.Spec.ExternalAddress != "" {
+		l.destinationNodes = nil
+	}
+	l.coordinatorNode = r.coordinatorNode(p, plan)
+	return l
+}
+
+// coordinatorNode keeps the coordinator where it runs while that node is usable;
+// otherwise it goes to the plan's first source node, or the least loaded one.
+func (r *TransferJobReconciler) coordinatorNode(p *pass, plan *dtnflowv1alpha1.TransferPlan) string {
+	obs := p.obs
+	side := obs.endpoints.SourceNodes
+	if c := obs.coordinator; c != nil && obs.usable(side, pinnedNode(c)) {
+		return pinnedNode(c)
+	}
+	if plan != nil && len(plan.SourceNodes) > 0 && obs.usable(side, plan.SourceNodes[0]) {
+		return plan.SourceNodes[0]
+	}
+	return leastLoaded(side, p.job)
+}
+
+// leastLoaded is the usable node with the fewest stripes of other jobs (by name on ties).
+func leastLoaded(side []nodeView, job *dtnflowv1alpha1.TransferJob) string {
+	best := -1
+	for i, n := range side {
+		if n.Usable() && (best < 0 || n.StripesOfOthers(job.UID) < side[best].StripesOfOthers(job.UID)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	return side[best].Name
+}
+
+// syncPods makes the job's pods match the layout: the coordinator (with the directive),
+// then each stripe's receiver (it listens) and sender (it needs both addresses), then
+// removes pods beyond the layout. Pods on a node the layout no longer uses, senders
+// whose peers moved, and stripe pods made for the probe are replaced.
+func (r *TransferJobReconciler) syncPods(ctx context.Context, p *pass, l layout, directive *contract.Directive) error {
+	obs := p.obs
+	src, dst := obs.endpoints.Source, obs.endpoints.Destination
+	hash := l.planHash()
+
+	coord := obs.coordinator
+	if coord != nil && !obs.usable(obs.endpoints.SourceNodes, pinnedNode(coord)) {
+		if err := r.deletePod(ctx, p, coord); err != nil {
+			return err
+		}
+		p.event(corev1.EventTypeNormal, ReasonNodeNotReady, "MoveCoordinator", fmt.Sprintf("Node %s is not usable: moving the coordinator to %s", pinnedNode(coord), l.coordinatorNode))
+		coord, obs.coordinator = nil, nil
+	}
+	if coord == nil {
+		ap := agentPod{Role: contract.RoleCoordinator, Node: l.coordinatorNode, Endpoint: src}
+		if directive != nil {
+			d := *directive
+			d.Generation = 1
+			ap.Directive = encodeDirective(d)
+		}
+		created, err := r.createAgent(ctx, p, l.plan, ap, obs.endpoints.SourceNodes)
+		if err != nil {
+			return err
+		}
+		coord, obs.coordinator = created, created
+	} else if directive != nil {
+		if err := r.syncDirective(ctx, p, *directive, hash); err != nil {
+			return err
+		}
+	}
+	coordAddr := ""
+	if coord != nil {
+		if n := obs.node(obs.endpoints.SourceNodes, pinnedNode(coord)); n != nil && n.Address != "" && listenPortOf(coord) != 0 {
+			coordAddr = hostPort(n.Address, listenPortOf(coord))
+		}
+	}
+
+	for k := int32(0); k < l.stripes; k++ {
+		sNode, dNode := l.sourceNode(k), l.destinationNode(k)
+		recvAddr := dst.Spec.ExternalAddress
+		if recvAddr == "" {
+			recv := obs.receivers[k]
+			if recv != nil && !podTerminal(recv) && (pinnedNode(recv) != dNode || builtForProbe(recv, hash)) {
+				if err := r.deletePod(ctx, p, recv); err != nil {
+					return err
+				}
+				recv, obs.receivers[k] = nil, nil
+				delete(obs.receivers, k)
+			}
+			if recv == nil {
+				created, err := r.createAgent(ctx, p, l.plan, agentPod{Role: contract.RoleReceiver, Stripe: k, Node: dNode, Endpoint: dst}, obs.endpoints.DestinationNodes)
+				if err != nil {
+					return err
+				}
+				if created != nil {
+					recv, obs.receivers[k] = created, created
+				}
+			}
+			if recv != nil && !podTerminal(recv) {
+				if n := obs.node(obs.endpoints.DestinationNodes, pinnedNode(recv)); n != nil && n.Address != "" {
+					recvAddr = hostPort(n.Address, listenPortOf(recv))
+				}
+			}
+		}
+		send := obs.senders[k]
+		if send != nil && !podTerminal(send) {
+			stale := pinnedNode(send) != sNode || builtForProbe(send, hash)
+			if !stale && coordAddr != "" && recvAddr != "" {
+				stale = !slices.Equal(send.Spec.Containers[0].Args, contract.SenderArgs(k, coordAddr, recvAddr))
+			}
+			if stale {
+				if err := r.deletePod(ctx, p, send); err != nil {
+					return err
+				}
+				send = nil
+				delete(obs.senders, k)
+			}
+		}
+		if send == nil && coordAddr != "" && recvAddr != "" {
+			created, err := r.createAgent(ctx, p, l.plan, agentPod{Role: contract.RoleSender, Stripe: k, Node: sNode, Endpoint: src,
+				CoordinatorAddress: coordAddr, ReceiverAddress: recvAddr}, obs.endpoints.SourceNodes)
+			if err != nil {
+				return err
+			}
+			if created != nil {
+				obs.senders[k] = created
+			}
+		} else if send == nil {
+			p.requeue(r.ReportInterval) // an address is missing: the node publishes none yet
+		}
+	}
+
+	var extra []*corev1.Pod
+	for _, m := range []map[int32]*corev1.Pod{obs.senders, obs.receivers} {
+		for k, pod := range m {
+			if k >= l.stripes {
+				extra = append(extra, pod)
+				delete(m, k)
+			}
+		}
+	}
+	extra = append(extra, obs.strays...)
+	obs.strays = nil
+	for _, pod := range extra {
+		if err := r.deletePod(ctx, p, pod); err != nil {
+			return err
+		}
+	}
+	p.st.Stripes = stripeStatuses(p.job, l, obs)
+	return nil
+}
+
+// builtForProbe says whether a stripe pod was made for the probe while a plan exists:
+// it then has the probe's CPU, not the plan's, and is replaced.
+func builtForProbe(pod *corev1.Pod, hash string) bool {
+	return hash != ProbePlanHash && pod.Labels[contract.LabelPlanHash] == ProbePlanHash
+}
+
+// createAgent builds and creates one agent pod, with a host port for a listening role.
+// It returns nil (and asks for another pass) when the name is still held by a pod on
+// its way out, or a creation is in flight.
+func (r *TransferJobReconciler) createAgent(ctx context.Context, p *pass, plan *dtnflowv1alpha1.TransferPlan, ap agentPod, side []nodeView) (*corev1.Pod, error) {
+	job := p.job
+	name := AgentPodName(job.Name, ap.Role, ap.Stripe)
+	if p.obs.leaving[name] || r.exp.CreatePending(job.UID, name) {
+		p.requeue(staleCacheRequeue)
+		return nil, nil
+	}
+	if ap.Node == "" {
+		return nil, nil
+	}
+	if ap.Role != contract.RoleSender {
+		n := p.obs.node(side, ap.Node)
+		if n == nil {
+			return nil, nil
+		}
+		port, err := r.ports.Allocate(ap.Node, portRangeOf(ap.Endpoint), sets.New(n.HostPorts...), job.Namespace+"/"+name)
+		if err != nil {
+			return nil, err
+		}
+		ap.Port = port
+	}
+	pod := buildAgentPod(job, plan, ap, r.Pods)
+	if err := r.Client.Create(ctx, pod); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			p.requeue(staleCacheRequeue)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("creating pod %s: %w", name, err)
+	}
+	r.exp.ExpectCreate(job.UID, name)
+	logf.FromContext(ctx).V(1).Info("Created an agent pod", "pod", podKey(pod), "role", ap.Role, "node", ap.Node, "port", ap.Port)
+	return pod, nil
+}
+
+// deletePod deletes one of the job's pods (that very pod: a replacement of the same
+// name is not touched) and remembers it.
+func (r *TransferJobReconciler) deletePod(ctx context.Context, p *pass, pod *corev1.Pod) error {
+	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting pod %s: %w", podKey(pod), err)
+	}
+	r.exp.ExpectDelete(p.job.UID, pod.Name, pod.UID)
+	p.obs.leaving[pod.Name] = true
+	logf.FromContext(ctx).V(1).Info("Deleted an agent pod", "pod", podKey(pod))
+	return nil
+}
+
+// deleteAgents stops the given agent pods.
+func (r *TransferJobReconciler) deleteAgents(ctx context.Context, p *pass, pods []*corev1.Pod, reason string) error {
+	for _, pod := range pods {
+		if err := r.deletePod(ctx, p, pod); err != nil {
+			return err
+		}
+	}
+	if p.obs != nil {
+		p.obs.coordinator, p.obs.strays = nil, nil
+		p.obs.senders, p.obs.receivers = map[int32]*corev1.Pod{}, map[int32]*corev1.Pod{}
+	}
+	if len(pods) > 0 {
+		logf.FromContext(ctx).Info("Stopped the agents", "pods", len(pods), "reason", reason)
+	}
+	return nil
+}
+
+// syncDirective gives the coordinator a directive when it differs from the one it has,
+// with the next generation, and labels it with the plan it now follows.
+func (r *TransferJobReconciler) syncDirective(ctx context.Context, p *pass, want contract.Directive, hash string) error {
+	coord := p.obs.coordinator
+	if coord == nil || podTerminal(coord) {
+		return nil
+	}
+	current := directiveOf(coord)
+	if sameDirective(current, &want) && (hash == "" || coord.Labels[contract.LabelPlanHash] == hash) {
+		return nil
+	}
+	want.Generation = 1
+	if current != nil {
+		want.Generation = current.Generation + 1
+	}
+	patch := client.MergeFrom(coord.DeepCopy())
+	if coord.Annotations == nil {
+		coord.Annotations = map[string]string{}
+	}
+	coord.Annotations[contract.AnnotationDirective] = encodeDirective(want)
+	if hash != "" {
+		coord.Labels[contract.LabelPlanHash] = hash
+	}
+	if err := r.Client.Patch(ctx, coord, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("writing the directive of pod %s: %w", podKey(coord), err)
+	}
+	logf.FromContext(ctx).Info("Gave the coordinator a directive", "pod", podKey(coord), "generation", want.Generation, "mode", want.Mode,
+		"stripes", want.Stripes, "streams", want.StreamsPerStripe)
+	return nil
+}
+
+// accountFailures counts the agent pods that failed (and deletes them, so they are
+// replaced) or vanished since the last pass, against spec.backoffLimit.
+func (r *TransferJobReconciler) accountFailures(ctx context.Context, p *pass) error {
+	job, obs := p.job, p.obs
+	count := func(pod *corev1.Pod, name string, role contract.Role) {
+		p.st.AgentFailures++
+		p.failedRoles = append(p.failedRoles, string(role))
+		if pod != nil {
+			p.event(corev1.EventTypeWarning, ReasonAgentFailed, "ReplaceAgent", fmt.Sprintf("Agent pod %s failed (%s); replacing it", name, terminationOf(pod)))
+		} else {
+			p.event(corev1.EventTypeWarning, ReasonAgentVanished, "ReplaceAgent", fmt.Sprintf("Agent pod %s vanished; replacing it", name))
+		}
+	}
+	gone := func(name string) bool {
+		return !obs.leaving[name] && !r.exp.CreatePending(job.UID, name) && !r.exp.RecentlyDeleted(job.UID, name)
+	}
+
+	// Failed pods; a coordinator that ended without reporting Complete failed too.
+	wasRunning := meta.IsStatusConditionTrue(job.Status.Conditions, dtnflowv1alpha1.ConditionProbing) ||
+		meta.IsStatusConditionTrue(job.Status.Conditions, dtnflowv1alpha1.ConditionTransferring)
+	if c := obs.coordinator; c != nil && podTerminal(c) {
+		count(c, c.Name, contract.RoleCoordinator)
+		if err := r.deletePod(ctx, p, c); err != nil {
+			return err
+		}
+		obs.coordinator = nil
+	}
+	for _, m := range []map[int32]*corev1.Pod{obs.senders, obs.receivers} {
+		for k, pod := range m {
+			if pod.Status.Phase == corev1.PodFailed {
+				count(pod, pod.Name, contract.Role(pod.Labels[contract.LabelRole]))
+				if err := r.deletePod(ctx, p, pod); err != nil {
+					return err
+				}
+				delete(m, k)
+			}
+		}
+	}
+
+	// Vanishing pods: deleted by someone else (seen terminating, or already gone) while
+	// the coordinator was at work or their stripe was Running at the last pass. A pod
+	// seen terminating is remembered as accounted, so that its disappearance later is
+	// not counted again.
+	runningStripes := map[int32]bool{}
+	for _, s := range job.Status.Stripes {
+		if k, ok := stripeIndex(job.Name, s.Name); ok && s.State == dtnflowv1alpha1.StripeRunning {
+			runningStripes[k] = true
+		}
+	}
+	for _, pod := range obs.vanishing {
+		role := contract.Role(pod.Labels[contract.LabelRole])
+		k, _ := stripeIndex(job.Name, strings.TrimSuffix(strings.TrimSuffix(pod.Name, "-send"), "-recv"))
+		if (role == contract.RoleCoordinator && wasRunning) || (role != contract.RoleCoordinator && runningStripes[k]) {
+			count(nil, pod.Name, role)
+		}
+		r.exp.ExpectDelete(job.UID, pod.Name, pod.UID)
+	}
+	if obs.coordinator == nil && gone(CoordinatorPodName(job.Name)) && wasRunning {
+		count(nil, CoordinatorPodName(job.Name), contract.RoleCoordinator)
+	}
+	external := obs.endpoints.Destination.Spec.ExternalAddress != ""
+	for k := range runningStripes {
+		if obs.senders[k] == nil && gone(AgentPodName(job.Name, contract.RoleSender, k)) {
+			count(nil, AgentPodName(job.Name, contract.RoleSender, k), contract.RoleSender)
+		}
+		if !external && obs.receivers[k] == nil && gone(AgentPodName(job.Name, contract.RoleReceiver, k)) {
+			count(nil, AgentPodName(job.Name, contract.RoleReceiver, k), contract.RoleReceiver)
+		}
+	}
+	return nil
+}
+
+// terminationOf says why a pod ended, for people.
+func terminationOf(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil {
+			s := fmt.Sprintf("exit code %d", t.ExitCode)
+			if t.Reason != "" {
+				s += ", " + t.Reason
+			}
+			if t.Message != "" {
+				s += ": " + strings.TrimSpace(t.Message)
+			}
+			return s
+		}
+	}
+	if pod.Status.Reason != "" {
+		return pod.Status.Reason + ": " + pod.Status.Message
+	}
+	return "phase " + string(pod.Status.Phase)
+}
+
+// stripeIndex parses k from the name StripeName(jobName, k).
+func stripeIndex(jobName, stripeName string) (int32, bool) {
+	rest, ok := strings.CutPrefix(stripeName, namePrefix(jobName)+"-s")
+	if !ok {
+		return 0, false
+	}
+	k, err := strconv.ParseInt(rest, 10, 32)
+	if err != nil || k < 0 {
+		return 0, false
+	}
+	return int32(k), true
+}
+
+// stripeStatuses derives status.stripes from the layout and the pods.
+func stripeStatuses(job *dtnflowv1alpha1.TransferJob, l layout, obs *observed) []dtnflowv1alpha1.StripeStatus {
+	rates := map[int32]int64{}
+	if obs.report != nil {
+		for _, s := range obs.report.Stripes {
+			rates[s.Index] = max(s.BitsPerSecond, 0)
+		}
+	}
+	external := obs.endpoints.Destination.Spec.ExternalAddress != ""
+	out := make([]dtnflowv1alpha1.StripeStatus, 0, l.stripes)
+	for k := int32(0); k < l.stripes && k < 512; k++ {
+		pods := []*corev1.Pod{obs.senders[k]}
+		if !external {
+			pods = append(pods, obs.receivers[k])
+		}
+		out = append(out, dtnflowv1alpha1.StripeStatus{
+			Name:            StripeName(job.Name, k),
+			SourceNode:      l.sourceNode(k),
+			DestinationNode: l.destinationNode(k),
+			State:           stripeState(pods),
+			BitsPerSecond:   rates[k],
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// stripeState is one stripe's state from its pods: Failed if one failed, Running or
+// Succeeded when all are, Pending otherwise (one not yet created, scheduled or started).
+func stripeState(pods []*corev1.Pod) dtnflowv1alpha1.StripeState {
+	running, succeeded := 0, 0
+	for _, pod := range pods {
+		switch {
+		case pod == nil:
+			return dtnflowv1alpha1.StripePending
+		case pod.Status.Phase == corev1.PodFailed:
+			return dtnflowv1alpha1.StripeFailed
+		case pod.Status.Phase == corev1.PodSucceeded:
+			succeeded++
+		case pod.Status.Phase == corev1.PodRunning:
+			running++
+		}
+	}
+	switch {
+	case succeeded == len(pods):
+		return dtnflowv1alpha1.StripeSucceeded
+	case running+succeeded == len(pods):
+		return dtnflowv1alpha1.StripeRunning
+	}
+	return dtnflowv1alpha1.StripePending
+}
