@@ -1,0 +1,109 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+)
+
+// measure plays the coordinator for one report interval: the clock moves on, the
+// coordinator reports the aggregate rate (spread evenly over the stripes), and the
+// test waits until the manager has taken the report in.
+func measure(t *testing.T, clk interface {
+	Now() time.Time
+	Step(time.Duration)
+}, job *dtnflowv1alpha1.TransferJob, bitsPerSecond int64, done *int64) {
+	t.Helper()
+	clk.Step(reportInterval)
+	at := clk.Now()
+	*done += bitsPerSecond / 8 * int64(reportInterval/time.Second)
+	eventually(t, func(g Gomega) {
+		j := getJob(g, job)
+		n := int32(len(j.Status.Plan.SourceNodes)) * j.Status.Plan.StripesPerNode
+		rep := contract.Report{Generation: directive(g, job).Generation, Phase: contract.PhaseTransferring, Time: at,
+			BytesDone: *done, BytesTotal: 1 << 50, FilesTotal: 1000, BitsPerSecond: bitsPerSecond}
+		for k := range n {
+			rep.Stripes = append(rep.Stripes, contract.StripeReport{Index: k, Connected: true, Streams: j.Status.Plan.StreamsPerStripe,
+				BitsPerSecond: bitsPerSecond / int64(n)})
+		}
+		if p := j.Status.Progress; p == nil || p.LastUpdateTime == nil || !p.LastUpdateTime.Time.Equal(at) {
+			report(g, job, rep)
+		}
+		j = getJob(g, job)
+		g.Expect(j.Status.Progress.LastUpdateTime).NotTo(BeNil())
+		g.Expect(j.Status.Progress.LastUpdateTime.Time).To(BeTemporally("==", at), "the manager has not taken the report in")
+	})
+}
+
+// TestRescaleOnFallingRate runs the rescale policy end to end: measured rates within
+// ±10 % of the plan's prediction for many report intervals change nothing; a fall to a
+// third of it makes the manager remove stripes, with the reason in status.replans and
+// an Event, and the pods follow.
+func TestRescaleOnFallingRate(t *testing.T) {
+	clk := newClock()
+	startManager(t, clk, managerOptions{})
+	src, dst := newSite(t, "src", siteOptions{}), newSite(t, "dst", siteOptions{})
+	ns := createNamespace(t, nil)
+	job := createJob(t, ns, "elastic", jobSpec(src, dst))
+	probe(t, clk, job)
+	plan := startTransfer(t, job)
+	stripes := int32(len(plan.SourceNodes)) * plan.StripesPerNode
+	if stripes < 2*int32(len(plan.SourceNodes)) {
+		t.Fatalf("the plan has %d stripes on %d nodes: too few to see one removed", stripes, len(plan.SourceNodes))
+	}
+	predicted := plan.PredictedBitsPerSecond
+	t.Logf("plan: %d nodes × %d stripes × %d streams, predicted %d bit/s", len(plan.SourceNodes), plan.StripesPerNode, plan.StreamsPerStripe, predicted)
+
+	var done int64
+	noise := []float64{1.10, 0.90, 1.05, 0.92, 1.08, 0.91, 1.00, 1.10, 0.90, 0.95, 1.09, 0.93}
+	for _, f := range noise {
+		measure(t, clk, job, int64(float64(predicted)*f), &done)
+	}
+	consistently(t, func(g Gomega) {
+		j := getJob(g, job)
+		g.Expect(j.Status.Replans).To(BeEmpty(), "±10 %% noise changed the plan")
+		g.Expect(j.Status.Plan.Hash).To(Equal(plan.Hash))
+	})
+
+	// The path falls to a third of what the plan predicted (a competing flow arrives).
+	var replan dtnflowv1alpha1.Replan
+	for i := 0; ; i++ {
+		if i == 12 {
+			t.Fatalf("12 report intervals at a third of the predicted rate did not change the plan")
+		}
+		measure(t, clk, job, predicted/3, &done)
+		j := getJob(NewWithT(t), job)
+		if len(j.Status.Replans) > 0 {
+			replan = j.Status.Replans[0]
+			break
+		}
+	}
+	t.Logf("re-plan: %s: %s", replan.Reason, replan.Message)
+	if replan.Reason == "" || replan.Message == "" || replan.To.Stripes >= replan.From.Stripes || replan.From.Stripes != stripes {
+		t.Fatalf("re-plan %+v: want fewer stripes than %d, with a reason", replan, stripes)
+	}
+	eventually(t, func(g Gomega) {
+		j := getJob(g, job)
+		pods := listAgents(g, job)
+		g.Expect(pods.senders).To(HaveLen(int(replan.To.Stripes)))
+		g.Expect(pods.receivers).To(HaveLen(int(replan.To.Stripes)))
+		g.Expect(directive(g, job).Stripes).To(Equal(replan.To.Stripes))
+		g.Expect(j.Status.AgentFailures).To(BeZero())
+		var events eventsv1.EventList
+		g.Expect(env.Client.List(context.Background(), &events, client.InNamespace(ns))).To(Succeed())
+		found := false
+		for _, e := range events.Items {
+			if e.Regarding.Name == job.Name && e.Reason == replan.Reason && e.Action == "Replan" {
+				found = true
+			}
+		}
+		g.Expect(found).To(BeTrue(), "no Event with reason %s", replan.Reason)
+	})
+}
