@@ -147,6 +147,26 @@ type ssession struct {
 	peer      atomic.Pointer[wire.PeerStats]
 	flushed   chan struct{}
 	dirs      *dirCache
+
+	workMu      sync.Mutex
+	concurrency atomic.Int32
+	workers     atomic.Int32
+	spawnWorker func(idx int32)
+}
+
+// setConcurrency changes the number of units worked on at once.
+func (s *ssession) setConcurrency(n int32) {
+	n = max(n, 1)
+	s.workMu.Lock()
+	defer s.workMu.Unlock()
+	s.concurrency.Store(n)
+	if s.spawnWorker == nil {
+		return
+	}
+	for w := s.workers.Load(); w < n; w++ {
+		s.workers.Add(1)
+		s.spawnWorker(w)
+	}
 }
 
 type stream struct {
@@ -453,6 +473,7 @@ func (s *ssession) reconfigure(c wire.JobConfig) {
 	}
 	s.mu.Unlock()
 	s.setRate(c.MaxBitsPerSecond)
+	s.setConcurrency(c.Concurrency)
 	if err := s.setStreams(c.Streams, c.BufferBytes); err != nil {
 		s.fail(err)
 	}
@@ -564,12 +585,15 @@ func (s *ssession) results(rs []wire.Result) {
 func (s *ssession) work() error {
 	units := make(chan wire.Unit, cap(s.inflight))
 	var wg sync.WaitGroup
-	conc := int(max(s.cfg.Concurrency, 1))
-	wg.Add(conc)
-	for range conc {
+	// Worker i runs while i < the configured concurrency; a directive that raises it
+	// starts more (setConcurrency), one that lowers it lets the extra ones finish the
+	// unit in hand and stop.
+	s.spawnWorker = func(idx int32) {
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			defer s.workers.Add(-1)
+			for idx < s.concurrency.Load() {
 				select {
 				case u := <-s.retry:
 					s.run(u, true)
@@ -584,6 +608,7 @@ func (s *ssession) work() error {
 			}
 		}()
 	}
+	s.setConcurrency(s.cfg.Concurrency)
 	defer func() { close(units); wg.Wait() }()
 	for {
 		// Wait for room, then ask for as many units as there is room for.
