@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,13 +39,22 @@ func trimComments(b []byte) []byte {
 }
 
 // onFailure writes the cluster's diagnostics for a failed test into
-// test/e2e/_artifacts/<test>.
+// test/e2e/_artifacts/<test>: from the first cleanup that finds the test failed, which
+// runs before the test's objects are deleted (createJob calls it too).
 func onFailure(t *testing.T) {
-	t.Cleanup(func() {
-		if t.Failed() {
-			cluster.DumpDiagnostics(context.Background(), framework.ArtifactsDir(t.Name()))
-		}
-	})
+	t.Cleanup(func() { dumpIfFailed(t) })
+}
+
+var dumped sync.Map // test name → true once its diagnostics are written
+
+func dumpIfFailed(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	if _, done := dumped.LoadOrStore(t.Name(), true); done {
+		return
+	}
+	cluster.DumpDiagnostics(context.Background(), framework.ArtifactsDir(t.Name()))
 }
 
 // dataset writes spec under the source site's storage at rel (a fresh folder named
@@ -85,6 +95,7 @@ func createJob(ctx context.Context, t *testing.T, job *dtnflowv1alpha1.TransferJ
 		t.Fatalf("creating TransferJob %s: %v", job.Name, err)
 	}
 	t.Cleanup(func() {
+		dumpIfFailed(t)
 		_ = cluster.Client.Delete(context.Background(), job, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		_ = os.RemoveAll(destRoot)
 	})
@@ -107,7 +118,7 @@ func waitForState(ctx context.Context, g Gomega, job *dtnflowv1alpha1.TransferJo
 		got, err = getJob(ctx, job)
 		g.Expect(err).NotTo(HaveOccurred())
 		if got.Status.State == dtnflowv1alpha1.StateFailed && want != dtnflowv1alpha1.StateFailed {
-			g.Expect(fmt.Errorf("TransferJob %s failed: %s", job.Name, describeConditions(got))).NotTo(HaveOccurred())
+			StopTrying(fmt.Sprintf("TransferJob %s failed: %s", job.Name, describeConditions(got))).Now()
 		}
 		g.Expect(got.Status.State).To(Equal(want), "TransferJob %s: %s", job.Name, describeConditions(got))
 	}).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())
@@ -122,6 +133,10 @@ func waitForProgress(ctx context.Context, g Gomega, job *dtnflowv1alpha1.Transfe
 		var err error
 		got, err = getJob(ctx, job)
 		g.Expect(err).NotTo(HaveOccurred())
+		if got.Status.State == dtnflowv1alpha1.StateComplete || got.Status.State == dtnflowv1alpha1.StateFailed {
+			StopTrying(fmt.Sprintf("TransferJob %s ended (%s) before its status showed %.0f%% progress; progress seen: %+v",
+				job.Name, describeConditions(got), 100*fraction, got.Status.Progress)).Now()
+		}
 		g.Expect(got.Status.State).To(Equal(dtnflowv1alpha1.StateTransferring), "TransferJob %s: %s", job.Name, describeConditions(got))
 		g.Expect(got.Status.Progress).NotTo(BeNil())
 		g.Expect(got.Status.Progress.BytesTotal).To(BeNumerically(">", 0))

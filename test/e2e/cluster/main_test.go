@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,8 +53,17 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	interrupted := make(chan struct{})
+	go func() {
+		<-signals
+		fmt.Fprintln(os.Stderr, "e2e: interrupted")
+		close(interrupted)
+		cancel()
+	}()
 	reuse := os.Getenv("DTN_E2E_REUSE") == "1"
 	keep := reuse || os.Getenv("DTN_E2E_KEEP") == "1"
 	if err := os.MkdirAll(framework.ArtifactsDir(""), 0o755); err != nil {
@@ -76,19 +86,33 @@ func run(m *testing.M) int {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
+		if !reuse { // up.sh cleans up after itself, unless it was killed
+			_ = framework.Down(context.Background(), log)
+		}
 		return 1
 	}
 	fmt.Fprintf(log, "e2e: cluster up in %s\n", time.Since(start).Round(time.Second))
-	defer func() {
-		if keep {
-			fmt.Fprintf(log, "e2e: leaving the cluster running (hack/cluster/down.sh removes it)\n")
-			return
-		}
-		downCtx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if err := framework.Down(downCtx, log); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: taking the cluster down:", err)
-		}
+	var downOnce sync.Once
+	down := func() {
+		downOnce.Do(func() {
+			if keep {
+				fmt.Fprintf(log, "e2e: leaving the cluster running (hack/cluster/down.sh removes it)\n")
+				return
+			}
+			downCtx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			if err := framework.Down(downCtx, log); err != nil {
+				fmt.Fprintln(os.Stderr, "e2e: taking the cluster down:", err)
+			}
+		})
+	}
+	defer down()
+	// Interrupted (Ctrl-C, a CI runner stopping the job): take the cluster down, then
+	// exit, rather than leave it running or let the tests carry on.
+	go func() {
+		<-interrupted
+		down()
+		os.Exit(130)
 	}()
 
 	setupStart := time.Now()

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -119,7 +120,9 @@ func script(ctx context.Context, log io.Writer, path string, args ...string) err
 	cmd := exec.CommandContext(ctx, filepath.Join(RepoRoot(), path), args...)
 	cmd.Env = append(os.Environ(), "DTN_CLUSTER_DIR="+Dir())
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.WaitDelay = 10 * time.Second
+	// Cancelled: SIGTERM, so that up.sh's trap takes down what it started.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 2 * time.Minute
 	return cmd.Run()
 }
 
