@@ -270,7 +270,10 @@ func (r *Receiver) session(id uint64) *rsession {
 	return r.sessions[id]
 }
 
-var memCounter = metrics.BytesTotal.WithLabelValues("memory")
+var (
+	memCounter      = metrics.BytesTotal.WithLabelValues("memory")
+	receivedCounter = metrics.BytesTotal.WithLabelValues("received")
+)
 
 func (r *Receiver) serveData(c net.Conn, rd *wire.Reader, hello wire.Hello) {
 	s := r.session(hello.Session)
@@ -360,7 +363,7 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 		return
 	}
 	r.bytes.Add(int64(len(data)))
-	metrics.BytesTotal.WithLabelValues("received").Add(float64(len(data)))
+	receivedCounter.Add(float64(len(data)))
 	p, err := fsroot.Clean(m.Path, false)
 	if err != nil {
 		res.Error = err.Error()
@@ -666,7 +669,7 @@ func (s *rsession) block(m wire.BlockMeta, data []byte) bool {
 		return true
 	}
 	s.r.bytes.Add(int64(len(data)))
-	metrics.BytesTotal.WithLabelValues("received").Add(float64(len(data)))
+	receivedCounter.Add(float64(len(data)))
 	c.mu.Lock()
 	c.have.Add(idx, idx+1)
 	ready := c.ended && !c.finished && c.have.Count() == c.nblocks

@@ -42,7 +42,10 @@ type Stripe struct {
 	bytesSent atomic.Int64
 }
 
-var totalSent atomic.Int64
+var (
+	totalSent   atomic.Int64
+	sentCounter = metrics.BytesTotal.WithLabelValues("sent")
+)
 
 // BytesSent is the payload this process has sent over data streams so far.
 func BytesSent() int64 { return totalSent.Load() }
@@ -114,7 +117,9 @@ type outFrame struct {
 	metaArr [32]byte
 	data    []byte
 	buf     *[]byte
-	after   func()
+	// slots, when set, gets one token back once the frame is on the wire (a chunk's
+	// bound on blocks in flight).
+	slots chan struct{}
 }
 
 var framePool = sync.Pool{New: func() any { return new(outFrame) }}
@@ -416,7 +421,7 @@ func (s *ssession) runStream(st *stream) {
 		st.bytes.Add(n)
 		s.st.bytesSent.Add(n)
 		totalSent.Add(n)
-		metrics.BytesTotal.WithLabelValues("sent").Add(float64(n))
+		sentCounter.Add(float64(n))
 	}
 }
 
@@ -424,8 +429,8 @@ func (s *ssession) release(f *outFrame) {
 	if f.buf != nil {
 		s.bufs <- f.buf
 	}
-	if f.after != nil {
-		f.after()
+	if f.slots != nil {
+		<-f.slots
 	}
 	*f = outFrame{}
 	framePool.Put(f)
@@ -837,7 +842,7 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 		fr := framePool.Get().(*outFrame)
 		fr.typ, fr.data, fr.buf = wire.TypeBlock, data, bp
 		fr.meta = wire.BlockMeta{Chunk: id, Offset: uint64(off), CRC: wire.CRC32C(data)}.Put(fr.metaArr[:])
-		fr.after = func() { <-slots }
+		fr.slots = slots
 		if !s.enqueue(fr) {
 			return nil
 		}
