@@ -210,6 +210,24 @@ func (c *Cluster) SetWANRate(ctx context.Context, bitsPerSecond int64) error {
 	return nil
 }
 
+// SetWAN changes the whole WAN link, both ways: bottleneck rate, one-way delay, random
+// loss and bottleneck queue (0: the emulator's default of one BDP). Only the wanem WAN
+// emulates delay and loss.
+func (c *Cluster) SetWAN(ctx context.Context, rateBitsPerSecond int64, oneWayDelay time.Duration, loss float64, queueBytes int64) error {
+	if c.WAN.Mode != "wanem" {
+		if oneWayDelay != 0 || loss != 0 {
+			return fmt.Errorf("the %s WAN emulates no delay or loss (DTN_WAN=wanem does)", c.WAN.Mode)
+		}
+		return c.SetWANRate(ctx, rateBitsPerSecond)
+	}
+	both := map[string]any{"rateBitsPerSecond": rateBitsPerSecond, "delay": oneWayDelay.String(), "loss": loss, "queueBytes": queueBytes}
+	if _, err := wanem.NewControlClient(c.WAN.Control).Update(ctx, map[string]any{"both": both}); err != nil {
+		return fmt.Errorf("setting the WAN to %+v: %w", both, err)
+	}
+	c.WAN.RateBitsPerSecond, c.WAN.DelayMillis, c.WAN.Loss = rateBitsPerSecond, oneWayDelay.Milliseconds(), loss
+	return nil
+}
+
 // WANStats are the emulator's counters (wanem mode only).
 func (c *Cluster) WANStats(ctx context.Context) (wanem.Stats, error) {
 	if c.WAN.Mode != "wanem" {

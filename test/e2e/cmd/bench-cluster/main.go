@@ -1,0 +1,367 @@
+// Command bench-cluster runs the WAN scenarios of `make bench-wan` through the operator
+// (make bench-cluster): for each scenario it sets the local cluster's WAN (rate, RTT,
+// loss, queue) to the scenario's, writes the scenario's dataset (test/bench/wan's
+// generator, so the files are the ones bench-wan moves) at site A, applies a
+// TransferJob in Auto mode and times it from creation to Complete — probing, planning,
+// scheduling the agent pods and verifying included — then checks every file's SHA-256
+// at site B. The table goes to stdout (markdown), one JSON line per run to -json.
+//
+// By default every scenario starts cold (the path's PathProfile is deleted first), as
+// bench-wan's dtnflow-auto rows do; -warm keeps what the previous run learned.
+//
+//	bench-cluster -rate 500M -rtt 20ms,50ms -loss 0 -dataset large,mixed
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/test/bench/wan"
+	"github.com/dtnflow/dtnflow/test/e2e/framework"
+	"github.com/dtnflow/dtnflow/test/wanem"
+)
+
+// Result is one scenario's run through the operator.
+type Result struct {
+	Scenario string  `json:"scenario"`
+	Tool     string  `json:"tool"`
+	Rate     int64   `json:"rateBitsPerSecond"`
+	RTT      string  `json:"rtt"`
+	Loss     float64 `json:"loss"`
+	Dataset  string  `json:"dataset"`
+	Files    int     `json:"files"`
+	Bytes    int64   `json:"bytes"`
+	Cold     bool    `json:"cold"`
+	// Seconds is from the TransferJob's creation to Complete as this program saw it.
+	Seconds float64 `json:"seconds"`
+	// BitsPerSecond is Bytes over Seconds: what a user gets, probing included.
+	BitsPerSecond int64 `json:"bitsPerSecond"`
+	// ShareOfLink is BitsPerSecond over the bottleneck rate.
+	ShareOfLink float64 `json:"shareOfLink"`
+	// PlanSeconds is from creation to the Planned condition (probe and fit).
+	PlanSeconds float64 `json:"planSeconds"`
+	// JobAverageBitsPerSecond is the job's own status.progress.averageBitsPerSecond.
+	JobAverageBitsPerSecond int64  `json:"jobAverageBitsPerSecond"`
+	Plan                    string `json:"plan"`
+	Model                   string `json:"model"`
+	Replans                 int    `json:"replans"`
+	State                   string `json:"state"`
+	Error                   string `json:"error,omitempty"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	rates := flag.String("rate", "500M", "bottleneck rates (bits/s), comma-separated")
+	rtts := flag.String("rtt", "20ms", "round-trip times, comma-separated")
+	losses := flag.String("loss", "0", "random loss probabilities, comma-separated")
+	queues := flag.String("queue", "default", "bottleneck queues in bytes (default: one BDP, at least 1 MiB), comma-separated")
+	datasets := flag.String("dataset", "large", "datasets: large, mixed, small (comma-separated)")
+	largeSize := flag.String("large-size", "1GiB", "size of the large file (bench-wan's default is 4GiB; the cluster's disks are slower than tmpfs)")
+	mixedTotal := flag.String("mixed-total", "1GiB", "total of the mixed dataset")
+	mixedMin := flag.String("mixed-min", "64KiB", "smallest file of the mixed dataset")
+	mixedMax := flag.String("mixed-max", "256MiB", "largest file of the mixed dataset")
+	smallCount := flag.Int("small-count", 5000, "files in the small dataset")
+	smallSize := flag.String("small-size", "64KiB", "size of each small file")
+	warm := flag.Bool("warm", false, "keep the PathProfile between runs (default: every run starts cold)")
+	verify := flag.Bool("verify", true, "compare every file's SHA-256 at the destination after each run")
+	jsonOut := flag.String("json", "", "append one JSON line per run to this file")
+	reuse := flag.Bool("reuse", false, "use the running local cluster (make cluster-up + helm install) instead of starting one")
+	keep := flag.Bool("keep", false, "leave the cluster running at the end")
+	timeout := flag.Duration("timeout", 20*time.Minute, "bound of each run")
+	flag.Parse()
+
+	scenarios, err := matrix(*rates, *rtts, *losses, *queues, *datasets, *largeSize, *mixedTotal, *mixedMin, *mixedMax, *smallCount, *smallSize)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	var c *framework.Cluster
+	if *reuse {
+		c, err = framework.Load(framework.Dir())
+	} else {
+		c, err = framework.Up(ctx, os.Stderr)
+		if err == nil && !*keep {
+			defer func() { _ = framework.Down(context.Background(), os.Stderr) }()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if out, err := c.InstallDtnflow(ctx); err != nil {
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	if err := applyEndpoints(ctx, c); err != nil {
+		return err
+	}
+	var jsonl io.Writer = io.Discard
+	if *jsonOut != "" {
+		f, err := os.OpenFile(*jsonOut, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		jsonl = f
+	}
+
+	fmt.Printf("| scenario | dataset | files | MiB | time s | plan s | Mbit/s | share of link | plan (stripes × streams) | model | replans | state |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	failed := 0
+	for i, s := range scenarios {
+		r := runScenario(ctx, c, i, s, !*warm, *verify, *timeout)
+		if r.State != string(dtnflowv1alpha1.StateComplete) || r.Error != "" {
+			failed++
+		}
+		fmt.Printf("| %s | %s | %d | %d | %.1f | %.1f | %.0f | %.2f | %s | %s | %d | %s%s |\n",
+			r.Scenario, r.Dataset, r.Files, r.Bytes>>20, r.Seconds, r.PlanSeconds, float64(r.BitsPerSecond)/1e6,
+			r.ShareOfLink, r.Plan, r.Model, r.Replans, r.State, errSuffix(r.Error))
+		b, _ := json.Marshal(r)
+		fmt.Fprintln(jsonl, string(b))
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d runs did not complete cleanly", failed, len(scenarios))
+	}
+	return nil
+}
+
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return ": " + strings.ReplaceAll(e, "|", "/")
+}
+
+func matrix(rates, rtts, losses, queues, datasets, largeSize, mixedTotal, mixedMin, mixedMax string, smallCount int, smallSize string) ([]wan.Scenario, error) {
+	var rs []int64
+	for _, v := range strings.Split(rates, ",") {
+		r, err := wanem.ParseRate(v)
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("-rate %q: %v", v, err)
+		}
+		rs = append(rs, r)
+	}
+	var ds []time.Duration
+	for _, v := range strings.Split(rtts, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("-rtt %q: %v", v, err)
+		}
+		ds = append(ds, d)
+	}
+	var ls []float64
+	for _, v := range strings.Split(losses, ",") {
+		var l float64
+		if _, err := fmt.Sscan(strings.TrimSpace(v), &l); err != nil || l < 0 || l >= 1 {
+			return nil, fmt.Errorf("-loss %q: want a probability", v)
+		}
+		ls = append(ls, l)
+	}
+	var qs []int64
+	for _, v := range strings.Split(queues, ",") {
+		if strings.TrimSpace(v) == "default" {
+			qs = append(qs, 0)
+			continue
+		}
+		q, err := wanem.ParseBytes(v)
+		if err != nil {
+			return nil, fmt.Errorf("-queue %q: %v", v, err)
+		}
+		qs = append(qs, q)
+	}
+	bytesOf := func(flagName, v string) (int64, error) {
+		n, err := wanem.ParseBytes(v)
+		if err != nil {
+			return 0, fmt.Errorf("-%s %q: %v", flagName, v, err)
+		}
+		return n, nil
+	}
+	var specs []wan.DatasetSpec
+	for _, v := range strings.Split(datasets, ",") {
+		spec := wan.DefaultDataset(wan.DatasetKind(strings.TrimSpace(v)))
+		var err error
+		switch spec.Kind {
+		case wan.Large:
+			if strings.TrimSpace(v) != "large" {
+				return nil, fmt.Errorf("-dataset %q: want large, mixed or small", v)
+			}
+			spec.LargeBytes, err = bytesOf("large-size", largeSize)
+		case wan.Mixed:
+			if spec.MixedTotalBytes, err = bytesOf("mixed-total", mixedTotal); err == nil {
+				if spec.MixedMinBytes, err = bytesOf("mixed-min", mixedMin); err == nil {
+					spec.MixedMaxBytes, err = bytesOf("mixed-max", mixedMax)
+				}
+			}
+		case wan.Small:
+			spec.SmallCount = smallCount
+			spec.SmallBytes, err = bytesOf("small-size", smallSize)
+		}
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, spec)
+	}
+	return wan.Matrix(rs, ds, ls, qs, specs, []bool{false}), nil
+}
+
+func applyEndpoints(ctx context.Context, c *framework.Cluster) error {
+	b, err := os.ReadFile(c.Endpoints)
+	if err != nil {
+		return err
+	}
+	for _, doc := range strings.Split(string(b), "\n---") {
+		var ep dtnflowv1alpha1.TransferEndpoint
+		if err := yaml.Unmarshal([]byte(doc), &ep); err != nil || ep.Name == "" {
+			continue
+		}
+		if err := c.Client.Create(ctx, &ep); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench", Labels: map[string]string{"dtnflow.io/transfers": "allowed"}}}
+	if err := c.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, site := range c.Sites {
+		for {
+			var ep dtnflowv1alpha1.TransferEndpoint
+			if err := c.Client.Get(ctx, client.ObjectKey{Name: site.Name}, &ep); err == nil && meta.IsStatusConditionTrue(ep.Status.Conditions, "Ready") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("TransferEndpoint %s is not Ready", site.Name)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	return nil
+}
+
+func runScenario(ctx context.Context, c *framework.Cluster, i int, s wan.Scenario, cold, verify bool, timeout time.Duration) Result {
+	r := Result{Scenario: s.Name(), Tool: "dtnflow-operator", Rate: s.RateBitsPerSecond, RTT: s.RTT.String(), Loss: s.Loss,
+		Dataset: string(s.Dataset.Kind), Cold: cold}
+	fail := func(err error) Result { r.Error = err.Error(); return r }
+	if err := c.SetWAN(ctx, s.RateBitsPerSecond, s.RTT/2, s.Loss, s.QueueBytes); err != nil {
+		return fail(err)
+	}
+	rel := fmt.Sprintf("bench/%02d-%s", i, s.Name())
+	srcDir := filepath.Join(c.Source().Storage, rel)
+	destRoot := filepath.Join(c.Destination().Storage, "incoming-bench")
+	_ = os.RemoveAll(srcDir)
+	_ = os.RemoveAll(destRoot)
+	defer os.RemoveAll(srcDir)
+	defer os.RemoveAll(destRoot)
+	ds, err := wan.Generate(s.Dataset, srcDir)
+	if err != nil {
+		return fail(err)
+	}
+	r.Files, r.Bytes = ds.Count(), ds.Total
+	if cold {
+		profile := &dtnflowv1alpha1.PathProfile{ObjectMeta: metav1.ObjectMeta{Name: c.Source().Name + "." + c.Destination().Name}}
+		if err := c.Client.Delete(ctx, profile); err != nil && !apierrors.IsNotFound(err) {
+			return fail(err)
+		}
+	}
+	job := &dtnflowv1alpha1.TransferJob{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%02d", i), Namespace: "bench"},
+		Spec: dtnflowv1alpha1.TransferJobSpec{
+			Source:      dtnflowv1alpha1.TransferSource{Endpoint: c.Source().Name, Paths: []dtnflowv1alpha1.RelativePath{dtnflowv1alpha1.RelativePath(rel)}},
+			Destination: dtnflowv1alpha1.TransferDestination{Endpoint: c.Destination().Name, Path: "incoming-bench"},
+		},
+	}
+	_ = c.Client.Delete(ctx, job)
+	waitGone(ctx, c, job)
+	start := time.Now()
+	if err := c.Client.Create(ctx, job); err != nil {
+		return fail(err)
+	}
+	defer func() { _ = c.Client.Delete(context.Background(), job) }()
+	var got dtnflowv1alpha1.TransferJob
+	deadline := start.Add(timeout)
+	for {
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(job), &got); err != nil {
+			return fail(err)
+		}
+		if r.PlanSeconds == 0 && meta.IsStatusConditionTrue(got.Status.Conditions, dtnflowv1alpha1.ConditionPlanned) {
+			r.PlanSeconds = time.Since(start).Seconds()
+		}
+		if got.Status.State == dtnflowv1alpha1.StateComplete || got.Status.State == dtnflowv1alpha1.StateFailed {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			r.State = string(got.Status.State)
+			return fail(fmt.Errorf("not complete after %s", timeout))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	r.Seconds = time.Since(start).Seconds()
+	r.State = string(got.Status.State)
+	r.BitsPerSecond = int64(float64(r.Bytes*8) / r.Seconds)
+	r.ShareOfLink = float64(r.BitsPerSecond) / float64(s.RateBitsPerSecond)
+	r.Replans = len(got.Status.Replans)
+	if p := got.Status.Progress; p != nil {
+		r.JobAverageBitsPerSecond = p.AverageBitsPerSecond
+	}
+	if p := got.Status.Plan; p != nil {
+		r.Plan = fmt.Sprintf("%d × %d × %d", len(p.SourceNodes), p.StripesPerNode, p.StreamsPerStripe)
+		if p.Model != nil {
+			r.Model = fmt.Sprintf("%s n*=%d", p.Model.Name, p.Model.OptimalStreams)
+		}
+	}
+	if got.Status.State != dtnflowv1alpha1.StateComplete {
+		if cond := meta.FindStatusCondition(got.Status.Conditions, dtnflowv1alpha1.ConditionFailed); cond != nil {
+			return fail(fmt.Errorf("%s: %s", cond.Reason, cond.Message))
+		}
+		return fail(fmt.Errorf("ended %s", got.Status.State))
+	}
+	if verify {
+		src, err := framework.Digests(srcDir)
+		if err != nil {
+			return fail(err)
+		}
+		dst, err := framework.Digests(filepath.Join(destRoot, rel))
+		if err != nil {
+			return fail(err)
+		}
+		if diff := framework.CompareDigests(src, dst); diff != "" {
+			return fail(fmt.Errorf("the copy differs: %s", strings.SplitN(diff, "\n", 2)[0]))
+		}
+	}
+	return r
+}
+
+func waitGone(ctx context.Context, c *framework.Cluster, job *dtnflowv1alpha1.TransferJob) {
+	for i := 0; i < 120; i++ {
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(job), &dtnflowv1alpha1.TransferJob{}); apierrors.IsNotFound(err) {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
