@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"k8s.io/client-go/rest"
@@ -117,15 +119,33 @@ func (p *PodChannel) Publish(ctx context.Context, r contract.Report) error {
 	return nil
 }
 
-// LogChannel is the standalone Channel: a fixed directive (or none) and reports to the
-// log.
+// LogChannel is the standalone Channel: directives from a file (or none) and reports
+// to the log.
 type LogChannel struct {
-	Fixed *contract.Directive
-	Log   *slog.Logger
+	// DirectiveFile, when set, holds a contract.Directive as JSON, read every report
+	// interval: the annotation of a coordinator pod, without Kubernetes.
+	DirectiveFile string
+	Log           *slog.Logger
 }
 
 // Directive implements Channel.
-func (l *LogChannel) Directive(context.Context) (*contract.Directive, error) { return l.Fixed, nil }
+func (l *LogChannel) Directive(context.Context) (*contract.Directive, error) {
+	if l.DirectiveFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(l.DirectiveFile)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(bytes.TrimSpace(b)) == 0) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var d contract.Directive
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("--directive-file %s: %w", l.DirectiveFile, err)
+	}
+	return &d, nil
+}
 
 // Publish implements Channel.
 func (l *LogChannel) Publish(_ context.Context, r contract.Report) error {

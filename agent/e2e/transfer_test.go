@@ -389,3 +389,63 @@ func TestPlanWhatIf(t *testing.T) {
 		t.Fatalf("a misspelt field was not refused: %v\n%s", err, bad.output())
 	}
 }
+
+var phaseRE = regexp.MustCompile(`"phase": "(\w+)"`)
+
+// TestDirectives drives a coordinator the way the controller does, through its
+// directive (here a file instead of the pod annotation): Probe takes samples with
+// the optimizer's stepper and ends Probed, holding the data; Transfer moves it.
+func TestDirectives(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 10, mixed("d", 30, 1, 2<<20))
+	key := writeSecret(t, dir, "key", secret)
+	directive := filepath.Join(dir, "directive.json")
+	os.WriteFile(directive, []byte(`{"generation": 1, "mode": "Probe", "probe": {"maxStreams": 4, "sampleSeconds": 1}}`), 0o644)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	raddr := recv.waitListening()
+	co := start(t, nil, append([]string{"coordinate", "--listen", "127.0.0.1:0", "--root", src, "--secret-file", key, "--path", "d",
+		"--directive-file", directive, "--report-interval", "200ms"}, smallUnits...)...)
+	caddr := co.waitListening()
+	s := start(t, nil, "send", "--stripe", "0", "--coordinator", caddr, "--receiver", raddr, "--root", src, "--secret-file", key)
+	phase := func() string {
+		m := phaseRE.FindStringSubmatch(httpGet(t, caddr, "/status"))
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	}
+	if !pollUntil(t, 60*time.Second, "Probed", func() bool { return phase() == "Probed" }) {
+		t.Fatalf("phase %q; coordinator:\n%s", phase(), co.output())
+	}
+	var st struct {
+		Samples []struct {
+			Streams       int32 `json:"streams"`
+			BitsPerSecond int64 `json:"bitsPerSecond"`
+		} `json:"samples"`
+		FilesDone int64 `json:"filesDone"`
+		Dataset   struct {
+			Files int64 `json:"files"`
+		} `json:"dataset"`
+	}
+	if err := json.Unmarshal([]byte(httpGet(t, caddr, "/status")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Samples) < 3 || st.Samples[0].Streams != 1 || st.Samples[1].Streams != 2 || st.Samples[0].BitsPerSecond <= 0 {
+		t.Fatalf("probe samples %+v, want ExpSelection's 1, 2, 4 …", st.Samples)
+	}
+	if st.FilesDone != 0 || st.Dataset.Files != 33 {
+		t.Fatalf("while probing: %d files done (want 0), dataset %d files (want 33)", st.FilesDone, st.Dataset.Files)
+	}
+	os.WriteFile(directive, []byte(`{"generation": 2, "mode": "Transfer", "streamsPerStripe": 3, "sizeClasses": [
+		{"class": "Small", "maxBytes": 131072, "pipelining": 8, "parallelism": 1, "concurrency": 4},
+		{"class": "Large", "pipelining": 1, "parallelism": 3, "concurrency": 2}]}`), 0o644)
+	if err := co.wait(60 * time.Second); err != nil {
+		t.Fatalf("coordinator: %v\n%s", err, co.output())
+	}
+	if err := s.wait(30 * time.Second); err != nil {
+		t.Fatalf("sender: %v\n%s", err, s.output())
+	}
+	assertSameTree(t, src, dst, "d")
+}

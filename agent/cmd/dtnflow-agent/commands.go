@@ -329,6 +329,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 	rootDir := fs.String("root", "", "source root")
 	secretFile := fs.String("secret-file", "", "file holding the job's shared secret")
 	pod := fs.String("pod", "", "namespace/name of this coordinator's pod: read directives from it and report to it (in-cluster)")
+	directiveFile := fs.String("directive-file", "", "without --pod: read directives (contract.Directive JSON) from this file every report interval; without it the job starts transferring at once")
 	paths := fs.StringArray("path", nil, "source path under --root (repeatable)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -355,7 +356,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	var ch coord.Channel = &coord.LogChannel{Log: log}
+	var ch coord.Channel = &coord.LogChannel{Log: log, DirectiveFile: *directiveFile}
 	if *pod != "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
@@ -364,7 +365,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 		if ch, err = coord.NewPodChannel(cfg, *pod); err != nil {
 			return err
 		}
-	} else {
+	} else if *directiveFile == "" {
 		core.SetPhase(contract.PhaseTransferring)
 	}
 	ln, err := listen(*addr)
