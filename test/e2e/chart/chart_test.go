@@ -162,6 +162,9 @@ func TestRenderedObjects(t *testing.T) {
 				if hn, _, _ := unstructured.NestedBool(deploy.Object, "spec", "template", "spec", "hostNetwork"); !hn {
 					t.Error("the local cluster's manager is not on the host network")
 				}
+				if st, _, _ := unstructured.NestedString(deploy.Object, "spec", "strategy", "type"); st != "Recreate" {
+					t.Errorf("a host-network manager rolls with strategy %q; want Recreate (the new pod cannot bind the old one's ports)", st)
+				}
 				if !strings.Contains(args, "--agent-api-server-host=10.77.0.2") {
 					t.Errorf("manager args %s do not hand the API server's address on to the agents", args)
 				}

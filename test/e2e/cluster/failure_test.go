@@ -15,16 +15,23 @@ import (
 	"github.com/dtnflow/dtnflow/test/e2e/framework"
 )
 
-// TestAgentKilledMidTransfer kills agent pods of a running job — a receiver, whose
+// killedWANRate is the WAN's rate while agents are killed: the dataset takes about
+// 25 s there.
+const killedWANRate = 100_000_000
+
+// testAgentKilledMidTransfer kills agent pods of a running job — a receiver, whose
 // verified blocks live in its journal, and later a sender, whose leased work must go
 // back to the others — and checks that the job still completes with every file
 // identical, counting the failures against its backoff limit.
-func TestAgentKilledMidTransfer(t *testing.T) {
-	onFailure(t)
+func testAgentKilledMidTransfer(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	spec := framework.DatasetSpec{Seed: 3, Large: 3, LargeBytes: 80 << 20, Medium: 4, Small: 100, Empty: 1}
 	source := dataset(t, "e2e/killed", spec)
+	// A slower path, so that the job is still moving data when its agents die.
+	fullRate := cluster.WAN.RateBitsPerSecond
+	g.Expect(cluster.SetWANRate(ctx, killedWANRate)).To(Succeed())
+	t.Cleanup(func() { _ = cluster.SetWANRate(context.Background(), fullRate) })
 	job := newJob("killed", "e2e/killed", "incoming/killed")
 	dest := createJob(ctx, t, job)
 

@@ -202,3 +202,30 @@ func conditionReason(job *dtnflowv1alpha1.TransferJob, conditionType string) str
 
 // isInvalid tells an API server refusal from any other error.
 func isInvalid(err error) bool { return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) }
+
+// stopIfEnded stops an Eventually when the job has ended, saying what it ended before.
+func stopIfEnded(job *dtnflowv1alpha1.TransferJob, before string) {
+	if job.Status.State == dtnflowv1alpha1.StateComplete || job.Status.State == dtnflowv1alpha1.StateFailed {
+		StopTrying(fmt.Sprintf("TransferJob %s ended (%s) %s", job.Name, describeConditions(job), before)).Now()
+	}
+}
+
+// deleteProfile removes the path's PathProfile, so that the next job starts cold, and
+// waits until the API server has let it go.
+func deleteProfile(ctx context.Context) error {
+	profile := &dtnflowv1alpha1.PathProfile{ObjectMeta: metav1.ObjectMeta{Name: profileName()}}
+	if err := cluster.Client.Delete(ctx, profile); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(profile), profile)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("PathProfile %s is still there 30 s after its deletion (err %v)", profile.Name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
@@ -69,22 +68,17 @@ func (l *stateLog) Stop() []dtnflowv1alpha1.TransferState {
 	return slices.Clone(l.states)
 }
 
-// TestTransfer moves a generated mixed dataset from site A to site B across the WAN
-// emulator twice: a cold job that probes the path, fits the model and plans, and a
-// second job on the same path that starts warm from the PathProfile the first one
-// left. Each must end Complete with every file's SHA-256 equal at the destination,
-// and its status must show what it did.
-func TestTransfer(t *testing.T) {
-	onFailure(t)
+// testColdTransfer moves a generated mixed dataset from site A to site B across the
+// WAN emulator with no PathProfile of the path: the job probes the path, fits the
+// model and plans. It must end Complete with every file's SHA-256 equal at the
+// destination, its status must show the plan, samples, model, progress and final
+// rate, and the path's PathProfile must hold what it learned.
+func testColdTransfer(t *testing.T) {
 	ctx := context.Background()
-
-	t.Run("cold job probes, plans and moves a mixed dataset", func(t *testing.T) {
+	{
 		g := NewWithT(t)
 		// A cold start needs no PathProfile of the path.
-		_ = cluster.Client.Delete(ctx, &dtnflowv1alpha1.PathProfile{ObjectMeta: metav1.ObjectMeta{Name: profileName()}})
-		g.Eventually(func() error {
-			return cluster.Client.Get(ctx, client.ObjectKey{Name: profileName()}, &dtnflowv1alpha1.PathProfile{})
-		}).WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("not found")))
+		g.Expect(deleteProfile(ctx)).To(Succeed())
 
 		source := dataset(t, "e2e/mixed", mixedDataset)
 		job := newJob("mixed", "e2e/mixed", "incoming/mixed")
@@ -135,9 +129,14 @@ func TestTransfer(t *testing.T) {
 		g.Expect(profile.Status.Model).NotTo(BeNil())
 		g.Expect(profile.Status.ContributingJobs).To(ContainElement(jobNamespace + "/mixed"))
 		g.Expect(profile.Status.BestBitsPerSecond).To(BeNumerically(">", 0))
-	})
+	}
+}
 
-	t.Run("second job starts warm from the PathProfile", func(t *testing.T) {
+// testWarmStart runs a second job on the path: it must start warm from the PathProfile
+// the cold job left (no probe), and complete with identical files.
+func testWarmStart(t *testing.T) {
+	ctx := context.Background()
+	{
 		g := NewWithT(t)
 		var profile dtnflowv1alpha1.PathProfile
 		if err := cluster.Client.Get(ctx, client.ObjectKey{Name: profileName()}, &profile); err != nil || profile.Status.Model == nil {
@@ -165,7 +164,7 @@ func TestTransfer(t *testing.T) {
 		expectCompleteStatus(g, done, spec)
 		g.Expect(done.Status.Plan.Model).NotTo(BeNil())
 		g.Expect(*done.Status.Plan.Model).To(Equal(*profile.Status.Model), "the plan starts from the profile's model")
-	})
+	}
 }
 
 // profileName is the PathProfile of the path the tests use.

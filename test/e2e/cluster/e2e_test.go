@@ -1,0 +1,35 @@
+package cluster
+
+import "testing"
+
+// TestLocalCluster is the user's path through dtnflow on a real cluster, in order, each
+// step starting from what the previous ones left (TestMain has already run `helm
+// install` and created the two TransferEndpoints):
+//
+//  1. the install: the manager on site A holding its Lease, both endpoints Ready;
+//  2. invalid TransferJobs refused by the API server, naming the field;
+//  3. a cold job: probe, fit, plan, move a mixed dataset, every SHA-256 equal;
+//  4. a second job on the path starting warm from the PathProfile;
+//  5. agent pods killed mid-transfer, the job still completing with identical files;
+//  6. the path's rate halved mid-transfer, and the re-plan that follows.
+//
+// Run one step with -run 'TestLocalCluster/<name>'; steps 4 needs step 3's profile.
+func TestLocalCluster(t *testing.T) {
+	steps := []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"install", testInstall},
+		{"invalid-jobs-rejected", testInvalidJobRejected},
+		{"cold-transfer", testColdTransfer},
+		{"warm-start", testWarmStart},
+		{"agent-killed", testAgentKilledMidTransfer},
+		{"path-rate-halved", testPathRateHalvedReplans},
+	}
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			onFailure(t)
+			step.run(t)
+		})
+	}
+}
