@@ -91,6 +91,7 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 		return nil, fmt.Errorf("%w: %s", err, tail(recv.out.String(), 500))
 	}
 	run := 0
+	var lastOut string
 	send := func(ds *Dataset, extra []string) (Result, error) {
 		run++
 		job := fmt.Sprintf("bench%d", run)
@@ -101,6 +102,7 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 		before := env.Topo.Link.Stats().AtoB
 		r0 := recv.cpu()
 		wall, scpu, out, err := runTimed(ctx, env.Src, d.Agent, args...)
+		lastOut = out
 		if err != nil {
 			return res, err
 		}
@@ -124,7 +126,23 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 		r, err := send(env.Dataset, extra)
 		r.Config, r.Chosen = strings.Join(extra, " "), true
 		r.Note = "probing included in its time"
-		return []Result{r}, err
+		probes, plan := parseAutoLog(lastOut)
+		if plan.Streams > 0 {
+			r.Streams, r.Stripes, r.BufferBytes = plan.Streams*plan.Stripes, plan.Stripes, plan.Buffer
+			r.Config += fmt.Sprintf(" → %d stripes × %d streams", plan.Stripes, plan.Streams)
+			if plan.Buffer > 0 {
+				r.Config += fmt.Sprintf(", buffer %s", humanBytes(plan.Buffer))
+			}
+		}
+		var out []Result
+		for _, pr := range probes {
+			pr.Tool, pr.Scenario, pr.Started = d.Name(), env.Scenario.Name(), r.Started
+			if rate := env.LinkBitsPerSecond(); rate > 0 {
+				pr.PercentOfLink = 100 * pr.BitsPerSecond / rate
+			}
+			out = append(out, pr)
+		}
+		return append(out, r), err
 	}
 	var out []Result
 	var probe float64
@@ -152,4 +170,82 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 	r.Streams, r.Stripes, r.BufferBytes = bestCfg.Streams*bestCfg.Stripes, bestCfg.Stripes, bestCfg.Buffer
 	r.Note = fmt.Sprintf("best of %d settings probed on %s (%.0f s of probing)", len(d.Grid), humanBytes(env.SampleDataset.Total), probe)
 	return append(out, r), err
+}
+
+// parseAutoLog reads what `send --auto` logged (slog text): its memory-to-memory probe
+// samples ("Probe sample": streams, buffer, rate) and its plan ("Planned": stripes,
+// streams per stripe, buffer).
+func parseAutoLog(out string) (probes []Result, plan DtnflowConfig) {
+	for _, line := range strings.Split(out, "\n") {
+		kv := slogFields(line)
+		switch kv["msg"] {
+		case "Probe sample":
+			n, _ := strconv.Atoi(kv["streams"])
+			buf, _ := strconv.ParseInt(kv["bufferBytes"], 10, 64)
+			bps := parseHumanRate(kv["rate"])
+			if n > 0 && bps > 0 {
+				probes = append(probes, Result{Config: "probe " + kv["phase"], Streams: n, Stripes: 1, BufferBytes: buf,
+					Sample: true, BitsPerSecond: bps, Note: "memory-to-memory probe of send --auto"})
+			}
+		case "Planned":
+			plan.Stripes, _ = strconv.Atoi(kv["stripes"])
+			plan.Streams, _ = strconv.Atoi(kv["streams"])
+			plan.Buffer, _ = strconv.ParseInt(kv["bufferBytes"], 10, 64)
+		}
+	}
+	return probes, plan
+}
+
+// slogFields splits a log/slog text line into its key=value pairs (values may be
+// double-quoted with Go escapes).
+func slogFields(line string) map[string]string {
+	kv := map[string]string{}
+	for len(line) > 0 {
+		line = strings.TrimLeft(line, " ")
+		eq := strings.IndexByte(line, '=')
+		if eq <= 0 {
+			break
+		}
+		key, rest := line[:eq], line[eq+1:]
+		var val string
+		if strings.HasPrefix(rest, `"`) {
+			end := 1
+			for end < len(rest) && (rest[end] != '"' || rest[end-1] == '\\') {
+				end++
+			}
+			if uq, err := strconv.Unquote(rest[:min(end+1, len(rest))]); err == nil {
+				val = uq
+			}
+			line = rest[min(end+1, len(rest)):]
+		} else {
+			sp := strings.IndexByte(rest, ' ')
+			if sp < 0 {
+				sp = len(rest)
+			}
+			val, line = rest[:sp], rest[sp:]
+		}
+		kv[key] = val
+	}
+	return kv
+}
+
+// parseHumanRate reads "812.3 Mbit/s", "1.02 Gbit/s" or "900 kbit/s".
+func parseHumanRate(s string) float64 {
+	f := strings.Fields(s)
+	if len(f) != 2 {
+		return 0
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0
+	}
+	switch f[1] {
+	case "Gbit/s":
+		return v * 1e9
+	case "Mbit/s":
+		return v * 1e6
+	case "kbit/s":
+		return v * 1e3
+	}
+	return 0
 }

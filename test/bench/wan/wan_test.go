@@ -297,3 +297,20 @@ func TestRunnersOnATinyPath(t *testing.T) {
 		t.Errorf("topology left behind: %v %v", left, err)
 	}
 }
+
+func TestParseAutoLog(t *testing.T) {
+	out := `time=2026-11-23T03:10:01.000Z level=INFO msg="Probe sample" phase=streams streams=1 bufferBytes=0 rate="432.1 Mbit/s" sourceMillicores=310 destinationMillicores=280
+time=2026-11-23T03:10:03.000Z level=INFO msg="Probe sample" phase=streams streams=4 bufferBytes=4194304 rate="1.02 Gbit/s" sourceMillicores=500 destinationMillicores=420
+time=2026-11-23T03:10:04.000Z level=INFO msg=Planned stripes=2 streams=4 bufferBytes=4194304 predicted="950.0 Mbit/s" binding=path classes=1 reason="a \"quoted\" reason"
+Complete: 1 files, 4294967296 bytes in 40.1s (857.0 Mbit/s); this run sent 4294967296 bytes`
+	probes, plan := parseAutoLog(out)
+	if len(probes) != 2 || probes[0].Streams != 1 || probes[0].BitsPerSecond != 432.1e6 || probes[1].BitsPerSecond != 1.02e9 || probes[1].BufferBytes != 4<<20 || !probes[1].Sample {
+		t.Errorf("probes: %+v", probes)
+	}
+	if plan != (DtnflowConfig{Stripes: 2, Streams: 4, Buffer: 4 << 20}) {
+		t.Errorf("plan: %+v", plan)
+	}
+	if kv := slogFields(`msg=Planned reason="a \"quoted\" reason" x=1`); kv["reason"] != `a "quoted" reason` || kv["x"] != "1" {
+		t.Errorf("fields: %v", kv)
+	}
+}
