@@ -46,7 +46,7 @@ type pipe struct {
 	line delayLine
 	ctr  counters
 
-	big, small sync.Pool
+	big, small bufPool
 	wg         sync.WaitGroup
 }
 
@@ -62,8 +62,8 @@ func newPipe(in, out, stop int, opts Options, d Direction, rtt time.Duration, se
 	}
 	p.sh = newShaper(d, rtt, p.rng)
 	p.line.wake = wake
-	p.big.New = func() any { b := make([]byte, bigBufLen); return &b }
-	p.small.New = func() any { b := make([]byte, smallBufLen); return &b }
+	p.big = newBufPool(bigBufLen, 1024)
+	p.small = newBufPool(smallBufLen, 8192)
 	return p, nil
 }
 
@@ -88,9 +88,38 @@ func (p *pipe) wait() {
 
 func (p *pipe) put(b *[]byte) {
 	if len(*b) == bigBufLen {
-		p.big.Put(b)
+		p.big.put(b)
 	} else {
-		p.small.Put(b)
+		p.small.put(b)
+	}
+}
+
+// bufPool is a free list of buffers of one size. Unlike a sync.Pool it survives
+// garbage collections: at 1 Gbit/s a sync.Pool emptied by every GC cycle made the
+// emulator allocate (and collect) about 100 MB/s of 64 KiB buffers.
+type bufPool struct {
+	size int
+	free chan *[]byte
+}
+
+func newBufPool(size, keep int) bufPool {
+	return bufPool{size: size, free: make(chan *[]byte, keep)}
+}
+
+func (b bufPool) get() *[]byte {
+	select {
+	case buf := <-b.free:
+		return buf
+	default:
+		buf := make([]byte, b.size)
+		return &buf
+	}
+}
+
+func (b bufPool) put(buf *[]byte) {
+	select {
+	case b.free <- buf:
+	default: // more buffers than the pool keeps: let the collector have this one
 	}
 }
 
@@ -117,7 +146,7 @@ func (p *pipe) readLoop() {
 	if p.vnet {
 		hdr = vnetHdrLen
 	}
-	buf := p.big.Get().(*[]byte)
+	buf := p.big.get()
 	for {
 		n, err := unix.Read(p.in, *buf)
 		if err != nil {
@@ -204,22 +233,22 @@ func (p *pipe) readLoop() {
 				if f != fateDeliver {
 					continue
 				}
-				seg := p.big.Get().(*[]byte)
+				seg := p.big.get()
 				m, err := sp.writeSegment(*seg, ip, i)
 				if err != nil {
 					p.ctr.malformed.Add(1)
-					p.big.Put(seg)
+					p.big.put(seg)
 					continue
 				}
 				p.line.push(packet{buf: seg, n: m, arrival: arrivals[i], wire: sp.segmentWireLen(i)}, &p.ctr)
 			}
 		case n <= smallBufLen:
-			s := p.small.Get().(*[]byte)
+			s := p.small.get()
 			copy(*s, pkt)
 			p.line.push(packet{buf: s, n: n, arrival: arrivals[last], wire: wire}, &p.ctr)
 		default:
 			p.line.push(packet{buf: buf, n: n, arrival: arrivals[last], wire: wire}, &p.ctr)
-			buf = p.big.Get().(*[]byte)
+			buf = p.big.get()
 		}
 	}
 }
