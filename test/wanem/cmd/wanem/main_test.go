@@ -94,8 +94,8 @@ func TestCommandJoinsServesAndCleansUp(t *testing.T) {
 		t.Errorf("exit: %v", err)
 	}
 	for _, ns := range []string{a, b} {
-		if err := exec.Command("ip", "-n", ns, "link", "show", "wan0").Run(); err == nil {
-			t.Errorf("%s: wan0 left behind", ns)
+		if err := exec.Command("ip", "-n", ns, "link", "show", "dfw-wan0").Run(); err == nil {
+			t.Errorf("%s: dfw-wan0 left behind", ns)
 		}
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
