@@ -43,7 +43,11 @@ func ControlHandler(l Controllable) http.Handler {
 		}
 		var decodeErr error
 		cfg, err := l.Update(func(c *Config) {
-			decodeErr = json.Unmarshal(body, c)
+			// Decode onto a copy: a document that fails half-way changes nothing.
+			next := *c
+			if decodeErr = json.Unmarshal(body, &next); decodeErr == nil {
+				*c = next
+			}
 		})
 		if decodeErr != nil {
 			http.Error(w, "config: "+decodeErr.Error(), http.StatusBadRequest)
