@@ -61,12 +61,10 @@ func TestJoinPingAndClose(t *testing.T) {
 	if len(rtts) != 10 {
 		t.Fatalf("%d of 10 pings answered", len(rtts))
 	}
-	// Never faster than the configured propagation delay; the median is close to it.
+	// Never faster than the configured propagation delay. How close to it is a
+	// question of the machine's load: the accuracy runs measure it.
 	if rtts[0] < 20*time.Millisecond {
 		t.Errorf("fastest RTT %v is below the configured 20ms", rtts[0])
-	}
-	if med := rtts[len(rtts)/2]; med > 25*time.Millisecond {
-		t.Errorf("median RTT %v, configured 20ms", med)
 	}
 	if _, err := tunDrops(p.nsA, "wan0"); err != nil {
 		t.Errorf("kernel drop counter of wan0: %v", err)

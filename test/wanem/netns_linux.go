@@ -93,9 +93,11 @@ func CanEmulate() error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("not root: the emulator creates TUN devices and enters network namespaces")
 	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		return fmt.Errorf("no TUN device: %w", err)
+	f, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("no usable TUN device: %w", err)
 	}
+	f.Close()
 	for _, tool := range []string{"ip", "nsenter"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s not found (iproute2, util-linux): %w", tool, err)
