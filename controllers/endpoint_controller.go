@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -27,7 +29,17 @@ import (
 type TransferEndpointReconciler struct {
 	Client client.Client
 	Clock  clock.PassiveClock
+
+	mu        sync.Mutex
+	lastWrite map[string]time.Time
 }
+
+// endpointWriteInterval is the least time between two status writes of one endpoint.
+// Every agent pod that starts or ends changes a stripe count; hundreds of jobs starting
+// together would otherwise rewrite the endpoint hundreds of times for numbers that are
+// only informational (jobs read nodes and pods themselves). It is measured on the
+// machine's clock, not the injected one, because it paces API writes.
+const endpointWriteInterval = 2 * time.Second
 
 // +kubebuilder:rbac:groups=dtnflow.io,resources=transferendpoints,verbs=get;list;watch
 // +kubebuilder:rbac:groups=dtnflow.io,resources=transferendpoints/status,verbs=get;update;patch
@@ -48,6 +60,9 @@ func (r *TransferEndpointReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if equality.Semantic.DeepEqual(st, ep.Status) {
 		return ctrl.Result{}, nil
 	}
+	if wait := r.untilNextWrite(ep.Name); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	patch := client.MergeFrom(ep.DeepCopy())
 	ep.Status = st
 	if err := r.Client.Status().Patch(ctx, &ep, patch); err != nil {
@@ -56,8 +71,29 @@ func (r *TransferEndpointReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		}
 		return ctrl.Result{}, fmt.Errorf("writing the status of TransferEndpoint %s: %w", ep.Name, err)
 	}
+	r.wrote(ep.Name)
 	ctrl.LoggerFrom(ctx).V(1).Info("Updated endpoint status", "transferEndpoint", klog.KObj(&ep), "readyNodes", st.ReadyNodes)
 	return ctrl.Result{}, nil
+}
+
+// untilNextWrite is how long the endpoint's next status write must wait.
+func (r *TransferEndpointReconciler) untilNextWrite(name string) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last, ok := r.lastWrite[name]
+	if !ok {
+		return 0
+	}
+	return endpointWriteInterval - time.Since(last)
+}
+
+func (r *TransferEndpointReconciler) wrote(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lastWrite == nil {
+		r.lastWrite = map[string]time.Time{}
+	}
+	r.lastWrite[name] = time.Now()
 }
 
 // SetupWithManager registers the reconciler: it watches endpoints, the nodes they may

@@ -62,8 +62,10 @@ func observeNodes(ctx context.Context, c client.Reader, ep *dtnflowv1alpha1.Tran
 	if ep.Spec.ExternalAddress != "" || len(ep.Spec.NodeSelector) == 0 {
 		return nil, nil
 	}
+	// Read-only lists straight from the cache: a job's pass reads every pod on every
+	// node of both its sites, and copying them each time would dominate its cost.
 	var nodes corev1.NodeList
-	if err := c.List(ctx, &nodes, client.MatchingLabels(ep.Spec.NodeSelector)); err != nil {
+	if err := c.List(ctx, &nodes, client.MatchingLabels(ep.Spec.NodeSelector), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the nodes of TransferEndpoint %s: %w", ep.Name, err)
 	}
 	views := make([]nodeView, 0, len(nodes.Items))
@@ -77,10 +79,11 @@ func observeNodes(ctx context.Context, c client.Reader, ep *dtnflowv1alpha1.Tran
 		}
 		v.Address, _ = nodeAddress(node)
 		if cpu, ok := node.Status.Allocatable[corev1.ResourceCPU]; ok {
+			cpu := cpu.DeepCopy()
 			v.Allocatable = &cpu
 		}
 		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.MatchingFields{IndexPodNode: node.Name}); err != nil {
+		if err := c.List(ctx, &pods, client.MatchingFields{IndexPodNode: node.Name}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing the agent pods on node %s: %w", node.Name, err)
 		}
 		for j := range pods.Items {

@@ -69,6 +69,7 @@ func (r *TransferJobReconciler) init() {
 // +kubebuilder:rbac:groups=dtnflow.io,resources=pathprofiles,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=dtnflow.io,resources=pathprofiles/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
+// +kubebuilder:rbac:groups="",resources=pods/resize,verbs=patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch

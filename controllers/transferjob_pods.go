@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -157,7 +158,7 @@ func (r *TransferJobReconciler) syncPods(ctx context.Context, p *pass, l layout,
 		recvAddr := dst.Spec.ExternalAddress
 		if recvAddr == "" {
 			recv := obs.receivers[k]
-			if recv != nil && !podTerminal(recv) && (pinnedNode(recv) != dNode || builtForProbe(recv, hash)) {
+			if recv != nil && !podTerminal(recv) && pinnedNode(recv) != dNode {
 				if err := r.deletePod(ctx, p, recv); err != nil {
 					return err
 				}
@@ -177,11 +178,14 @@ func (r *TransferJobReconciler) syncPods(ctx context.Context, p *pass, l layout,
 				if n := obs.node(obs.endpoints.DestinationNodes, pinnedNode(recv)); n != nil && n.Address != "" {
 					recvAddr = hostPort(n.Address, listenPortOf(recv))
 				}
+				if err := r.resize(ctx, recv, agentResources(l.plan, agentPod{Role: contract.RoleReceiver, Endpoint: dst}, r.Pods)); err != nil {
+					return err
+				}
 			}
 		}
 		send := obs.senders[k]
 		if send != nil && !podTerminal(send) {
-			stale := pinnedNode(send) != sNode || builtForProbe(send, hash)
+			stale := pinnedNode(send) != sNode
 			if !stale && coordAddr != "" && recvAddr != "" {
 				stale = !slices.Equal(send.Spec.Containers[0].Args, contract.SenderArgs(k, coordAddr, recvAddr))
 			}
@@ -191,6 +195,11 @@ func (r *TransferJobReconciler) syncPods(ctx context.Context, p *pass, l layout,
 				}
 				send = nil
 				delete(obs.senders, k)
+			}
+		}
+		if send != nil && !podTerminal(send) {
+			if err := r.resize(ctx, send, agentResources(l.plan, agentPod{Role: contract.RoleSender, Endpoint: src}, r.Pods)); err != nil {
+				return err
 			}
 		}
 		if send == nil && coordAddr != "" && recvAddr != "" {
@@ -227,10 +236,25 @@ func (r *TransferJobReconciler) syncPods(ctx context.Context, p *pass, l layout,
 	return nil
 }
 
-// builtForProbe says whether a stripe pod was made for the probe while a plan exists:
-// it then has the probe's CPU, not the plan's, and is replaced.
-func builtForProbe(pod *corev1.Pod, hash string) bool {
-	return hash != ProbePlanHash && pod.Labels[contract.LabelPlanHash] == ProbePlanHash
+// resize brings a running agent's CPU to what the plan now asks for (the probe's
+// stripe once the plan exists, every stripe after a re-plan that changed the CPU per
+// agent) through the pods/resize subresource: the kubelet applies it in place, so the
+// agent keeps its connections and work. The plan-hash label keeps naming the plan the
+// pod was created for.
+func (r *TransferJobReconciler) resize(ctx context.Context, pod *corev1.Pod, want corev1.ResourceRequirements) error {
+	if len(pod.Spec.Containers) == 0 || equality.Semantic.DeepEqual(pod.Spec.Containers[0].Resources, want) {
+		return nil
+	}
+	orig := pod.DeepCopy()
+	pod.Spec.Containers[0].Resources = want
+	if err := r.Client.SubResource("resize").Patch(ctx, pod, client.MergeFrom(orig)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("resizing the CPU of pod %s: %w", podKey(pod), err)
+	}
+	logf.FromContext(ctx).V(1).Info("Resized an agent pod", "pod", podKey(pod), "cpu", want.Requests.Cpu().String())
+	return nil
 }
 
 // createAgent builds and creates one agent pod, with a host port for a listening role.
