@@ -69,9 +69,12 @@ func startTransfer(t *testing.T, job *dtnflowv1alpha1.TransferJob) *dtnflowv1alp
 		g.Expect(pods.receivers).To(HaveLen(n))
 		for _, p := range pods.all {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-			if p.Labels[contract.LabelRole] != string(contract.RoleCoordinator) {
-				g.Expect(p.Labels[contract.LabelPlanHash]).To(Equal(plan.Hash), "pod %s was built for another plan", p.Name)
-			}
+		}
+		for _, p := range pods.senders {
+			g.Expect(p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(plan.SourceCPUMillicores), "sender %s", p.Name)
+		}
+		for _, p := range pods.receivers {
+			g.Expect(p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(plan.DestinationCPUMillicores), "receiver %s", p.Name)
 		}
 		g.Expect(directive(g, job).Mode).To(Equal(contract.ModeTransfer))
 	})
@@ -120,8 +123,20 @@ func TestProbePlanTransferComplete(t *testing.T) {
 		g.Expect(*pods.receivers[0].Spec.AutomountServiceAccountToken).To(BeFalse())
 	})
 
+	var probeStripe agentPods
+	eventually(t, func(g Gomega) { probeStripe = listAgents(g, job); g.Expect(probeStripe.receivers[0]).NotTo(BeNil()) })
 	probe(t, clk, job)
 	plan := startTransfer(t, job)
+	// The probe's stripe carries on under the plan: resized in place, not restarted.
+	eventually(t, func(g Gomega) {
+		pods := listAgents(g, job)
+		g.Expect(pods.senders[0].UID).To(Equal(probeStripe.senders[0].UID))
+		g.Expect(pods.receivers[0].UID).To(Equal(probeStripe.receivers[0].UID))
+		g.Expect(pods.senders[0].Labels[contract.LabelPlanHash]).To(Equal(controllers.ProbePlanHash), "the label names the plan the pod was created for")
+		for k := int32(1); k < int32(len(pods.senders)); k++ {
+			g.Expect(pods.senders[k].Labels[contract.LabelPlanHash]).To(Equal(plan.Hash))
+		}
+	})
 
 	// The plan's CPU differs per side, and each pod asks for its side's and sits on the
 	// plan's node for its stripe; the budgeted destination also gets limits.

@@ -2,12 +2,14 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
@@ -94,6 +96,12 @@ func TestRescaleOnFallingRate(t *testing.T) {
 		pods := listAgents(g, job)
 		g.Expect(pods.senders).To(HaveLen(int(replan.To.Stripes)))
 		g.Expect(pods.receivers).To(HaveLen(int(replan.To.Stripes)))
+		for _, p := range pods.senders { // the stripes that stay get the new plan's CPU in place
+			g.Expect(p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(j.Status.Plan.SourceCPUMillicores), "sender %s", p.Name)
+		}
+		for _, p := range pods.receivers {
+			g.Expect(p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(j.Status.Plan.DestinationCPUMillicores), "receiver %s", p.Name)
+		}
 		g.Expect(directive(g, job).Stripes).To(Equal(replan.To.Stripes))
 		g.Expect(j.Status.AgentFailures).To(BeZero())
 		var events eventsv1.EventList
@@ -106,4 +114,35 @@ func TestRescaleOnFallingRate(t *testing.T) {
 		}
 		g.Expect(found).To(BeTrue(), "no Event with reason %s", replan.Reason)
 	})
+
+	// The metrics saw it all: the rate of the job, the bytes, the re-plan, and how the
+	// achieved rate compared with the prediction.
+	eventually(t, func(g Gomega) {
+		m := gatherMetrics(g)
+		g.Expect(m["dtnflow_transferjob_bits_per_second"]["name=elastic,namespace="+ns]).To(BeNumerically("~", float64(predicted/3), 1))
+		g.Expect(m["dtnflow_transferjob_predicted_bits_per_second"]["name=elastic,namespace="+ns]).To(BeNumerically(">", 0))
+		g.Expect(m["dtnflow_bytes_moved_total"]["destination="+dst.name+",source="+src.name]).To(BeNumerically("==", float64(done)))
+		g.Expect(m["dtnflow_replans_total"]["reason="+replan.Reason]).To(BeNumerically(">=", 1))
+		g.Expect(m["dtnflow_prediction_achieved_ratio"][""]).To(BeNumerically(">=", len(noise)), "observations of achieved/predicted")
+	})
+}
+
+// gatherMetrics reads the manager's metrics (the process-wide controller-runtime
+// registry) as name → "label=value,…" → value; a histogram's value is its count.
+func gatherMetrics(g Gomega) map[string]map[string]float64 {
+	mfs, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	out := map[string]map[string]float64{}
+	for _, mf := range mfs {
+		m := map[string]float64{}
+		for _, metric := range mf.GetMetric() {
+			var labels []string
+			for _, l := range metric.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			m[strings.Join(labels, ",")] = metric.GetGauge().GetValue() + metric.GetCounter().GetValue() + float64(metric.GetHistogram().GetSampleCount())
+		}
+		out[mf.GetName()] = m
+	}
+	return out
 }
