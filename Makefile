@@ -155,6 +155,15 @@ bench-wanem: ## Accuracy of the WAN emulator (rate, RTT, loss with iperf3 and pi
 	@command -v iperf3 >/dev/null && command -v ping >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3 iputils-ping; }
 	flock /tmp/dtnflow-bench.lock go test -count=1 -timeout 30m -run Accuracy -v ./test/wanem -wanem.accuracy
 
+BENCH_CONTROLLER_JOBS ?= 500
+
+.PHONY: bench-controller
+bench-controller: kube-assets ## The manager under load: BENCH_CONTROLLER_JOBS (500) TransferJobs planned and reconciled on a real API server; time to steady state, manager RSS.
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager .
+	DTNFLOW_BENCH_JOBS=$(BENCH_CONTROLLER_JOBS) DTNFLOW_MANAGER_BIN=$(BIN)/manager KUBEBUILDER_ASSETS=$$(hack/build-kube.sh kube-apiserver etcd kubectl) \
+	  flock /tmp/dtnflow-bench.lock go test -count=1 -timeout 30m -run '^$$' -bench BenchmarkManagerLoad -benchtime=1x ./test/integration/controllers/
+
 ##@ Tools
 
 $(HELM):
