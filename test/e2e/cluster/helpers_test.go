@@ -109,16 +109,29 @@ func getJob(ctx context.Context, job *dtnflowv1alpha1.TransferJob) (*dtnflowv1al
 	return &got, err
 }
 
+// stallTimeout: a transferring job whose verified bytes do not move for this long is
+// stuck, and waiting out the whole transfer timeout would only hide where.
+const stallTimeout = 2 * time.Minute
+
 // waitForState waits until the job reaches want, failing early (with the job's
-// conditions) when it fails instead.
+// conditions) when it fails instead, or when it stalls.
 func waitForState(ctx context.Context, g Gomega, job *dtnflowv1alpha1.TransferJob, want dtnflowv1alpha1.TransferState, timeout time.Duration) *dtnflowv1alpha1.TransferJob {
 	var got *dtnflowv1alpha1.TransferJob
+	lastBytes, lastMove := int64(-1), time.Now()
 	g.Eventually(func(g Gomega) {
 		var err error
 		got, err = getJob(ctx, job)
 		g.Expect(err).NotTo(HaveOccurred())
 		if got.Status.State == dtnflowv1alpha1.StateFailed && want != dtnflowv1alpha1.StateFailed {
 			StopTrying(fmt.Sprintf("TransferJob %s failed: %s", job.Name, describeConditions(got))).Now()
+		}
+		if p := got.Status.Progress; p != nil && got.Status.State == dtnflowv1alpha1.StateTransferring {
+			if p.BytesDone != lastBytes {
+				lastBytes, lastMove = p.BytesDone, time.Now()
+			} else if time.Since(lastMove) > stallTimeout {
+				StopTrying(fmt.Sprintf("TransferJob %s stalled: %d of %d bytes verified and no more for %s (%s)",
+					job.Name, p.BytesDone, p.BytesTotal, stallTimeout, describeConditions(got))).Now()
+			}
 		}
 		g.Expect(got.Status.State).To(Equal(want), "TransferJob %s: %s", job.Name, describeConditions(got))
 	}).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())

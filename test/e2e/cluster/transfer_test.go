@@ -31,8 +31,10 @@ var mixedDataset = framework.DatasetSpec{Seed: 1, Large: 3, LargeBytes: 48 << 20
 type stateLog struct {
 	mu     sync.Mutex
 	states []dtnflowv1alpha1.TransferState
-	stop   context.CancelFunc
-	done   chan struct{}
+	// probing are the reasons the Probing condition had, in order.
+	probing []string
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 func watchStates(job *dtnflowv1alpha1.TransferJob) *stateLog {
@@ -47,6 +49,11 @@ func watchStates(job *dtnflowv1alpha1.TransferJob) *stateLog {
 				l.mu.Lock()
 				if n := len(l.states); n == 0 || l.states[n-1] != got.Status.State {
 					l.states = append(l.states, got.Status.State)
+				}
+				if r := conditionReason(got, dtnflowv1alpha1.ConditionProbing); r != "" {
+					if n := len(l.probing); n == 0 || l.probing[n-1] != r {
+						l.probing = append(l.probing, r)
+					}
 				}
 				l.mu.Unlock()
 			}
@@ -66,6 +73,13 @@ func (l *stateLog) Stop() []dtnflowv1alpha1.TransferState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.states)
+}
+
+// ProbingReasons are the reasons the job's Probing condition went through.
+func (l *stateLog) ProbingReasons() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.probing)
 }
 
 // testColdTransfer moves a generated mixed dataset from site A to site B across the
@@ -150,12 +164,13 @@ func testWarmStart(t *testing.T) {
 		done := waitForState(ctx, g, job, dtnflowv1alpha1.StateComplete, transferTimeout)
 		seen := states.Stop()
 		expectIdentical(t, source, dest)
-		t.Logf("states %v; plan %d streams/stripe from model %s", seen, done.Status.Plan.StreamsPerStripe, done.Status.Plan.Model.Name)
+		t.Logf("states %v, Probing reasons %v; plan %d streams/stripe from model %s", seen, states.ProbingReasons(), done.Status.Plan.StreamsPerStripe, done.Status.Plan.Model.Name)
 
 		// Warm: the controller planned from the profile without running a probe stripe
 		// (its one-word state may still read Probing while the coordinator lists the
 		// dataset, but no probe directive was given and no Probing event recorded).
-		g.Expect(conditionReason(done, dtnflowv1alpha1.ConditionProbing)).To(Equal(controllers.ReasonProbeSkipped))
+		g.Expect(states.ProbingReasons()).To(ContainElement(controllers.ReasonProbeSkipped), "the Probing condition says the probe was skipped")
+		g.Expect(states.ProbingReasons()).NotTo(ContainElement(controllers.ReasonProbing))
 		events, err := jobEvents(ctx, job)
 		g.Expect(err).NotTo(HaveOccurred())
 		for _, e := range events {

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -234,4 +235,63 @@ func (c *Cluster) WANStats(ctx context.Context) (wanem.Stats, error) {
 		return wanem.Stats{}, fmt.Errorf("WAN mode %s has no counters", c.WAN.Mode)
 	}
 	return wanem.NewControlClient(c.WAN.Control).Stats(ctx)
+}
+
+// Node returns the node of that name.
+func (c *Cluster) Node(name string) (*Node, bool) {
+	for i := range c.Sites {
+		for j := range c.Sites[i].Nodes {
+			if c.Sites[i].Nodes[j].Name == name {
+				return &c.Sites[i].Nodes[j], true
+			}
+		}
+	}
+	return nil, false
+}
+
+// KillContainer sends SIGKILL to every process of a running container of pod, as the
+// kernel's OOM killer or a crash would: the processes are found in the container's
+// cgroup under its node's cgroup parent, so the kubelet and containerd learn of it only
+// the way they learn of a real crash. It returns how many processes it killed.
+func (c *Cluster) KillContainer(pod *corev1.Pod, container string) (int, error) {
+	node, ok := c.Node(pod.Spec.NodeName)
+	if !ok {
+		return 0, fmt.Errorf("pod %s/%s is on %q, not a node of the local cluster", pod.Namespace, pod.Name, pod.Spec.NodeName)
+	}
+	var id string
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name == container {
+			_, id, _ = strings.Cut(s.ContainerID, "://")
+		}
+	}
+	if id == "" {
+		return 0, fmt.Errorf("pod %s/%s has no running container %s", pod.Namespace, pod.Name, container)
+	}
+	root := filepath.Join("/sys/fs/cgroup/pids", node.CgroupParent)
+	var procs []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || d.Name() != id || !strings.Contains(path, "pod"+string(pod.UID)) {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		if err != nil {
+			return err
+		}
+		procs = append(procs, strings.Fields(string(b))...)
+		return filepath.SkipAll
+	})
+	if err != nil {
+		return 0, err
+	}
+	if len(procs) == 0 {
+		return 0, fmt.Errorf("no processes of container %s of pod %s/%s under %s", id, pod.Namespace, pod.Name, root)
+	}
+	killed := 0
+	for _, p := range procs {
+		var pid int
+		if _, err := fmt.Sscan(p, &pid); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	return killed, nil
 }
