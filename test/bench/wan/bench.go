@@ -109,6 +109,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 			fmt.Fprintf(opts.Log, "  %d files, %s (sample: %d files, %s); %s\n", ds.Count(), humanBytes(ds.Total),
 				sample.Count(), humanBytes(sample.Total), ds.SizeHistogram())
 		}
+		before := topo.Link.Stats().AtoB
 		env := &Env{Scenario: sc, Topo: topo, Src: topo.Sources[0], Dst: topo.Destinations[0],
 			Dataset: ds, SampleDataset: sample, WorkDir: opts.WorkDir, Log: opts.Log}
 		for _, r := range opts.Runners {
@@ -131,9 +132,10 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		if err := writeOutputs(opts.OutDir, opts.Scenarios, all); err != nil {
 			return all, err
 		}
-		st := topo.Link.Stats()
-		fmt.Fprintf(opts.Log, "  emulator: a→b lost %d, queue-dropped %d, not read in time %d; write lateness mean %v\n",
-			st.AtoB.LostSegments, st.AtoB.QueueDroppedSegments, st.AtoB.KernelDropped, st.AtoB.LatenessMean)
+		st := topo.Link.Stats().AtoB
+		fmt.Fprintf(opts.Log, "  emulator, this scenario: a→b lost %d, queue-dropped %d, not read in time %d; write lateness mean since start %v\n",
+			st.LostSegments-before.LostSegments, st.QueueDroppedSegments-before.QueueDroppedSegments,
+			st.KernelDropped-before.KernelDropped, st.LatenessMean)
 	}
 	return all, nil
 }
