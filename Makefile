@@ -124,6 +124,15 @@ demo: cluster-deps images chart-sync $(HELM) ## Run the main job on the local tw
 .PHONY: demo-down
 demo-down: cluster-down ## Tear the demo's cluster down.
 
+BENCH_CLUSTER_FLAGS ?= -rate 500M -rtt 40ms -loss 0 -dataset large,mixed
+
+.PHONY: bench-cluster
+bench-cluster: cluster-deps images chart-sync $(HELM) ## bench-wan's WAN scenarios through the operator on the local cluster (BENCH_CLUSTER_FLAGS; table, JSON lines in .cache/).
+	@mkdir -p $(BIN) $(CACHE)
+	go build -o $(BIN)/bench-cluster ./test/e2e/cmd/bench-cluster
+	rc=0; DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock $(BIN)/bench-cluster -json $(CACHE)/bench-cluster.jsonl $(BENCH_CLUSTER_FLAGS) || rc=$$?; \
+	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
+
 ##@ Benchmarks
 
 BENCH_PEERS_PKGS := iperf3 globus-gridftp-server-progs globus-gass-copy-progs
