@@ -143,6 +143,15 @@ func runLoad(b *testing.B, n int) loadResult {
 		} {
 			b.Logf("%s %v", s, scrape(b, metricsAddr, s))
 		}
+		var pods corev1.PodList
+		_ = env.Client.List(ctx, &pods, client.InNamespace(ns))
+		kept := map[string]int{}
+		for _, p := range pods.Items {
+			if p.Labels[contract.LabelPlanHash] == "probe" {
+				kept[p.Labels[contract.LabelRole]]++
+			}
+		}
+		b.Logf("pods of the probe still running at steady state, by role: %v (of %d jobs)", kept, n)
 	}
 	res.pods = sim.pods()
 	return res
