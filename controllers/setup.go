@@ -96,7 +96,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 // coordinator pod), on spec changes of the endpoints it names, on nodes that change
 // readiness, and on namespaces whose labels change (endpoints select namespaces).
 func (r *TransferJobReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
-	r.init()
+	r.setDefaults()
 	if workers <= 0 {
 		workers = 4
 	}

@@ -50,8 +50,8 @@ const PauseReports = 3
 // from the cache tries again (the write's watch event usually comes first).
 const staleCacheRequeue = time.Second
 
-// init fills the in-memory helpers; SetupWithManager calls it.
-func (r *TransferJobReconciler) init() {
+// setDefaults fills unset fields and the in-memory helpers; SetupWithManager calls it.
+func (r *TransferJobReconciler) setDefaults() {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}

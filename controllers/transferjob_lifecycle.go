@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -145,7 +146,7 @@ func (r *TransferJobReconciler) sweep(ctx context.Context, key types.NamespacedN
 		swept++
 	}
 	if swept > 0 {
-		logf.FromContext(ctx).Info("Swept what a deleted job left", "transferJob", key.String(), "objects", swept)
+		logf.FromContext(ctx).Info("Swept what a deleted job left", "transferJob", klog.KRef(key.Namespace, key.Name), "objects", swept)
 	}
 	return nil
 }
