@@ -136,10 +136,16 @@ const DefaultPlateau = 0.05
 // more than one stream or buffer 0 (autotuning) are ignored. ok is false when no
 // sample qualifies.
 func ChooseBuffer(samples []Sample, plateau float64) (bufferBytes int64, ok bool) {
+	return chooseBuffer(samples, plateau, false)
+}
+
+// chooseBuffer is ChooseBuffer, with one-stream samples at buffer 0 (autotuning)
+// taken as the smallest candidate when withAutotuning.
+func chooseBuffer(samples []Sample, plateau float64, withAutotuning bool) (bufferBytes int64, ok bool) {
 	if !(plateau > 0) {
 		plateau = DefaultPlateau
 	}
-	pts := bufferPoints(samples)
+	pts := bufferPoints(samples, withAutotuning)
 	if len(pts) == 0 {
 		return 0, false
 	}
@@ -160,12 +166,12 @@ type bufferPoint struct {
 	rate   float64
 }
 
-// bufferPoints are the one-stream samples with an explicit buffer, averaged per size
-// and sorted by size.
-func bufferPoints(samples []Sample) []bufferPoint {
+// bufferPoints are the one-stream samples with an explicit buffer (and, when
+// withAutotuning, those at 0, autotuning), averaged per size and sorted by size.
+func bufferPoints(samples []Sample, withAutotuning bool) []bufferPoint {
 	sums := map[int64][2]float64{}
 	for _, s := range samples {
-		if s.Streams != 1 || s.BufferBytes <= 0 || !usable(s.BitsPerSecond) {
+		if s.Streams != 1 || s.BufferBytes < 0 || (s.BufferBytes == 0 && !withAutotuning) || !usable(s.BitsPerSecond) {
 			continue
 		}
 		v := sums[s.BufferBytes]
@@ -203,7 +209,11 @@ type ProbeStep struct {
 //  1. Buffer phase: one stream at each of BufferSizes in ascending order, stopping when
 //     a doubling gains less than Plateau (the throughput "started to become stable");
 //     the buffer is then ChooseBuffer's plateau choice. With no BufferSizes the buffer
-//     is 0, kernel autotuning, and this phase is empty.
+//     is 0, kernel autotuning, and this phase is empty. A 0 among BufferSizes makes
+//     autotuning a candidate of its own, sampled first and kept unless a fixed buffer
+//     beats it by more than Plateau: the paper predates autotuning, which grows a
+//     stream's buffers up to the kernel's ceiling by itself, so a fixed buffer is only
+//     worth its cost (it switches autotuning off) where it reaches beyond that ceiling.
 //  2. Stream phase: ExpSelection at the chosen buffer; the one-stream sample of the
 //     buffer phase is reused.
 //
@@ -259,19 +269,23 @@ func (p Prober) Buffer(samples []Sample) (bufferBytes int64, settled bool) {
 	if !(plateau > 0) {
 		plateau = DefaultPlateau
 	}
+	withAutotuning := false
+	for _, b := range sizes {
+		withAutotuning = withAutotuning || b == 0
+	}
 	measured := map[int64]float64{}
-	for _, bp := range bufferPoints(samples) {
+	for _, bp := range bufferPoints(samples, withAutotuning) {
 		measured[bp.buffer] = bp.rate
 	}
 	// one-stream samples that measured nothing still count as measured
 	for _, s := range samples {
-		if _, ok := measured[s.BufferBytes]; !ok && s.Streams == 1 && s.BufferBytes > 0 {
+		if _, ok := measured[s.BufferBytes]; !ok && s.Streams == 1 && (s.BufferBytes > 0 || s.BufferBytes == 0 && withAutotuning) {
 			measured[s.BufferBytes] = 0
 		}
 	}
 	prev, havePrev := 0.0, false
 	for _, b := range sizes {
-		if b <= 0 {
+		if b < 0 {
 			continue
 		}
 		rate, ok := measured[b]
@@ -296,7 +310,7 @@ func (p Prober) Buffer(samples []Sample) (bufferBytes int64, settled bool) {
 			}
 		}
 	}
-	chosen, ok := ChooseBuffer(inProbe, plateau)
+	chosen, ok := chooseBuffer(inProbe, plateau, withAutotuning)
 	if !ok {
 		return 0, true
 	}

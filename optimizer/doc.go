@@ -48,7 +48,9 @@
 // Next depends only on the samples, so a restarted prober resumes where it was, and
 // samples a PathProfile already holds (KnownStreams) are not taken again. ExpSelection
 // alone is the same stepper for streams at a fixed buffer. A measurement that failed
-// (rate 0) counts as taken.
+// (rate 0) counts as taken. A 0 among BufferSizes makes kernel autotuning a buffer
+// candidate of its own, sampled first (the agent does so where a fixed buffer can
+// reach beyond autotuning's ceiling).
 //
 // # Planning
 //

@@ -185,3 +185,50 @@ func TestChooseBuffer(t *testing.T) {
 		t.Error("ChooseBuffer without one-stream samples reported ok")
 	}
 }
+
+// TestProberAutotuningCandidate: with 0 among the candidates, autotuning is sampled
+// first and a fixed buffer replaces it only when it gains more than the plateau.
+func TestProberAutotuningCandidate(t *testing.T) {
+	cases := map[string]struct {
+		autotuned, fixed4M float64 // one-stream rates
+		wantBuffer         int64
+	}{
+		"autotuning capped below the BDP: the fixed buffer wins": {autotuned: 430e6, fixed4M: 790e6, wantBuffer: 4 << 20},
+		"a fixed buffer gains under 5 %: autotuning stays":       {autotuned: 800e6, fixed4M: 830e6, wantBuffer: 0},
+		"a fixed buffer is worse: autotuning stays":              {autotuned: 800e6, fixed4M: 500e6, wantBuffer: 0},
+	}
+	for name, c := range cases {
+		p := Prober{BufferSizes: []int64{4 << 20, 0}, Streams: ExpSelection{MaxStreams: 8}}
+		rate := func(streams int, buffer int64) float64 {
+			single := c.autotuned
+			if buffer > 0 {
+				single = c.fixed4M
+			}
+			return math.Min(950e6, single*float64(streams))
+		}
+		var samples []Sample
+		var steps []ProbeStep
+		for step := p.Next(nil); step.Phase != PhaseDone && len(steps) < 20; step = p.Next(samples) {
+			steps = append(steps, step)
+			samples = append(samples, Sample{Streams: step.Streams, BufferBytes: step.BufferBytes, BitsPerSecond: rate(step.Streams, step.BufferBytes)})
+		}
+		if len(steps) < 2 || steps[0] != (ProbeStep{Phase: PhaseBuffer, Streams: 1, BufferBytes: 0}) ||
+			steps[1] != (ProbeStep{Phase: PhaseBuffer, Streams: 1, BufferBytes: 4 << 20}) {
+			t.Errorf("%s: steps %v, want autotuning then 4 MiB at one stream first", name, steps)
+			continue
+		}
+		if b, settled := p.Buffer(samples); !settled || b != c.wantBuffer {
+			t.Errorf("%s: Buffer = %d (%v), want %d", name, b, settled, c.wantBuffer)
+		}
+		for _, st := range steps[2:] {
+			if st.Phase != PhaseStreams || st.BufferBytes != c.wantBuffer || st.Streams < 2 {
+				t.Errorf("%s: stream step %+v, want streams ≥ 2 at buffer %d", name, st, c.wantBuffer)
+			}
+		}
+		plan, err := MakePlan(PlanInput{Samples: samples, Prober: p, SourceNodes: nodes("s", 1, Node{NICBitsPerSecond: 10e9}),
+			DestinationNodes: nodes("d", 1, Node{NICBitsPerSecond: 10e9}), Limits: Limits{MaxStreamsPerStripe: 8}})
+		if err != nil || plan.BufferBytes != c.wantBuffer {
+			t.Errorf("%s: MakePlan buffer %d (%v), want %d", name, plan.BufferBytes, err, c.wantBuffer)
+		}
+	}
+}
