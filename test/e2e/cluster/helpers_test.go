@@ -109,8 +109,10 @@ func getJob(ctx context.Context, job *dtnflowv1alpha1.TransferJob) (*dtnflowv1al
 	return &got, err
 }
 
-// stallTimeout: a transferring job whose verified bytes do not move for this long is
-// stuck, and waiting out the whole transfer timeout would only hide where.
+// stallTimeout: a transferring job that neither verifies a byte nor measures any rate
+// for this long is stuck, and waiting out the whole transfer timeout would only hide
+// where. (Verified bytes alone can stand still for a while when many large files are
+// in flight at once.)
 const stallTimeout = 2 * time.Minute
 
 // waitForState waits until the job reaches want, failing early (with the job's
@@ -126,10 +128,10 @@ func waitForState(ctx context.Context, g Gomega, job *dtnflowv1alpha1.TransferJo
 			StopTrying(fmt.Sprintf("TransferJob %s failed: %s", job.Name, describeConditions(got))).Now()
 		}
 		if p := got.Status.Progress; p != nil && got.Status.State == dtnflowv1alpha1.StateTransferring {
-			if p.BytesDone != lastBytes {
+			if p.BytesDone != lastBytes || p.CurrentBitsPerSecond > 0 {
 				lastBytes, lastMove = p.BytesDone, time.Now()
 			} else if time.Since(lastMove) > stallTimeout {
-				StopTrying(fmt.Sprintf("TransferJob %s stalled: %d of %d bytes verified and no more for %s (%s)",
+				StopTrying(fmt.Sprintf("TransferJob %s stalled: %d of %d bytes verified, and neither more nor any rate for %s (%s)",
 					job.Name, p.BytesDone, p.BytesTotal, stallTimeout, describeConditions(got))).Now()
 			}
 		}

@@ -92,8 +92,11 @@ spec:
 		job.Spec.Suspend = true // never starts agents
 		g.Expect(cluster.Client.Create(ctx, job)).To(Succeed())
 		t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), job) })
+		// a merge patch carries no resourceVersion, so the controller's status writes
+		// cannot make it conflict: only validation can refuse it
+		patch := client.MergeFrom(job.DeepCopy())
 		job.Spec.Destination.Path = "incoming/elsewhere"
-		err := cluster.Client.Update(ctx, job)
+		err := cluster.Client.Patch(ctx, job, patch)
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(err.Error()).To(ContainSubstring("spec.destination is immutable"))
 	})
