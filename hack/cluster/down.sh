@@ -87,6 +87,7 @@ if [ -f "$RUN/created" ]; then
       netns) ip netns del "$name" 2>/dev/null && echo "down: deleted netns $name" ;;
       link) ip link del "$name" 2>/dev/null && echo "down: deleted link $name" ;;
       nsfile) { umount "$name" 2>/dev/null; rm -f "$name"; } && echo "down: removed $name" ;;
+      dir) rm -rf --one-file-system "$name" && echo "down: removed $name" ;;
       cgroup)
         for h in /sys/fs/cgroup/*/; do
           [ -d "$h$name" ] && find "$h$name" -depth -type d -exec rmdir {} \; 2>/dev/null
@@ -115,7 +116,7 @@ if [ -f "$RUN/created" ]; then
     case $kind in
       netns) ip netns list | grep -qw "^$name" && left+=("netns $name") ;;
       link) ip link show "$name" >/dev/null 2>&1 && left+=("link $name") ;;
-      nsfile) [ -e "$name" ] && left+=("file $name") ;;
+      nsfile|dir) [ -e "$name" ] && left+=("file $name") ;;
       cgroup) [ -d "/sys/fs/cgroup/cpu/$name" ] && left+=("cgroup /$name") ;;
     esac
   done < "$RUN/created"

@@ -69,7 +69,9 @@ node_ip() { echo "10.78.$(site_index "$(node_site "$1")").$((10 + $(node_num "$1
 node_pod_cidr() { echo "10.79.$((10 * $(site_index "$(node_site "$1")") + $(node_num "$1"))).0/24"; }
 site_lan() { echo "10.78.$(site_index "$1").0/24"; }
 site_router_ip() { echo "10.78.$(site_index "$1").1"; }
-site_storage() { echo "$B/storage/$1"; }
+# DTN_STORAGE_DIR puts the sites' storage roots elsewhere (e.g. on tmpfs for benchmarks).
+STORAGE_DIR=${DTN_STORAGE_DIR:-$B/storage}
+site_storage() { echo "$STORAGE_DIR/$1"; }
 # cgroup_parent <node>: the node's kubelet cgroupRoot; its CFS quota is the node's CPU.
 cgroup_parent() { echo "dtn-$1"; }
 

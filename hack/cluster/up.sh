@@ -272,6 +272,8 @@ wait_for "default ServiceAccount" 60 kc -n default get serviceaccount default
 fault ready
 
 # ---- storage, endpoints, state for the tests ------------------------------------------------
+# (a storage folder outside $B that did not exist is recorded, so down.sh removes it)
+[ -d "$STORAGE_DIR" ] || { mkdir -p "$STORAGE_DIR"; case $STORAGE_DIR in "$B"/*) ;; *) record dir "$STORAGE_DIR" ;; esac; }
 for site in "$SITE_A" "$SITE_B"; do mkdir -p "$(site_storage "$site")"; done
 # data crosses the WAN: a node of one site reaches a node of the other through both routers
 a1=$(site_nodes "$SITE_A" | head -1); b1=$(site_nodes "$SITE_B" | head -1)
