@@ -124,13 +124,15 @@ demo: cluster-deps images chart-sync $(HELM) ## Run the main job on the local tw
 .PHONY: demo-down
 demo-down: cluster-down ## Tear the demo's cluster down.
 
-BENCH_CLUSTER_FLAGS ?= -rate 500M -rtt 40ms -loss 0 -dataset large,mixed
+BENCH_CLUSTER_FLAGS ?= -rate 1G -rtt 50ms -loss 0 -dataset large -large-size 4GiB
+# bench-wan's conditions: storage on tmpfs, no NIC cap below the WAN, no CPU cap per site
+BENCH_CLUSTER_ENV ?= DTN_STORAGE_DIR=/dev/shm/dtnflow-bench-cluster DTN_SITE_A_NIC_BPS=10000000000 DTN_SITE_B_NIC_BPS=10000000000 DTN_SITE_A_CPU_MILLI=2000 DTN_SITE_B_CPU_MILLI=2000
 
 .PHONY: bench-cluster
 bench-cluster: cluster-deps images chart-sync $(HELM) ## bench-wan's WAN scenarios through the operator on the local cluster (BENCH_CLUSTER_FLAGS; table, JSON lines in .cache/).
 	@mkdir -p $(BIN) $(CACHE)
 	go build -o $(BIN)/bench-cluster ./test/e2e/cmd/bench-cluster
-	rc=0; DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock $(BIN)/bench-cluster -json $(CACHE)/bench-cluster.jsonl $(BENCH_CLUSTER_FLAGS) || rc=$$?; \
+	rc=0; env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock $(BIN)/bench-cluster -json $(CACHE)/bench-cluster.jsonl $(BENCH_CLUSTER_FLAGS) || rc=$$?; \
 	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
 
 ##@ Benchmarks

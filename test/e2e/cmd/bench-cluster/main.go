@@ -49,6 +49,8 @@ type Result struct {
 	Files    int     `json:"files"`
 	Bytes    int64   `json:"bytes"`
 	Cold     bool    `json:"cold"`
+	// JobVerify is the job's spec.integrity.verify.
+	JobVerify bool `json:"jobVerify"`
 	// Seconds is from the TransferJob's creation to Complete as this program saw it.
 	Seconds float64 `json:"seconds"`
 	// BitsPerSecond is Bytes over Seconds: what a user gets, probing included.
@@ -86,7 +88,8 @@ func run() error {
 	smallCount := flag.Int("small-count", 5000, "files in the small dataset")
 	smallSize := flag.String("small-size", "64KiB", "size of each small file")
 	warm := flag.Bool("warm", false, "keep the PathProfile between runs (default: every run starts cold)")
-	verify := flag.Bool("verify", true, "compare every file's SHA-256 at the destination after each run")
+	verify := flag.Bool("verify", true, "compare every file's SHA-256 at the destination after each run (outside the timed part)")
+	jobVerify := flag.Bool("dtnflow-verify", false, "the jobs' spec.integrity.verify: read every file back at the destination (bench-wan's dtnflow rows run without, as globus-url-copy checks nothing by default)")
 	jsonOut := flag.String("json", "", "append one JSON line per run to this file")
 	reuse := flag.Bool("reuse", false, "use the running local cluster (make cluster-up + helm install) instead of starting one")
 	keep := flag.Bool("keep", false, "leave the cluster running at the end")
@@ -132,7 +135,7 @@ func run() error {
 	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	failed := 0
 	for i, s := range scenarios {
-		r := runScenario(ctx, c, i, s, !*warm, *verify, *timeout)
+		r := runScenario(ctx, c, i, s, !*warm, *verify, *jobVerify, *timeout)
 		if r.State != string(dtnflowv1alpha1.StateComplete) || r.Error != "" {
 			failed++
 		}
@@ -264,9 +267,9 @@ func applyEndpoints(ctx context.Context, c *framework.Cluster) error {
 	return nil
 }
 
-func runScenario(ctx context.Context, c *framework.Cluster, i int, s wan.Scenario, cold, verify bool, timeout time.Duration) Result {
+func runScenario(ctx context.Context, c *framework.Cluster, i int, s wan.Scenario, cold, verify, jobVerify bool, timeout time.Duration) Result {
 	r := Result{Scenario: s.Name(), Tool: "dtnflow-operator", Rate: s.RateBitsPerSecond, RTT: s.RTT.String(), Loss: s.Loss,
-		Dataset: string(s.Dataset.Kind), Cold: cold}
+		Dataset: string(s.Dataset.Kind), Cold: cold, JobVerify: jobVerify}
 	fail := func(err error) Result { r.Error = err.Error(); return r }
 	if err := c.SetWAN(ctx, s.RateBitsPerSecond, s.RTT/2, s.Loss, s.QueueBytes); err != nil {
 		return fail(err)
@@ -294,6 +297,7 @@ func runScenario(ctx context.Context, c *framework.Cluster, i int, s wan.Scenari
 		Spec: dtnflowv1alpha1.TransferJobSpec{
 			Source:      dtnflowv1alpha1.TransferSource{Endpoint: c.Source().Name, Paths: []dtnflowv1alpha1.RelativePath{dtnflowv1alpha1.RelativePath(rel)}},
 			Destination: dtnflowv1alpha1.TransferDestination{Endpoint: c.Destination().Name, Path: "incoming-bench"},
+			Integrity:   dtnflowv1alpha1.TransferIntegrity{Checksum: dtnflowv1alpha1.ChecksumSHA256, Verify: &jobVerify},
 		},
 	}
 	_ = c.Client.Delete(ctx, job)
