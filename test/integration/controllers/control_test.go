@@ -30,7 +30,7 @@ func TestSuspendAndResume(t *testing.T) {
 		pause = directive(g, job)
 		g.Expect(pause.Mode).To(Equal(contract.ModePause))
 		j := getJob(g, job)
-		g.Expect(condition(j, dtnflowv1alpha1.ConditionSuspended).Reason).To(Equal(controllers.ReasonPausing))
+		g.Expect(reason(j, dtnflowv1alpha1.ConditionSuspended)).To(Equal(controllers.ReasonPausing))
 		g.Expect(listAgents(g, job).senders).To(HaveLen(4))
 	})
 	// The coordinator pauses: the pods go, the state stays.
@@ -43,10 +43,10 @@ func TestSuspendAndResume(t *testing.T) {
 		g.Expect(listAgents(g, job).all).To(BeEmpty())
 		j := getJob(g, job)
 		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StateSuspended))
-		g.Expect(condition(j, dtnflowv1alpha1.ConditionSuspended).Reason).To(Equal(controllers.ReasonSuspended))
+		g.Expect(reason(j, dtnflowv1alpha1.ConditionSuspended)).To(Equal(controllers.ReasonSuspended))
 		g.Expect(j.Status.Plan).To(Equal(plan))
-		g.Expect(j.Status.Progress.BytesDone).To(BeNumerically(">=", int64(1<<30)))
-		g.Expect(j.Status.Progress.CurrentBitsPerSecond).To(BeZero())
+		g.Expect(progressOf(g, j).BytesDone).To(BeNumerically(">=", int64(1<<30)))
+		g.Expect(progressOf(g, j).CurrentBitsPerSecond).To(BeZero())
 		g.Expect(j.Status.AgentFailures).To(BeZero(), "stopping agents on purpose is no failure")
 	})
 	consistently(t, func(g Gomega) { g.Expect(listAgents(g, job).all).To(BeEmpty()) })
@@ -56,9 +56,10 @@ func TestSuspendAndResume(t *testing.T) {
 	eventually(t, func(g Gomega) {
 		j := getJob(g, job)
 		c := condition(j, dtnflowv1alpha1.ConditionSuspended)
+		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(c.Reason).To(Equal(controllers.ReasonResumed))
-		g.Expect(j.Status.Plan.Hash).To(Equal(plan.Hash))
+		g.Expect(planOf(g, j).Hash).To(Equal(plan.Hash))
 		pods := runAll(g, job)
 		g.Expect(pods.senders).To(HaveLen(4))
 		g.Expect(pods.receivers).To(HaveLen(4))
@@ -110,7 +111,7 @@ func TestLimitsChangedMidRun(t *testing.T) {
 	})
 	eventually(t, func(g Gomega) {
 		j := getJob(g, job)
-		g.Expect(j.Status.Plan.StripesPerNode).To(Equal(int32(1)))
+		g.Expect(planOf(g, j).StripesPerNode).To(Equal(int32(1)))
 		g.Expect(j.Status.Replans).NotTo(BeEmpty())
 		last := j.Status.Replans[len(j.Status.Replans)-1]
 		g.Expect(last.Reason).To(Equal(controllers.ReasonTuningChanged))

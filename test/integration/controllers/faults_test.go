@@ -94,6 +94,7 @@ func TestAgentPodsReplaced(t *testing.T) {
 		j := getJob(g, job)
 		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StateFailed))
 		c := condition(j, dtnflowv1alpha1.ConditionFailed)
+		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Reason).To(Equal(controllers.ReasonBackoffLimitExceeded))
 		g.Expect(c.Message).To(ContainSubstring("spec.backoffLimit (2)"))
 		g.Expect(j.Status.CompletionTime).NotTo(BeNil())
@@ -121,7 +122,7 @@ func TestNodeNotReadyMovesStripes(t *testing.T) {
 	setNodeReady(t, lost, false)
 	eventually(t, func(g Gomega) {
 		j := getJob(g, job)
-		g.Expect(j.Status.Plan.SourceNodes).To(ConsistOf(plan.SourceNodes[0], spare))
+		g.Expect(planOf(g, j).SourceNodes).To(ConsistOf(plan.SourceNodes[0], spare))
 		g.Expect(j.Status.Replans).NotTo(BeEmpty())
 		last := j.Status.Replans[len(j.Status.Replans)-1]
 		g.Expect(last.Reason).To(Equal(controllers.ReasonNodeNotReady))

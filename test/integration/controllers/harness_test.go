@@ -378,3 +378,23 @@ func getNamespace(g Gomega, name string) *corev1.Namespace {
 	g.Expect(env.Client.Get(context.Background(), types.NamespacedName{Name: name}, &ns)).To(Succeed())
 	return &ns
 }
+
+// reason is the reason of a job's condition of the type, "" when it has none.
+func reason(job *dtnflowv1alpha1.TransferJob, typ string) string {
+	if c := condition(job, typ); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+// progressOf is a job's progress, failing the poll (not panicking) while it has none.
+func progressOf(g Gomega, job *dtnflowv1alpha1.TransferJob) *dtnflowv1alpha1.TransferProgress {
+	g.Expect(job.Status.Progress).NotTo(BeNil(), "no progress yet")
+	return job.Status.Progress
+}
+
+// planOf is a job's plan, failing the poll while it has none.
+func planOf(g Gomega, job *dtnflowv1alpha1.TransferJob) *dtnflowv1alpha1.TransferPlan {
+	g.Expect(job.Status.Plan).NotTo(BeNil(), "no plan yet")
+	return job.Status.Plan
+}

@@ -100,7 +100,7 @@ func TestProbePlanTransferComplete(t *testing.T) {
 	eventually(t, func(g Gomega) {
 		j := getJob(g, job)
 		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StateProbing))
-		g.Expect(condition(j, dtnflowv1alpha1.ConditionProbing).Reason).To(Equal(controllers.ReasonProbing))
+		g.Expect(reason(j, dtnflowv1alpha1.ConditionProbing)).To(Equal(controllers.ReasonProbing))
 		pods := listAgents(g, job)
 		g.Expect(pods.senders[0]).NotTo(BeNil())
 		g.Expect(pods.senders[0].Labels[contract.LabelPlanHash]).To(Equal(controllers.ProbePlanHash))
@@ -174,10 +174,10 @@ func TestProbePlanTransferComplete(t *testing.T) {
 		j := getJob(g, job)
 		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StateTransferring))
 		g.Expect(j.Status.Progress).NotTo(BeNil())
-		g.Expect(j.Status.Progress.Percent).To(Equal(int32(25)))
-		g.Expect(j.Status.Progress.Rate).To(Equal("941 Mbit/s"))
-		g.Expect(j.Status.Progress.ETA).To(Equal("4m34s"))
-		g.Expect(condition(j, dtnflowv1alpha1.ConditionTransferring).Reason).To(Equal(controllers.ReasonTransferring))
+		g.Expect(progressOf(g, j).Percent).To(Equal(int32(25)))
+		g.Expect(progressOf(g, j).Rate).To(Equal("941 Mbit/s"))
+		g.Expect(progressOf(g, j).ETA).To(Equal("4m34s"))
+		g.Expect(reason(j, dtnflowv1alpha1.ConditionTransferring)).To(Equal(controllers.ReasonTransferring))
 		g.Expect(j.Status.ObservedGeneration).To(Equal(j.Generation))
 	})
 

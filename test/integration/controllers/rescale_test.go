@@ -28,19 +28,19 @@ func measure(t *testing.T, clk interface {
 	*done += bitsPerSecond / 8 * int64(reportInterval/time.Second)
 	eventually(t, func(g Gomega) {
 		j := getJob(g, job)
-		n := int32(len(j.Status.Plan.SourceNodes)) * j.Status.Plan.StripesPerNode
+		n := int32(len(planOf(g, j).SourceNodes)) * planOf(g, j).StripesPerNode
 		rep := contract.Report{Generation: directive(g, job).Generation, Phase: contract.PhaseTransferring, Time: at,
 			BytesDone: *done, BytesTotal: 1 << 50, FilesTotal: 1000, BitsPerSecond: bitsPerSecond}
 		for k := range n {
-			rep.Stripes = append(rep.Stripes, contract.StripeReport{Index: k, Connected: true, Streams: j.Status.Plan.StreamsPerStripe,
+			rep.Stripes = append(rep.Stripes, contract.StripeReport{Index: k, Connected: true, Streams: planOf(g, j).StreamsPerStripe,
 				BitsPerSecond: bitsPerSecond / int64(n)})
 		}
 		if p := j.Status.Progress; p == nil || p.LastUpdateTime == nil || !p.LastUpdateTime.Time.Equal(at) {
 			report(g, job, rep)
 		}
 		j = getJob(g, job)
-		g.Expect(j.Status.Progress.LastUpdateTime).NotTo(BeNil())
-		g.Expect(j.Status.Progress.LastUpdateTime.Time).To(BeTemporally("==", at), "the manager has not taken the report in")
+		g.Expect(progressOf(g, j).LastUpdateTime).NotTo(BeNil())
+		g.Expect(progressOf(g, j).LastUpdateTime.Time).To(BeTemporally("==", at), "the manager has not taken the report in")
 	})
 }
 
@@ -71,7 +71,7 @@ func TestRescaleOnFallingRate(t *testing.T) {
 	consistently(t, func(g Gomega) {
 		j := getJob(g, job)
 		g.Expect(j.Status.Replans).To(BeEmpty(), "±10 %% noise changed the plan")
-		g.Expect(j.Status.Plan.Hash).To(Equal(plan.Hash))
+		g.Expect(planOf(g, j).Hash).To(Equal(plan.Hash))
 	})
 
 	// The path falls to a third of what the plan predicted (a competing flow arrives).
@@ -97,10 +97,10 @@ func TestRescaleOnFallingRate(t *testing.T) {
 		g.Expect(pods.senders).To(HaveLen(int(replan.To.Stripes)))
 		g.Expect(pods.receivers).To(HaveLen(int(replan.To.Stripes)))
 		for _, p := range pods.senders { // the stripes that stay get the new plan's CPU in place
-			g.Expect(p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(j.Status.Plan.SourceCPUMillicores), "sender %s", p.Name)
+			g.Expect(p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(planOf(g, j).SourceCPUMillicores), "sender %s", p.Name)
 		}
 		for _, p := range pods.receivers {
-			g.Expect(p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(j.Status.Plan.DestinationCPUMillicores), "receiver %s", p.Name)
+			g.Expect(p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(planOf(g, j).DestinationCPUMillicores), "receiver %s", p.Name)
 		}
 		g.Expect(directive(g, job).Stripes).To(Equal(replan.To.Stripes))
 		g.Expect(j.Status.AgentFailures).To(BeZero())

@@ -41,8 +41,8 @@ func TestManagerRestartCarriesOn(t *testing.T) {
 	startManager(t, clk, managerOptions{})
 	eventually(t, func(g Gomega) {
 		j := getJob(g, job)
-		g.Expect(j.Status.Progress.Percent).To(Equal(int32(50)))
-		g.Expect(j.Status.Progress.Rate).To(Equal("3 Gbit/s"))
+		g.Expect(progressOf(g, j).Percent).To(Equal(int32(50)))
+		g.Expect(progressOf(g, j).Rate).To(Equal("3 Gbit/s"))
 		g.Expect(j.Status.Plan).To(Equal(plan))
 		g.Expect(j.Status.AgentFailures).To(BeZero())
 	})
@@ -112,7 +112,7 @@ func TestLeaderElection(t *testing.T) {
 	eventually(t, func(g Gomega) {
 		report(g, job, contract.Report{Generation: directive(g, job).Generation, Phase: contract.PhaseTransferring, Time: clk.Now(),
 			BytesDone: 30 << 30, BytesTotal: 40 << 30, BitsPerSecond: 2e9})
-		g.Expect(getJob(g, job).Status.Progress.Percent).To(Equal(int32(75)))
+		g.Expect(progressOf(g, getJob(g, job)).Percent).To(Equal(int32(75)))
 	})
 	eventually(t, func(g Gomega) {
 		var now []types.UID

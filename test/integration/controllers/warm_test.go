@@ -34,8 +34,8 @@ func TestWarmStartSkipsTheProbe(t *testing.T) {
 		}
 		j := getJob(g, cold)
 		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StateComplete))
-		g.Expect(condition(j, dtnflowv1alpha1.ConditionComplete).Reason).To(Equal(controllers.ReasonVerified))
-		g.Expect(j.Status.Progress.Percent).To(Equal(int32(100)))
+		g.Expect(reason(j, dtnflowv1alpha1.ConditionComplete)).To(Equal(controllers.ReasonVerified))
+		g.Expect(progressOf(g, j).Percent).To(Equal(int32(100)))
 		g.Expect(listAgents(g, cold).all).To(BeEmpty())
 		var profile dtnflowv1alpha1.PathProfile
 		g.Expect(env.Client.Get(context.Background(), types.NamespacedName{Name: controllers.PathProfileName(src.name, dst.name)}, &profile)).To(Succeed())
@@ -85,6 +85,7 @@ func TestEndpointStatus(t *testing.T) {
 		g.Expect(ep.Status.ReadyNodes).To(Equal(int32(2)))
 		g.Expect(ep.Status.ObservedGeneration).To(Equal(ep.Generation))
 		c := meta.FindStatusCondition(ep.Status.Conditions, controllers.ConditionEndpointReady)
+		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(ep.Status.Nodes).To(HaveLen(2))
 		for _, n := range ep.Status.Nodes {
@@ -103,10 +104,11 @@ func TestEndpointStatus(t *testing.T) {
 		ep := get(g, dst.name)
 		g.Expect(ep.Status.ReadyNodes).To(BeZero())
 		c := meta.FindStatusCondition(ep.Status.Conditions, controllers.ConditionEndpointReady)
+		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(c.Reason).To(Equal(controllers.ReasonNoReadyNodes))
 		// The job waits, saying why, and starts nothing new.
 		j := getJob(g, job)
-		g.Expect(condition(j, dtnflowv1alpha1.ConditionPlanned).Reason).To(Equal(controllers.ReasonNoReadyNodes))
+		g.Expect(reason(j, dtnflowv1alpha1.ConditionPlanned)).To(Equal(controllers.ReasonNoReadyNodes))
 	})
 }
