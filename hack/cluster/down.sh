@@ -10,6 +10,7 @@
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 purge=false; [ "${1:-}" = --purge ] && purge=true
+lock_cluster 300   # wait for an up.sh that is still starting (its trap may be cleaning up)
 
 if [ ! -s "$RUN/pids" ] && [ ! -s "$RUN/created" ]; then
   $purge && rm -rf "$B"

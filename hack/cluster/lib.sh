@@ -87,7 +87,7 @@ record() { echo "$1 $2" >> "$RUN/created"; }
 # $LOG/<name>.log, and record the PID for down.sh.
 start() {
   local name=$1; shift
-  setsid "$@" </dev/null >>"$LOG/$name.log" 2>&1 &
+  setsid "$@" </dev/null >>"$LOG/$name.log" 2>&1 9>&- &   # (9: the lock stays with the script)
   echo "$name $!" >> "$RUN/pids"
   log "started $name (pid $!)"
 }
@@ -117,6 +117,16 @@ in_netns() {
   local ns=$1; shift
   local uts=(); [ -e "/run/$ns.uts" ] && uts=(--uts="/run/$ns.uts")
   nsenter --net="/run/netns/$ns" "${uts[@]}" "$@"
+}
+
+# lock_cluster: one up.sh or down.sh at a time per state folder (two at once would take
+# each other's namespaces down). A script run by one that holds the lock inherits it.
+lock_cluster() {
+  [ "${DTN_CLUSTER_LOCKED:-}" = "$B" ] && return 0
+  mkdir -p "$B"
+  exec 9>"$B/.lock"
+  flock -w "${1:-0}" 9 || die "another hack/cluster/up.sh or down.sh is running on $B"
+  export DTN_CLUSTER_LOCKED=$B
 }
 
 kc() { "$KBIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }

@@ -15,6 +15,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || die "the local cluster needs root (network namespaces, cgroups, containerd)"
+lock_cluster
 for c in containerd ctr runc jq curl bc openssl nsenter unshare ip tc setsid sha256sum; do
   command -v "$c" >/dev/null || die "missing $c: run hack/cluster/deps.sh"
 done
