@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,18 +25,12 @@ import (
 	"github.com/dtnflow/dtnflow/controllers/metrics"
 )
 
-// CacheOptions restricts the manager's cache of the kinds dtnflow creates to the
-// objects it created (labelled managed-by dtnflow), so that a cluster's many pods,
-// secrets and RBAC objects are neither listed nor held in memory.
+// CacheOptions restricts the manager's cache of pods to the agent pods it created
+// (labelled managed-by dtnflow), so that a cluster's many pods are neither listed nor
+// held in memory. The secrets and RBAC objects it creates it never reads.
 func CacheOptions() cache.Options {
 	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{contract.LabelManagedBy: contract.ManagedByValue})}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:            ours,
-		&corev1.Secret{}:         ours,
-		&corev1.ServiceAccount{}: ours,
-		&rbacv1.Role{}:           ours,
-		&rbacv1.RoleBinding{}:    ours,
-	}}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: ours}}
 }
 
 // Config is what Setup needs besides the manager.

@@ -40,6 +40,15 @@ type TransferJobReconciler struct {
 	exp     *expectations
 	ports   *portAllocator
 	rescale rescaleMemory
+	// authReady holds the UIDs of jobs whose secret and coordinator RBAC were created.
+	authReady sync.Map
+}
+
+// forget drops what the reconciler remembers of a job that is gone.
+func (r *TransferJobReconciler) forget(uid types.UID) {
+	r.exp.Forget(uid)
+	r.rescale.forget(uid)
+	r.authReady.Delete(uid)
 }
 
 // PauseReports is how many report intervals a suspension waits for the coordinator to
@@ -70,11 +79,10 @@ func (r *TransferJobReconciler) setDefaults() {
 // +kubebuilder:rbac:groups=dtnflow.io,resources=pathprofiles/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=pods/resize,verbs=patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets;serviceaccounts,verbs=create
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile is one pass over a job: read, act, write status once, then record Events.

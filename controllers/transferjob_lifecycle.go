@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,39 +22,28 @@ import (
 // what is left when it finishes, what is swept when it is deleted, and what the path's
 // PathProfile learns from it.
 
-// ensureAuth creates what the job's agents authenticate with, when missing: the shared
-// secret, and the coordinator's ServiceAccount, Role and RoleBinding.
+// ensureAuth creates what the job's agents authenticate with: the shared secret, and
+// the coordinator's ServiceAccount, Role and RoleBinding. The manager never reads them
+// back — it may create Secrets but not read any, which is what least privilege asks of
+// an operator that runs in every namespace — so "already exists" is success, and a job
+// whose objects were made is remembered in memory. The memory is dropped when an agent
+// fails (a deleted Secret would make its replacement fail too) and by a restart; either
+// way the next pass creates what is missing.
 func (r *TransferJobReconciler) ensureAuth(ctx context.Context, p *pass) error {
 	job := p.job
-	key := func(name string) types.NamespacedName {
-		return types.NamespacedName{Namespace: job.Namespace, Name: name}
+	if _, ok := r.authReady.Load(job.UID); ok {
+		return nil
 	}
-	children := []struct {
-		existing client.Object
-		name     string
-		build    func() (client.Object, error)
-	}{
-		{&corev1.Secret{}, SecretName(job.Name), func() (client.Object, error) { return buildJobSecret(job) }},
-		{&corev1.ServiceAccount{}, CoordinatorAccountName(job.Name), func() (client.Object, error) { return buildCoordinatorServiceAccount(job), nil }},
-		{&rbacv1.Role{}, CoordinatorAccountName(job.Name), func() (client.Object, error) { return buildCoordinatorRole(job), nil }},
-		{&rbacv1.RoleBinding{}, CoordinatorAccountName(job.Name), func() (client.Object, error) { return buildCoordinatorRoleBinding(job), nil }},
+	secret, err := buildJobSecret(job)
+	if err != nil {
+		return err
 	}
-	for _, c := range children {
-		err := r.Client.Get(ctx, key(c.name), c.existing)
-		if err == nil {
-			continue
-		}
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("reading %T %s: %w", c.existing, c.name, err)
-		}
-		obj, err := c.build()
-		if err != nil {
-			return err
-		}
+	for _, obj := range []client.Object{secret, buildCoordinatorServiceAccount(job), buildCoordinatorRole(job), buildCoordinatorRoleBinding(job)} {
 		if err := r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %T %s: %w", obj, c.name, err)
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 		}
 	}
+	r.authReady.Store(job.UID, struct{}{})
 	return nil
 }
 
@@ -68,6 +56,9 @@ func (r *TransferJobReconciler) reconcileFinished(ctx context.Context, p *pass) 
 	}
 	if err := r.deleteAgents(ctx, p, p.obs.agentPods(), "finished"); err != nil {
 		return err
+	}
+	if len(p.obs.leaving) == 0 {
+		r.forget(p.job.UID) // nothing of it runs any more
 	}
 	return r.expire(ctx, p)
 }
@@ -83,44 +74,20 @@ func (r *TransferJobReconciler) deleteJob(ctx context.Context, p *pass) error {
 	return nil
 }
 
-// sweep removes what a deleted job left. Owner references let the garbage collector do
-// this on a cluster; the sweep makes it immediate (agent pods hold host ports and CPU)
-// and covers clusters, such as a bare test API server, that run no collector. It first
-// confirms through the API server itself that the job is gone — a new job of the same
-// name keeps its own children.
+// sweep removes the agent pods a deleted job left. Owner references let the garbage
+// collector remove everything a job owns on a cluster; the sweep makes it immediate for
+// the pods, which hold host ports and CPU on DTN nodes, and covers clusters (such as a
+// bare test API server) that run no collector. Secrets and RBAC objects are left to the
+// collector: the manager may not read or delete them. The sweep first confirms through
+// the API server itself that the job is gone — a new job of the same name keeps its own
+// pods.
 func (r *TransferJobReconciler) sweep(ctx context.Context, key types.NamespacedName) error {
 	metrics.ForgetJob(key.Namespace, key.Name)
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingFields{IndexPodOwnerJob: key.Name}); err != nil {
 		return err
 	}
-	jobLabels := client.MatchingLabels{contract.LabelJob: JobLabelValue(key.Name), contract.LabelManagedBy: contract.ManagedByValue}
-	var secrets corev1.SecretList
-	var accounts corev1.ServiceAccountList
-	var roles rbacv1.RoleList
-	var bindings rbacv1.RoleBindingList
-	var leftovers []client.Object
-	for _, l := range []client.ObjectList{&secrets, &accounts, &roles, &bindings} {
-		if err := r.Client.List(ctx, l, client.InNamespace(key.Namespace), jobLabels); err != nil {
-			return err
-		}
-	}
-	for i := range pods.Items {
-		leftovers = append(leftovers, &pods.Items[i])
-	}
-	for i := range secrets.Items {
-		leftovers = append(leftovers, &secrets.Items[i])
-	}
-	for i := range accounts.Items {
-		leftovers = append(leftovers, &accounts.Items[i])
-	}
-	for i := range roles.Items {
-		leftovers = append(leftovers, &roles.Items[i])
-	}
-	for i := range bindings.Items {
-		leftovers = append(leftovers, &bindings.Items[i])
-	}
-	if len(leftovers) == 0 {
+	if len(pods.Items) == 0 {
 		return nil
 	}
 	var live dtnflowv1alpha1.TransferJob
@@ -132,21 +99,20 @@ func (r *TransferJobReconciler) sweep(ctx context.Context, key types.NamespacedN
 		return err
 	}
 	swept := 0
-	for _, o := range leftovers {
-		owner := controllerUID(o)
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		owner := controllerUID(pod)
 		if owner == "" || owner == liveUID {
 			continue
 		}
-		uid := o.GetUID()
-		if err := r.Client.Delete(ctx, o, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("deleting %T %s/%s left by deleted TransferJob %s: %w", o, o.GetNamespace(), o.GetName(), key, err)
+		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting pod %s left by deleted TransferJob %s: %w", podKey(pod), key, err)
 		}
-		r.exp.Forget(owner)
-		r.rescale.forget(owner)
+		r.forget(owner)
 		swept++
 	}
 	if swept > 0 {
-		logf.FromContext(ctx).Info("Swept what a deleted job left", "transferJob", klog.KRef(key.Namespace, key.Name), "objects", swept)
+		logf.FromContext(ctx).Info("Swept the agent pods a deleted job left", "transferJob", klog.KRef(key.Namespace, key.Name), "pods", swept)
 	}
 	return nil
 }

@@ -364,6 +364,7 @@ func (r *TransferJobReconciler) accountFailures(ctx context.Context, p *pass) er
 	job, obs := p.job, p.obs
 	count := func(pod *corev1.Pod, name string, role contract.Role) {
 		p.st.AgentFailures++
+		r.authReady.Delete(job.UID) // check the secret and RBAC again before replacing it
 		p.failedRoles = append(p.failedRoles, string(role))
 		if pod != nil {
 			p.event(corev1.EventTypeWarning, ReasonAgentFailed, "ReplaceAgent", fmt.Sprintf("Agent pod %s failed (%s); replacing it", name, terminationOf(pod)))

@@ -138,9 +138,10 @@ func TestNodeNotReadyMovesStripes(t *testing.T) {
 }
 
 // TestDeletingTheJobCleansUp checks that every child carries the job as controlling
-// owner (the garbage collector's cue on a real cluster) and that the manager removes the
-// agent pods, secret and RBAC itself when the job is deleted (this API server runs no
-// garbage collector).
+// owner, with blockOwnerDeletion — the garbage collector's cue on a real cluster, which
+// this API server lacks — and that the manager stops the agent pods itself as soon as
+// the job is deleted, since they hold host ports and CPU. The secret and RBAC objects
+// are the collector's: the manager may create them but not read or delete them.
 func TestDeletingTheJobCleansUp(t *testing.T) {
 	clk := newClock()
 	startManager(t, clk, managerOptions{})
@@ -150,25 +151,34 @@ func TestDeletingTheJobCleansUp(t *testing.T) {
 	transferring(t, clk, job)
 	j := getJob(NewWithT(t), job)
 
-	owned := []client.ObjectList{&corev1.PodList{}, &corev1.SecretList{}, &corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}}
-	count := func(g Gomega) int {
-		n := 0
-		for _, l := range owned {
-			g.Expect(env.Client.List(context.Background(), l, client.InNamespace(ns),
-				client.MatchingLabels{contract.LabelJob: "doomed"})).To(Succeed())
-			items, _ := meta.ExtractList(l)
-			for _, o := range items {
-				obj := o.(client.Object)
-				g.Expect(metav1.IsControlledBy(obj, j)).To(BeTrue(), "%T %s is not controlled by the job", obj, obj.GetName())
-				n++
+	children := func(g Gomega, l client.ObjectList) []client.Object {
+		g.Expect(env.Client.List(context.Background(), l, client.InNamespace(ns), client.MatchingLabels{contract.LabelJob: "doomed"})).To(Succeed())
+		items, err := meta.ExtractList(l)
+		g.Expect(err).NotTo(HaveOccurred())
+		var out []client.Object
+		for _, o := range items {
+			out = append(out, o.(client.Object))
+		}
+		return out
+	}
+	owned := map[string]client.ObjectList{"pods": &corev1.PodList{}, "secrets": &corev1.SecretList{}, "serviceaccounts": &corev1.ServiceAccountList{},
+		"roles": &rbacv1.RoleList{}, "rolebindings": &rbacv1.RoleBindingList{}}
+	want := map[string]int{"pods": 4*2 + 1, "secrets": 1, "serviceaccounts": 1, "roles": 1, "rolebindings": 1}
+	eventually(t, func(g Gomega) {
+		for kind, l := range owned {
+			objs := children(g, l)
+			g.Expect(objs).To(HaveLen(want[kind]), kind)
+			for _, o := range objs {
+				ref := metav1.GetControllerOf(o)
+				g.Expect(ref).NotTo(BeNil(), "%s %s has no controller", kind, o.GetName())
+				g.Expect(ref.UID).To(Equal(j.UID), "%s %s", kind, o.GetName())
+				g.Expect(ptr.Deref(ref.BlockOwnerDeletion, false)).To(BeTrue(), "%s %s", kind, o.GetName())
 			}
 		}
-		return n
-	}
-	eventually(t, func(g Gomega) { g.Expect(count(g)).To(Equal(4*2 + 1 + 4)) })
+	})
 
 	if err := env.Client.Delete(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func(g Gomega) { g.Expect(count(g)).To(BeZero()) })
+	eventually(t, func(g Gomega) { g.Expect(children(g, &corev1.PodList{})).To(BeEmpty()) })
 }
