@@ -345,7 +345,9 @@ func (r *TransferJobReconciler) run(ctx context.Context, p *pass) error {
 			running++
 		}
 	}
-	p.condition(dtnflowv1alpha1.ConditionPlanned, metav1.ConditionTrue, plannedReason(job), describePlan(plan))
+	if plan.Hash == planHash(plan, job) { // else the Planned condition says why tuning is not met
+		p.condition(dtnflowv1alpha1.ConditionPlanned, metav1.ConditionTrue, plannedReason(job), describePlan(plan))
+	}
 	p.condition(dtnflowv1alpha1.ConditionTransferring, metav1.ConditionTrue, reason,
 		fmt.Sprintf("%d of %d stripes running at %s; %d%% done", running, stripeCount(plan), p.st.Progress.Rate, p.st.Progress.Percent))
 	return nil
@@ -374,15 +376,17 @@ func (p *pass) replan(to *dtnflowv1alpha1.TransferPlan, reason, message string) 
 }
 
 // replanForTuning re-plans within changed spec.tuning (limits, fixed values, mode).
+// When no plan fits the new tuning, the job carries on with its current plan, says so
+// in its Planned condition, and tries again every pass (a node may come back); the
+// current plan's hash, made under the old tuning, keeps the attempt going.
 func (r *TransferJobReconciler) replanForTuning(p *pass) {
 	plan, err := r.Planner.Plan(r.planRequest(p, nil))
 	if err != nil {
-		msg := fmt.Sprintf("spec.tuning changed but no new plan: %v; keeping the current one", err)
+		msg := fmt.Sprintf("spec.tuning changed but no plan fits it: %v; the current plan goes on", err)
+		if c := meta.FindStatusCondition(p.st.Conditions, dtnflowv1alpha1.ConditionPlanned); c == nil || c.Reason != ReasonPlanFailed || c.Message != msg {
+			p.event(corev1.EventTypeWarning, ReasonPlanFailed, "Plan", msg)
+		}
 		p.condition(dtnflowv1alpha1.ConditionPlanned, metav1.ConditionFalse, ReasonPlanFailed, msg)
-		p.event(corev1.EventTypeWarning, ReasonPlanFailed, "Plan", msg)
-		// Stamp the current plan with the new tuning, so the same failure is not
-		// repeated every pass; the next tuning change tries again.
-		stampPlanHash(p.st.Plan, p.job)
 		return
 	}
 	stampPlanHash(&plan, p.job)

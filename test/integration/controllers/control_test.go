@@ -127,3 +127,40 @@ func TestLimitsChangedMidRun(t *testing.T) {
 		g.Expect(j.Status.AgentFailures).To(BeZero(), "removing stripes on purpose is no failure")
 	})
 }
+
+// TestTuningThatCannotBeMet checks that a change of tuning no plan can meet (more fixed
+// nodes than the site has) leaves the running plan alone with a clear condition, and
+// takes effect once the site can meet it.
+func TestTuningThatCannotBeMet(t *testing.T) {
+	clk := newClock()
+	startManager(t, clk, managerOptions{})
+	src, dst := newSite(t, "src", siteOptions{nodes: 2}), newSite(t, "dst", siteOptions{nodes: 3})
+	ns := createNamespace(t, nil)
+	job := createJob(t, ns, "greedy", fixedSpec(src, dst))
+	plan := transferring(t, clk, job)
+
+	updateJob(t, job, func(j *dtnflowv1alpha1.TransferJob) { j.Spec.Tuning.Fixed.Nodes = 3 })
+	eventually(t, func(g Gomega) {
+		j := getJob(g, job)
+		c := condition(j, dtnflowv1alpha1.ConditionPlanned)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(controllers.ReasonPlanFailed))
+		g.Expect(c.Message).To(ContainSubstring("spec.tuning.fixed.nodes is 3"))
+		g.Expect(planOf(g, j).SourceNodes).To(Equal(plan.SourceNodes), "the running plan was changed")
+		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StateTransferring))
+		g.Expect(listAgents(g, job).senders).To(HaveLen(4))
+	})
+
+	// A third source node joins the site: the tuning is met.
+	grown := newSite(t, "extra", siteOptions{nodes: 1})
+	relabel(t, grown.nodes[0], src.name)
+	eventually(t, func(g Gomega) {
+		j := getJob(g, job)
+		g.Expect(planOf(g, j).SourceNodes).To(HaveLen(3))
+		g.Expect(reason(j, dtnflowv1alpha1.ConditionPlanned)).To(Equal(controllers.ReasonFixedTuning))
+		g.Expect(j.Status.Replans).NotTo(BeEmpty())
+		g.Expect(j.Status.Replans[len(j.Status.Replans)-1].Reason).To(Equal(controllers.ReasonTuningChanged))
+		g.Expect(listAgents(g, job).senders).To(HaveLen(6))
+	})
+}

@@ -398,3 +398,14 @@ func planOf(g Gomega, job *dtnflowv1alpha1.TransferJob) *dtnflowv1alpha1.Transfe
 	g.Expect(job.Status.Plan).NotTo(BeNil(), "no plan yet")
 	return job.Status.Plan
 }
+
+// relabel moves a node to a site (its dtnflow.io/site label).
+func relabel(t testing.TB, node, site string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		var n corev1.Node
+		g.Expect(env.Client.Get(context.Background(), types.NamespacedName{Name: node}, &n)).To(Succeed())
+		n.Labels["dtnflow.io/site"] = site
+		g.Expect(env.Client.Update(context.Background(), &n)).To(Succeed())
+	}).WithTimeout(actTimeout).WithPolling(poll).Should(Succeed())
+}
