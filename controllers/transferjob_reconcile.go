@@ -284,6 +284,9 @@ func planNodes(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, job *dtnf
 			NICBitsPerSecond: ep.Spec.NICBitsPerSecond,
 			PlacedStripes:    n.StripesOfOthers(job.UID),
 			MaxStripes:       int(ep.Spec.MaxStripesPerNode),
+			// keep the probe stripe (and any running stripe) where it is when another
+			// node would carry no more
+			Preferred: n.StripesByJob[job.UID] > 0,
 		}
 		if ep.Spec.CPUBudgetPerNode != nil {
 			pn.CPUBudgetMillicores = ep.Spec.CPUBudgetPerNode.MilliValue()

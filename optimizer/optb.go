@@ -24,6 +24,11 @@ type Node struct {
 	PlacedStripes int
 	// MaxStripes is the endpoint's cap on stripes per node over every job; 0: none.
 	MaxStripes int
+	// Preferred marks a node the job already runs agents on. Among nodes that carry
+	// the same, a preferred one is chosen first, so that planning after the probe (or
+	// re-planning) does not move a stripe to an equal node for nothing. OPT_B itself
+	// is silent on which of equal nodes to use.
+	Preferred bool
 }
 
 // Binding names what limits a plan's predicted rate. The first five are the API's
@@ -232,6 +237,9 @@ func newSideTable(nodes []Node, cpu CPUModel, u float64, maxK int) *sideTable {
 		sort.SliceStable(idx, func(a, b int) bool {
 			if caps[idx[a]] != caps[idx[b]] {
 				return caps[idx[a]] > caps[idx[b]]
+			}
+			if nodes[idx[a]].Preferred != nodes[idx[b]].Preferred {
+				return nodes[idx[a]].Preferred
 			}
 			return nodes[idx[a]].Name < nodes[idx[b]].Name
 		})

@@ -123,6 +123,39 @@ func TestOptBChoosesTheBestNodesAndSizesCPU(t *testing.T) {
 	}
 }
 
+func TestOptBPrefersNodesTheJobAlreadyUses(t *testing.T) {
+	tenG := Node{NICBitsPerSecond: 10e9}
+	preferred := func(name string) Node { n := tenG; n.Name, n.Preferred = name, true; return n }
+	tests := map[string]struct {
+		source, destination []Node
+		wantSource, wantDst []string
+	}{
+		// equal nodes: the probe stripe's nodes win over the first by name
+		"ties go to the preferred node": {
+			source:      []Node{{Name: "a", NICBitsPerSecond: 10e9}, preferred("b")},
+			destination: []Node{{Name: "c", NICBitsPerSecond: 10e9}, preferred("d")},
+			wantSource:  []string{"b"}, wantDst: []string{"d"},
+		},
+		// a node that carries more still wins: preference only breaks ties
+		"a better node beats a preferred one": {
+			source:      []Node{{Name: "a", NICBitsPerSecond: 10e9}, {Name: "b", NICBitsPerSecond: 1e9, Preferred: true}},
+			destination: []Node{{Name: "c", NICBitsPerSecond: 10e9}},
+			wantSource:  []string{"a"}, wantDst: []string{"c"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, err := OptB(FlowInput{Curve: flat, SourceNodes: tc.source, DestinationNodes: tc.destination, Limits: Limits{MaxNodes: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(p.SourceNodes, tc.wantSource) || !reflect.DeepEqual(p.DestinationNodes, tc.wantDst) {
+				t.Errorf("nodes %v → %v, want %v → %v", p.SourceNodes, p.DestinationNodes, tc.wantSource, tc.wantDst)
+			}
+		})
+	}
+}
+
 // LONI case study (Condor Week 2011): 4-core nodes, 10 GigE, two nodes available,
 // disk-to-disk over Lustre. Streams 1, 2, 4, 8 measured 903.41, 954.84, 990.91, 953.43
 // Mbit/s; the stripe runs then measured 1638.48 (1 node × 2 stripes × 2 streams),

@@ -21,13 +21,16 @@ type Node struct {
 	PlacedStripes int
 	// MaxStripes is the endpoint's cap on stripes per node over every job; 0: none.
 	MaxStripes int
+	// Preferred marks a node the job already runs agents on (optimizer.Node.Preferred).
+	Preferred bool
 }
 
 func toOptimizerNodes(nodes []Node) []optimizer.Node {
 	out := make([]optimizer.Node, len(nodes))
 	for i, n := range nodes {
 		out[i] = optimizer.Node{Name: n.Name, NICBitsPerSecond: float64(n.NICBitsPerSecond), CPUBudgetMillicores: float64(n.CPUBudgetMillicores),
-			DiskBitsPerSecond: float64(n.DiskBitsPerSecond), PlacedStripes: n.PlacedStripes, MaxStripes: n.MaxStripes}
+			DiskBitsPerSecond: float64(n.DiskBitsPerSecond), PlacedStripes: n.PlacedStripes, MaxStripes: n.MaxStripes,
+			Preferred: n.Preferred}
 	}
 	return out
 }
