@@ -26,7 +26,9 @@ const killedWANRate = 60_000_000
 func testAgentKilledMidTransfer(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	spec := framework.DatasetSpec{Seed: 3, Large: 3, LargeBytes: 80 << 20, Medium: 4, Small: 100, Empty: 1}
+	// Many 16 MiB files rather than a few large ones, so that verified progress moves in
+	// small steps and the kills land early in the transfer.
+	spec := framework.DatasetSpec{Seed: 3, Large: 16, LargeBytes: 16 << 20, Medium: 4, Small: 100, Empty: 1}
 	source := dataset(t, "e2e/killed", spec)
 	// A slower path, so that the job is still moving data when its agents die.
 	fullRate := cluster.WAN.RateBitsPerSecond
