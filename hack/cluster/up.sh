@@ -16,7 +16,7 @@ source "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || die "the local cluster needs root (network namespaces, cgroups, containerd)"
 lock_cluster
-for c in containerd ctr runc jq curl bc openssl nsenter unshare ip tc setsid sha256sum; do
+for c in containerd ctr runc jq curl bc openssl nsenter unshare flock ip tc setsid sha256sum ping; do
   command -v "$c" >/dev/null || die "missing $c: run hack/cluster/deps.sh"
 done
 [ -x /usr/lib/cni/bridge ] || die "missing /usr/lib/cni/bridge: run hack/cluster/deps.sh"
