@@ -96,6 +96,13 @@ type TCPInfo struct {
 	RTT          time.Duration
 	TotalRetrans uint32
 	SegsOut      uint32
+	// MinRTT is the smallest RTT the connection has seen (no queueing in it).
+	MinRTT time.Duration
+	// BytesAcked is what the peer's TCP has acknowledged: delivered, unlike what was
+	// written into the socket buffer.
+	BytesAcked uint64
+	// OK says TCP_INFO was read.
+	OK bool
 }
 
 // ReadTCPInfo reads TCP_INFO of c (zero if c is not a TCP connection).
@@ -112,20 +119,11 @@ func ReadTCPInfo(c net.Conn) TCPInfo {
 	rc.Control(func(fd uintptr) {
 		ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
 		if err == nil {
-			out = TCPInfo{RTT: time.Duration(ti.Rtt) * time.Microsecond, TotalRetrans: ti.Total_retrans, SegsOut: ti.Segs_out}
+			out = TCPInfo{RTT: time.Duration(ti.Rtt) * time.Microsecond, TotalRetrans: ti.Total_retrans, SegsOut: ti.Segs_out,
+				MinRTT: time.Duration(ti.Min_rtt) * time.Microsecond, BytesAcked: ti.Bytes_acked, OK: true}
 		}
 	})
 	return out
-}
-
-// SetBuffer sets SO_SNDBUF and SO_RCVBUF of c when bytes > 0 (0 keeps autotuning).
-func SetBuffer(c net.Conn, bytes int64) {
-	tc, ok := c.(*net.TCPConn)
-	if !ok || bytes <= 0 {
-		return
-	}
-	tc.SetReadBuffer(int(bytes))
-	tc.SetWriteBuffer(int(bytes))
 }
 
 // Handler serves /metrics, /status (the JSON that status returns) and /healthz.

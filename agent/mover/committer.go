@@ -1,6 +1,8 @@
 package mover
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"sync"
 	"time"
@@ -30,6 +32,9 @@ type commitItem struct {
 	finalize           bool // record the file as final (R) and rename it
 	openReply          *wire.ChunkOpened
 	flushed            chan struct{}
+	// claimed is the small file's path claimed in the job (rjob.claim), released once
+	// the item is committed or failed.
+	claimed string
 }
 
 // committer batches durability: one syncfs (or a few fdatasyncs) and one journal
@@ -243,14 +248,28 @@ func (c *committer) rename(it *commitItem) error {
 	} else {
 		root.Chmod(tmp, mode)
 	}
-	if err := root.Chtimes(tmp, mt, mt); err != nil {
-		return err
+	err := root.Chtimes(tmp, mt, mt)
+	if err == nil {
+		err = root.Rename(tmp, final)
 	}
-	return root.Rename(tmp, final)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Another copy of the same file (a duplicate sent by another stripe, or a
+		// one-chunk file's chunk sent twice) took the final name first: the content is
+		// the same version of the file (same path, size and mtime), so what is left is
+		// its mode and mtime, which this copy's writes may have touched.
+		if fi, lerr := root.Lstat(final); lerr == nil && fi.Mode().IsRegular() && fi.Size() == it.key.Size {
+			root.Chmod(final, mode)
+			return root.Chtimes(final, mt, mt)
+		}
+	}
+	return err
 }
 
 func (c *committer) send(results map[*rsession][]wire.Result, items []*commitItem) {
 	for _, it := range items {
+		if it.claimed != "" {
+			c.j.release(it.claimed)
+		}
 		if it.chunk != nil {
 			c.untrack(it.chunk)
 			it.session.mu.Lock()

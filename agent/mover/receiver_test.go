@@ -3,6 +3,7 @@ package mover
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -48,6 +49,11 @@ func startReceiver(t *testing.T) (string, string) {
 
 func connect(t *testing.T, addr string) *hostile {
 	t.Helper()
+	return connectSession(t, addr, 77)
+}
+
+func connectSession(t *testing.T, addr string, session uint64) *hostile {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := Dial(ctx, addr, []byte(testSecret), 0)
@@ -55,7 +61,7 @@ func connect(t *testing.T, addr string) *hostile {
 		t.Fatal(err)
 	}
 	h := &hostile{t: t, ctrl: c, ctrlW: wire.NewWriter(c), ctrlR: wire.NewReader(bufio.NewReader(c))}
-	h.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: 77})
+	h.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: session})
 	h.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: "evil-job", Checksum: "SHA256", Overwrite: "Always", BlockSize: 1 << 20, ChunkSize: 1 << 20})
 	h.expect(wire.TypeSessionOK)
 	d, err := Dial(ctx, addr, []byte(testSecret), 0)
@@ -63,7 +69,7 @@ func connect(t *testing.T, addr string) *hostile {
 		t.Fatal(err)
 	}
 	h.data = wire.NewWriter(d)
-	h.data.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: 77})
+	h.data.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: session})
 	t.Cleanup(func() { c.Close(); d.Close() })
 	return h
 }
@@ -138,5 +144,57 @@ func TestReceiverChecksEveryFrame(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(dir, "root", "f"))
 	if err != nil || fi.Mode().Perm() != 0o640 || fi.ModTime().UnixNano() != 1e18 {
 		t.Fatalf("final file %v %v: want mode 0640 and the source mtime", fi, err)
+	}
+}
+
+// TestReceiverSameSmallFileTwice: a stripe that leaves gives its files back and another
+// sends them again, possibly while the first copies are still being committed. Every
+// copy is answered OK and each file ends complete under its final name, with its mode
+// and mtime, and no temporary file is left.
+func TestReceiverSameSmallFileTwice(t *testing.T) {
+	addr, dir := startReceiver(t)
+	a, b := connectSession(t, addr, 77), connectSession(t, addr, 78)
+	const files = 200
+	content := func(i int) []byte { return []byte(strings.Repeat(string(rune('a'+i%26)), 1000+i)) }
+	send := func(h *hostile, unitBase uint64) {
+		for i := range files {
+			data := content(i)
+			meta, _ := wire.FileMeta{Unit: unitBase + uint64(i), Size: uint64(len(data)), Mode: 0o640, MtimeNs: 1e18 + int64(i),
+				CRC: wire.CRC32C(data), Path: fmt.Sprintf("d/f%03d", i)}.Append(nil)
+			if err := h.data.WriteFrame(wire.TypeFile, meta, data); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}
+	go send(a, 1000)
+	go send(b, 2000)
+	for _, h := range []*hostile{a, b} {
+		for got := 0; got < files; {
+			var res wire.Results
+			if err := wire.DecodeJSON(h.expect(wire.TypeResult), &res); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res.Results {
+				if !r.OK {
+					t.Errorf("unit %d: %+v, want OK", r.Unit, r)
+				}
+			}
+			got += len(res.Results)
+		}
+	}
+	for i := range files {
+		p := filepath.Join(dir, "root", "d", fmt.Sprintf("f%03d", i))
+		b, err := os.ReadFile(p)
+		fi, serr := os.Stat(p)
+		if err != nil || serr != nil || string(b) != string(content(i)) || fi.Mode().Perm() != 0o640 || fi.ModTime().UnixNano() != 1e18+int64(i) {
+			t.Fatalf("%s: %v %v, %d bytes, mode %v, mtime %v", p, err, serr, len(b), fi.Mode(), fi.ModTime().UnixNano())
+		}
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, "root", "d"))
+	for _, e := range ents {
+		if IsTempName(e.Name()) {
+			t.Errorf("temporary file left: %s", e.Name())
+		}
 	}
 }

@@ -2,9 +2,13 @@ package mover
 
 import (
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dtnflow/dtnflow/agent/wire"
 )
 
 func setBufferControl(bytes int64) func(network, address string, c syscall.RawConn) error {
@@ -20,3 +24,33 @@ func fdatasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
 
 // syncfs makes everything written on f's file system durable, in one call.
 func syncfs(f *os.File) error { return unix.Syncfs(int(f.Fd())) }
+
+// ReadSocketLimits reads this host's (this network namespace's) TCP socket buffer
+// limits from /proc/sys; what cannot be read is 0.
+func ReadSocketLimits() wire.SocketLimits {
+	third := func(name string) int64 {
+		b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
+		if err != nil {
+			return 0
+		}
+		f := strings.Fields(string(b))
+		if len(f) != 3 {
+			return 0
+		}
+		v, _ := strconv.ParseInt(f[2], 10, 64)
+		return v
+	}
+	one := func(path string) int64 {
+		b, err := os.ReadFile("/proc/sys/net/" + path)
+		if err != nil {
+			return 0
+		}
+		v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return v
+	}
+	l := wire.SocketLimits{SndAutotuneMax: third("tcp_wmem"), SndMax: one("core/wmem_max"), RcvMax: one("core/rmem_max")}
+	if one("ipv4/tcp_moderate_rcvbuf") != 0 {
+		l.RcvAutotuneMax = third("tcp_rmem")
+	}
+	return l
+}

@@ -40,6 +40,23 @@ type Session struct {
 // SessionOK accepts a Session.
 type SessionOK struct {
 	Receiver string `json:"receiver"`
+	// Limits are the receiver's socket buffer limits, so that a sender choosing
+	// buffers knows what each can reach at this end (absent from older receivers).
+	Limits *SocketLimits `json:"limits,omitempty"`
+}
+
+// SocketLimits are a host's TCP socket buffer limits (Linux sysctls, in the kernel's
+// units: an explicit SO_SNDBUF/SO_RCVBUF of x gets 2·min(x, max) bytes, overhead
+// included; autotuning grows a buffer up to AutotuneMax, overhead included). 0 means
+// unknown or, for RcvAutotuneMax, receive autotuning switched off.
+type SocketLimits struct {
+	// SndAutotuneMax is net.ipv4.tcp_wmem's maximum; SndMax is net.core.wmem_max.
+	SndAutotuneMax int64 `json:"sndAutotuneMax,omitempty"`
+	SndMax         int64 `json:"sndMax,omitempty"`
+	// RcvAutotuneMax is net.ipv4.tcp_rmem's maximum when net.ipv4.tcp_moderate_rcvbuf
+	// is on; RcvMax is net.core.rmem_max.
+	RcvAutotuneMax int64 `json:"rcvAutotuneMax,omitempty"`
+	RcvMax         int64 `json:"rcvMax,omitempty"`
 }
 
 // ChunkOpen announces a chunk of a large file; blocks follow on the data streams once
