@@ -40,6 +40,83 @@ type Stripe struct {
 
 	frames    atomic.Int64
 	bytesSent atomic.Int64
+
+	// cur is the connected session, for Transport; retiredAcked is what the data
+	// streams that have closed had delivered; peerLimits is what the receiver said
+	// of its socket buffers.
+	cur          atomic.Pointer[ssession]
+	retiredAcked atomic.Int64
+	peerLimits   atomic.Pointer[wire.SocketLimits]
+}
+
+// Transport is what a stripe's data streams have done so far, for measuring it from
+// outside (send --auto's probe on the job's own data).
+type Transport struct {
+	// DeliveredBytes counts what the receiver's TCP acknowledged on every data stream
+	// this stripe has had (TCP_INFO bytes_acked): data that arrived, not data written
+	// into socket buffers. It only grows.
+	DeliveredBytes int64
+	// MinRTT is the smallest round-trip time of the current streams (0: unknown).
+	MinRTT time.Duration
+	// Streams is the number of data streams open now.
+	Streams int
+	// PeerCPUSeconds is the receiver process's CPU time as it last reported it, and
+	// PeerTime when; zero before the first report.
+	PeerCPUSeconds float64
+	PeerTime       time.Time
+	// PeerLimits are the receiver's socket buffer limits, nil when unknown (not yet
+	// connected, or an older receiver).
+	PeerLimits *wire.SocketLimits
+	// Connected says a session with the receiver is up.
+	Connected bool
+}
+
+// Transport reads the stripe's data streams now.
+func (st *Stripe) Transport() Transport {
+	t := Transport{PeerLimits: st.peerLimits.Load()}
+	s := st.cur.Load()
+	if s == nil {
+		t.DeliveredBytes = st.retiredAcked.Load()
+		return t
+	}
+	t.Connected = true
+	if p := s.peer.Load(); p != nil {
+		t.PeerCPUSeconds, t.PeerTime = p.CPUSeconds, time.Unix(0, p.UnixNano)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t.DeliveredBytes = st.retiredAcked.Load()
+	for x := range s.live {
+		acked, minRTT := x.readAcked()
+		t.DeliveredBytes += acked
+		if minRTT > 0 && (t.MinRTT == 0 || minRTT < t.MinRTT) {
+			t.MinRTT = minRTT
+		}
+	}
+	t.Streams = len(s.streams)
+	return t
+}
+
+// readAcked reads the stream's bytes_acked (and min RTT); once its connection is
+// closed the last value read stands.
+func (x *stream) readAcked() (int64, time.Duration) {
+	ti := metrics.ReadTCPInfo(x.conn)
+	if ti.OK && int64(ti.BytesAcked) > x.acked.Load() {
+		x.acked.Store(int64(ti.BytesAcked))
+	}
+	return x.acked.Load(), ti.MinRTT
+}
+
+// retire moves a stream that is closing from the live set into the stripe's total.
+func (s *ssession) retire(x *stream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.live[x]; !ok {
+		return
+	}
+	delete(s.live, x)
+	acked, _ := x.readAcked()
+	s.st.retiredAcked.Add(acked)
 }
 
 var (
@@ -139,6 +216,7 @@ type ssession struct {
 	ctrlReader *wire.Reader
 	queue      chan *outFrame
 	bufs       chan *[]byte
+	nbufs      int // block buffers made
 	limiter    *rate.Limiter
 
 	mu        sync.Mutex
@@ -147,6 +225,7 @@ type ssession struct {
 	chunks    map[uint64]*flight // by chunk id
 	nextChunk uint64
 	streams   []*stream
+	live      map[*stream]struct{} // streams whose goroutine has not ended: Transport counts them
 	retry     chan wire.Unit
 	inflight  chan struct{} // one token per unit on its way
 	peer      atomic.Pointer[wire.PeerStats]
@@ -184,6 +263,7 @@ type stream struct {
 	lastBytes   int64
 	lastRetrans uint32
 	lastSegs    uint32
+	acked       atomic.Int64 // bytes_acked when last read
 }
 
 func (s *ssession) fail(err error) {
@@ -199,24 +279,25 @@ func (st *Stripe) session(ctx context.Context, src WorkSource, cfg *wire.JobConf
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	s := &ssession{st: st, src: src, cfg: *cfg, log: st.Log, ctx: sctx, stop: stop,
-		id: randomID(), flights: map[uint64]*flight{}, chunks: map[uint64]*flight{}, retry: make(chan wire.Unit, 1024), flushed: make(chan struct{}, 1), dirs: newDirCache(st.Root, false)}
+		id: randomID(), flights: map[uint64]*flight{}, chunks: map[uint64]*flight{}, retry: make(chan wire.Unit, 1024), flushed: make(chan struct{}, 1), dirs: newDirCache(st.Root, false),
+		live: map[*stream]struct{}{}}
 	if err := s.connect(); err != nil {
 		return false, err
 	}
 	defer s.ctrl.Close()
+	st.cur.Store(s)
+	defer st.cur.CompareAndSwap(s, nil)
 	connected = true
 	depth := int(max(s.cfg.Pipelining, 1) * max(s.cfg.Concurrency, 1))
 	// Small files are acknowledged only once durable at the destination: keep enough
 	// of them unacknowledged that the commit round trip never stalls the pipeline.
 	depth = min(max(depth, 256), 4096)
 	s.inflight = make(chan struct{}, depth)
-	nbufs := 2*int(max(s.cfg.Streams, 1)) + 2*int(max(s.cfg.Concurrency, 1)) + 2
-	s.bufs = make(chan *[]byte, nbufs)
-	for range nbufs {
-		b := make([]byte, s.cfg.BlockSize)
-		s.bufs <- &b
-	}
-	s.queue = make(chan *outFrame, 2*max(s.cfg.Streams, 1))
+	// The block pool and the queue have room for the most streams and files a
+	// reconfiguration may ask for; buffers are made as the configuration needs them.
+	s.bufs = make(chan *[]byte, maxBlockBuffers)
+	s.growBuffers()
+	s.queue = make(chan *outFrame, maxBlockBuffers)
 	s.limiter = rate.NewLimiter(rate.Inf, int(max(s.cfg.BlockSize, 1)))
 	s.setRate(s.cfg.MaxBitsPerSecond)
 	if err := s.setStreams(s.cfg.Streams, s.cfg.BufferBytes); err != nil {
@@ -319,6 +400,10 @@ func (s *ssession) connect() error {
 		case wire.TypeStats:
 			continue
 		case wire.TypeSessionOK:
+			var ok wire.SessionOK
+			if wire.DecodeJSON(meta, &ok) == nil && ok.Limits != nil {
+				st.peerLimits.Store(ok.Limits)
+			}
 		default:
 			return fail(fmt.Errorf("unexpected frame %d from receiver", h.Type))
 		}
@@ -359,26 +444,54 @@ func agentName() string {
 func (s *ssession) setStreams(n int32, buffer int64) error {
 	n = max(n, 1)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for int32(len(s.streams)) < n {
-		idx := int32(len(s.streams))
-		c, err := Dial(s.ctx, s.st.Receiver, s.st.Secret, buffer)
-		if err != nil {
-			return err
-		}
-		w := wire.NewWriter(c)
-		if err := w.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: s.id, Stripe: s.st.Index, Stream: idx, BufferBytes: buffer}); err != nil {
-			c.Close()
-			return err
-		}
-		st := &stream{idx: idx, conn: c, w: w, quit: make(chan struct{})}
-		s.streams = append(s.streams, st)
-		go s.runStream(st)
-	}
+	have := int32(len(s.streams))
 	for int32(len(s.streams)) > n {
 		last := s.streams[len(s.streams)-1]
 		s.streams = s.streams[:len(s.streams)-1]
 		close(last.quit)
+	}
+	s.mu.Unlock()
+	if have >= n {
+		return nil
+	}
+	// New streams are dialled at once, not one after the other (each costs a TCP and
+	// an authentication handshake, several round trips on a long path), and without
+	// the lock, which Transport and the results take. Only the session's own loop
+	// calls setStreams, so nobody else adds streams meanwhile.
+	conns := make([]net.Conn, n-have)
+	errs := make([]error, n-have)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			idx := have + int32(i)
+			c, err := Dial(s.ctx, s.st.Receiver, s.st.Secret, buffer)
+			if err == nil {
+				err = wire.NewWriter(c).WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: s.id, Stripe: s.st.Index, Stream: idx, BufferBytes: buffer})
+				if err != nil {
+					c.Close()
+				}
+			}
+			conns[i], errs[i] = c, err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for i, c := range conns {
+			if errs[i] == nil {
+				c.Close()
+			}
+		}
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, c := range conns {
+		st := &stream{idx: have + int32(i), conn: c, w: wire.NewWriter(c), quit: make(chan struct{})}
+		s.streams = append(s.streams, st)
+		s.live[st] = struct{}{}
+		go s.runStream(st)
 	}
 	return nil
 }
@@ -392,7 +505,10 @@ func (s *ssession) closeStreams() {
 }
 
 func (s *ssession) runStream(st *stream) {
-	defer st.conn.Close()
+	defer func() {
+		s.retire(st)
+		st.conn.Close()
+	}()
 	for {
 		var f *outFrame
 		select {
@@ -446,6 +562,24 @@ func (s *ssession) enqueue(f *outFrame) bool {
 	}
 }
 
+// maxBlockBuffers bounds a session's block buffers (and so its memory: 1 MiB each at
+// the default block size).
+const maxBlockBuffers = 2*1024 + 2*256 + 2
+
+// growBuffers adds block buffers up to what the configuration needs: two per stream
+// (one on the wire, one queued) and two per file in flight, plus two.
+func (s *ssession) growBuffers() {
+	s.mu.Lock()
+	want := min(2*int(max(s.cfg.Streams, 1))+2*int(max(s.cfg.Concurrency, 1))+2, maxBlockBuffers)
+	add := want - s.nbufs
+	s.nbufs = max(s.nbufs, want)
+	s.mu.Unlock()
+	for range add {
+		b := make([]byte, s.cfg.BlockSize)
+		s.bufs <- &b
+	}
+}
+
 func (s *ssession) getBuf() *[]byte {
 	select {
 	case b := <-s.bufs:
@@ -478,6 +612,7 @@ func (s *ssession) reconfigure(c wire.JobConfig) {
 	}
 	s.mu.Unlock()
 	s.setRate(c.MaxBitsPerSecond)
+	s.growBuffers()
 	s.setConcurrency(c.Concurrency)
 	if err := s.setStreams(c.Streams, c.BufferBytes); err != nil {
 		s.fail(err)
