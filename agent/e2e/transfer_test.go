@@ -449,3 +449,51 @@ func TestDirectives(t *testing.T) {
 	}
 	assertSameTree(t, src, dst, "d")
 }
+
+// TestSendAuto runs send --auto end to end: by default the probe runs on the job's own
+// data (the first stripe starts at once and the samples are stretches of the
+// transfer), with --probe-mem memory to memory before the transfer starts. Either way
+// the samples follow ExpSelection (1 then 2 streams …), a plan is made, and the data
+// arrives intact. The rate cap keeps the transfer long enough to be probed.
+func TestSendAuto(t *testing.T) {
+	for name, c := range map[string]struct {
+		extra     []string
+		largeSize int // on data, enough to outlast the probe at the capped rate
+	}{"on data": {nil, 24 << 20}, "memory to memory": {[]string{"--probe-mem"}, 4 << 20}} {
+		extra := c.extra
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+			os.MkdirAll(dst, 0o755)
+			makeTree(t, src, 21, mixed("a", 200, 4, c.largeSize))
+			key := writeSecret(t, dir, "key", secret)
+			recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+			addr := recv.waitListening()
+			args := append([]string{"--auto", "--stripes", "2", "--max-streams", "8", "--max-rate", "160M"}, extra...)
+			send := start(t, nil, sendArgs(addr, src, key, append(args, "a")...)...)
+			if err := send.wait(120 * time.Second); err != nil {
+				t.Fatalf("send --auto: %v\n%s", err, send.output())
+			}
+			assertSameTree(t, src, dst, "a")
+			out := send.output()
+			samples := regexp.MustCompile(`msg="Probe sample" phase=(\w+) stripes=1 streams=(\d+)`).FindAllStringSubmatch(out, -1)
+			var streams []string
+			for _, s := range samples {
+				if s[1] == "Streams" || len(streams) == 0 {
+					streams = append(streams, s[2])
+				}
+			}
+			if len(streams) < 3 || streams[0] != "1" || streams[1] != "2" {
+				t.Fatalf("probe samples %v, want ExpSelection's 1, 2, …\n%s", samples, out)
+			}
+			planned, joined := strings.Index(out, `msg=Planned`), strings.Index(out, `msg="A stripe joined"`)
+			firstSample := strings.Index(out, `msg="Probe sample"`)
+			if planned < 0 || joined < 0 {
+				t.Fatalf("no plan or no stripe:\n%s", out)
+			}
+			if onData := extra == nil; onData != (joined < firstSample) {
+				t.Errorf("on data %v, but the first stripe joined at %d and the first sample was logged at %d\n%s", onData, joined, firstSample, out)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -47,8 +48,10 @@ type ProbeResult struct {
 	Sample  contract.Sample `json:"sample"`
 	Bytes   int64           `json:"bytes"`
 	Seconds float64         `json:"seconds"`
-	// Settled says a Settle run ended on a settled rate rather than at its ceiling.
-	Settled bool `json:"settled,omitempty"`
+	// Settled says a Settle run ended on a settled rate rather than at its ceiling;
+	// HalfWidth is the relative half-width of its rate's 95 % interval.
+	Settled   bool    `json:"settled,omitempty"`
+	HalfWidth float64 `json:"halfWidth,omitempty"`
 	// MinRTT is the smallest round-trip time the streams saw; PeerLimits the
 	// receiver's socket buffer limits (nil from an older receiver).
 	MinRTT                time.Duration      `json:"-"`
@@ -240,8 +243,16 @@ func Probe(ctx context.Context, addr string, secret []byte, o ProbeOptions) (Pro
 		Sample: contract.Sample{Streams: o.Streams, BufferBytes: o.BufferBytes, BitsPerSecond: int64(bps),
 			SourceMillicores: int64(cpu / el * 1000), DestinationMillicores: int64(dcpu / el * 1000), Time: t0.UTC()},
 		Bytes: total, Seconds: el, SourceCPUSeconds: cpu, DestinationCPUSeconds: dcpu, Settled: settled != nil && settled.Settled,
-		MinRTT: minRTT, PeerLimits: peerLimits.Load(),
+		HalfWidth: halfWidthOf(settled),
+		MinRTT:    minRTT, PeerLimits: peerLimits.Load(),
 	}, nil
+}
+
+func halfWidthOf(r *settle.Result) float64 {
+	if r == nil || math.IsInf(r.HalfWidth, 0) || math.IsNaN(r.HalfWidth) {
+		return 0
+	}
+	return r.HalfWidth
 }
 
 // monitorSettle follows the bytes the receiver acknowledged on conns until the rate

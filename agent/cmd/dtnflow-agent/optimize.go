@@ -12,7 +12,6 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/coord"
-	"github.com/dtnflow/dtnflow/agent/mover"
 	"github.com/dtnflow/dtnflow/agent/wire"
 	"github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/controllers/planning"
@@ -45,71 +44,6 @@ func probePlanner() coord.ProbePlanner {
 	}
 }
 
-// autoOptions are the flags of send --auto.
-type autoOptions struct {
-	maxStreams, maxStripes int32
-	probeSeconds           int32
-	nicBitsPerSecond       rateFlag
-	buffers                bool
-}
-
-// autoTune probes the path memory-to-memory (buffer first, then ExpSelection), plans
-// with the optimizer (BestCmb, buffer choice, OPT_B for stripes × streams, Algorithm 1
-// per size class) and applies the plan to the core. It returns the plan.
-func autoTune(ctx context.Context, core *coord.Core, to string, secret []byte, j *jobFlags, a autoOptions, log *slog.Logger) (optimizer.Plan, error) {
-	d := contract.ProbeDirective{MaxStreams: a.maxStreams, SampleSeconds: a.probeSeconds}
-	if a.buffers {
-		d.BufferBytes = optimizer.BufferCandidates(0, 0)
-	}
-	p := prober(d)
-	core.SetPhase(contract.PhaseProbing)
-	for {
-		step := p.Next(toOptimizer(core.Samples()))
-		if step.Phase == optimizer.PhaseDone {
-			break
-		}
-		res, err := mover.Probe(ctx, to, secret, mover.ProbeOptions{Streams: int32(step.Streams), BufferBytes: step.BufferBytes,
-			Duration: time.Duration(a.probeSeconds) * time.Second, BlockSize: int64(j.blockSize)})
-		if err != nil {
-			return optimizer.Plan{}, fmt.Errorf("--auto probe: %w", err)
-		}
-		core.AddSample(res.Sample)
-		log.Info("Probe sample", "phase", step.Phase, "streams", step.Streams, "bufferBytes", step.BufferBytes, "rate", coord.HumanRate(res.Sample.BitsPerSecond),
-			"sourceMillicores", res.Sample.SourceMillicores, "destinationMillicores", res.Sample.DestinationMillicores)
-	}
-	core.SetPhase(contract.PhaseProbed)
-	ds := core.Dataset()
-	hist := optimizer.Histogram{Files: ds.Files, Bytes: ds.Bytes}
-	for _, b := range ds.Buckets {
-		hist.Buckets = append(hist.Buckets, optimizer.Bucket{Log2: int(b.Log2), Files: b.Files, Bytes: b.Bytes})
-	}
-	nic := float64(a.nicBitsPerSecond)
-	if nic <= 0 {
-		nic = 100e9 // unknown: let the path, not the NIC, bind
-	}
-	node := []optimizer.Node{{Name: "local", NICBitsPerSecond: nic}}
-	plan, err := optimizer.MakePlan(optimizer.PlanInput{Samples: toOptimizer(core.Samples()), Prober: p, SourceNodes: node, DestinationNodes: []optimizer.Node{{Name: "remote", NICBitsPerSecond: nic}},
-		Limits: optimizer.Limits{MaxNodes: 1, MaxStripesPerNode: int(a.maxStripes), MaxStreamsPerStripe: int(a.maxStreams), MaxConcurrency: int(j.concurrency),
-			MaxBitsPerSecond: float64(j.maxRate)}, Dataset: hist})
-	if err != nil {
-		return optimizer.Plan{}, fmt.Errorf("--auto plan: %w", err)
-	}
-	params := j.params()
-	params.Streams = int32(plan.Flow.StreamsPerStripe)
-	params.BufferBytes = plan.BufferBytes
-	params.SizeClasses = nil
-	for _, c := range plan.Chunks {
-		params.SizeClasses = append(params.SizeClasses, contract.SizeClassParam{Class: string(c.Class), MaxBytes: c.MaxBytes,
-			Pipelining: int32(c.Params.Pipelining), Parallelism: int32(c.Params.Parallelism), Concurrency: int32(c.Params.Concurrency), Channels: int32(c.Channels)})
-	}
-	params.Concurrency, params.Pipelining = 0, 0
-	core.SetParams(coord.ParamsFromDirective(contract.Directive{StreamsPerStripe: params.Streams, BufferBytes: params.BufferBytes, SizeClasses: params.SizeClasses,
-		MaxBitsPerSecond: params.MaxBitsPerSecond}, params))
-	log.Info("Planned", "stripes", plan.Flow.StripesPerNode, "streams", plan.Flow.StreamsPerStripe, "bufferBytes", plan.BufferBytes,
-		"predicted", coord.HumanRate(int64(plan.Flow.PredictedBitsPerSecond)), "binding", plan.Flow.Binding, "classes", len(plan.Chunks), "reason", plan.Flow.Reason)
-	return plan, nil
-}
-
 // adapter runs the optimizer's rescale policy over the running job: every report it
 // may add or remove local stripes or change the streams per stripe.
 type adapter struct {
@@ -119,14 +53,29 @@ type adapter struct {
 	max    int
 }
 
+// newAdapter follows a plan just made. The plan counts as a change made now, so the
+// policy lets it settle and cool down before judging it, as it would any change of
+// its own: the probe has just measured this shape, and a decision on the first
+// seconds' reports would undo that measurement on less evidence.
+func newAdapter(plan optimizer.Plan, maxStripes int) *adapter {
+	return &adapter{plan: plan, max: maxStripes, state: optimizer.RescaleState{LastChange: time.Now()}}
+}
+
 func (a *adapter) step(rep contract.Report, stripes, streams int) optimizer.Intent {
 	m := optimizer.Measurement{Time: rep.Time, AggregateBitsPerSecond: float64(rep.BitsPerSecond)}
 	for _, s := range rep.Stripes {
 		m.Stripes = append(m.Stripes, optimizer.StripeMeasurement{BitsPerSecond: float64(s.BitsPerSecond), LossPPM: float64(s.LossPPM), Connected: s.Connected})
 	}
+	// A plan bound by the path's capacity that the probe measured (more stripes
+	// stopped paying) is not probed upwards when the rate falls short of it: that
+	// measurement already says more stripes do not help.
+	planned := a.plan.Flow.PredictedBitsPerSecond
+	if a.plan.Flow.Binding == optimizer.BindingPath {
+		planned = 0
+	}
 	in := optimizer.RescaleInput{Now: time.Now(), Current: optimizer.Shape{Stripes: stripes, StreamsPerStripe: streams}, MinStripes: 1, MaxStripes: a.max,
 		MaxStreams: optimizer.DefaultMaxStreamsPerStripe, Curve: a.plan.Curve, PlannedStripes: a.plan.Flow.Stripes(),
-		PlannedBitsPerSecond: a.plan.Flow.PredictedBitsPerSecond, Measurement: m}
+		PlannedBitsPerSecond: planned, Measurement: m}
 	var it optimizer.Intent
 	it, a.state = a.policy.Decide(a.state, in)
 	return it

@@ -1,0 +1,290 @@
+package autotune
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/coord"
+	"github.com/dtnflow/dtnflow/agent/mover"
+	"github.com/dtnflow/dtnflow/agent/wire"
+	"github.com/dtnflow/dtnflow/optimizer"
+)
+
+// fakeClock is time that moves only when the tuner sleeps.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	return ctx.Err()
+}
+
+// path is a fake network: the aggregate rate of stripes × streams at a buffer.
+type path func(stripes, streams int, buffer int64) float64
+
+// fakeStripes are stripes on a fake path: each delivers its share of the path's rate
+// for the current parameters, as the fake clock advances.
+type fakeStripes struct {
+	core  *coord.Core
+	clock *fakeClock
+	path  path
+	peer  *wire.SocketLimits
+	// endAfter, when > 0, ends the job once that many bytes were delivered.
+	endAfter float64
+
+	mu        sync.Mutex
+	delivered []float64
+	last      time.Time
+	maxCount  int
+}
+
+func (f *fakeStripes) Count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.delivered)
+}
+
+func (f *fakeStripes) Add() {
+	f.advance()
+	f.mu.Lock()
+	f.delivered = append(f.delivered, 0)
+	f.maxCount = max(f.maxCount, len(f.delivered))
+	f.mu.Unlock()
+}
+
+func (f *fakeStripes) Remove() {
+	f.advance()
+	f.mu.Lock()
+	f.delivered = f.delivered[:len(f.delivered)-1]
+	f.mu.Unlock()
+}
+
+// advance credits every stripe with its share of what the path carried since the last
+// look.
+func (f *fakeStripes) advance() {
+	now := f.clock.Now()
+	p := f.core.Params()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.last.IsZero() {
+		f.last = now
+	}
+	dt := now.Sub(f.last).Seconds()
+	f.last = now
+	if k := len(f.delivered); k > 0 && dt > 0 {
+		share := f.path(k, int(p.Streams), p.BufferBytes) / float64(k) / 8 * dt
+		total := 0.0
+		for i := range f.delivered {
+			f.delivered[i] += share
+			total += f.delivered[i]
+		}
+		if f.endAfter > 0 && total >= f.endAfter {
+			f.core.SetPhase(contract.PhaseFailed) // the job ends (no real stripe can complete it here)
+		}
+	}
+}
+
+func (f *fakeStripes) Transports() []mover.Transport {
+	f.advance()
+	p := f.core.Params()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]mover.Transport, len(f.delivered))
+	for i, d := range f.delivered {
+		out[i] = mover.Transport{DeliveredBytes: int64(d), MinRTT: 50 * time.Millisecond, Streams: int(p.Streams), Connected: true, PeerLimits: f.peer}
+	}
+	return out
+}
+
+// thisMachine is the bench host's limits: tcp_wmem max 4 MiB, tcp_rmem max 32 MiB,
+// wmem_max = rmem_max = 4 MiB (a fixed buffer gets 8 MiB, beyond send autotuning).
+var thisMachine = wire.SocketLimits{SndAutotuneMax: 4 << 20, SndMax: 4 << 20, RcvAutotuneMax: 32 << 20, RcvMax: 4 << 20}
+
+func newCore(t *testing.T) *coord.Core {
+	t.Helper()
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(4 << 30) // sparse
+	f.Close()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	core, err := coord.New(coord.Options{Root: root, Paths: []string{"big"}, Job: "j", Log: nil}, coord.Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return core
+}
+
+// windowLimited is the 1 Gbit/s, 50 ms path of bench-wan: one stream is held to
+// 450 Mbit/s by send autotuning's 4 MiB, to 850 by a fixed 4 MiB buffer; streams add
+// up to 940 Mbit/s, and beyond 8 streams the queue's losses take a little back.
+func windowLimited(stripes, streams int, buffer int64) float64 {
+	single := 450e6
+	if buffer >= 4<<20 {
+		single = 850e6
+	}
+	n := float64(stripes * streams)
+	r := math.Min(940e6, single*n)
+	if n > 8 {
+		r *= 1 - 0.01*(n-8)
+	}
+	return r
+}
+
+func TestOnData(t *testing.T) {
+	cases := map[string]struct {
+		path       path
+		local      wire.SocketLimits
+		peer       *wire.SocketLimits
+		maxStripes int
+		// want: the probe's buffer-phase buffers, stream levels, the plan
+		wantBuffers []int64
+		wantLevels  []int
+		wantBuffer  int64
+		wantStripes int
+		wantStreams [2]int // BestCmb's optimum, within
+		wantPath    bool
+	}{
+		"autotuning capped below the BDP: a fixed buffer, then a few streams, one stripe": {
+			path: windowLimited, local: thisMachine, peer: &thisMachine, maxStripes: 4,
+			wantBuffers: []int64{0, 4 << 20}, wantLevels: []int{1, 2, 4}, wantBuffer: 4 << 20,
+			wantStripes: 1, wantStreams: [2]int{2, 4}, wantPath: true,
+		},
+		"autotuning reaches as far as a fixed buffer: no buffer phase": {
+			path: func(k, n int, b int64) float64 { return math.Min(940e6, 450e6*float64(k*n)) }, maxStripes: 2,
+			local:       wire.SocketLimits{SndAutotuneMax: 16 << 20, SndMax: 4 << 20, RcvAutotuneMax: 32 << 20, RcvMax: 4 << 20},
+			wantBuffers: nil, wantLevels: []int{1, 2, 4}, wantBuffer: 0,
+			wantStripes: 1, wantStreams: [2]int{2, 4}, wantPath: true,
+		},
+		"each stripe capped at 300 Mbit/s by its own end systems: stripes pay": {
+			path: func(k, n int, b int64) float64 {
+				return math.Min(2e9, float64(k)*math.Min(300e6, 200e6*float64(n)))
+			}, local: thisMachine, peer: nil, maxStripes: 4,
+			wantBuffers: []int64{0, 4 << 20}, wantLevels: []int{1, 2, 4}, wantBuffer: 0,
+			wantStripes: 4, wantStreams: [2]int{2, 4}, wantPath: false,
+		},
+	}
+	for name, c := range cases {
+		core := newCore(t)
+		clk := &fakeClock{now: time.Unix(1e9, 0)}
+		st := &fakeStripes{core: core, clock: clk, path: c.path, peer: c.peer}
+		tu := &Tuner{Core: core, Stripes: st, Params: coord.Params{Concurrency: 4, Pipelining: 16}, LocalLimits: c.local, Clock: clk,
+			CPUSeconds: func() float64 { return 0 }, Options: Options{MaxStreams: 64, MaxStripes: c.maxStripes, Buffers: BuffersAuto}}
+		out, err := tu.OnData(context.Background())
+		if err != nil || out.Finished {
+			t.Errorf("%s: %v (finished %v)", name, err, out.Finished)
+			continue
+		}
+		var buffers []int64
+		var levels []int
+		for _, s := range out.Samples {
+			if s.Streams == 1 && len(c.wantBuffers) > 0 {
+				buffers = append(buffers, s.BufferBytes)
+			}
+			if s.BufferBytes == out.Plan.BufferBytes {
+				levels = append(levels, s.Streams)
+			}
+		}
+		if !equal(buffers, c.wantBuffers) || !equal(levels, c.wantLevels) {
+			t.Errorf("%s: sampled buffers %v and levels %v, want %v and %v", name, buffers, levels, c.wantBuffers, c.wantLevels)
+		}
+		if n := out.Plan.Flow.StreamsPerStripe; out.Plan.BufferBytes != c.wantBuffer || out.Stripes != c.wantStripes || n < c.wantStreams[0] || n > c.wantStreams[1] {
+			t.Errorf("%s: plan buffer %d, %d stripes × %d streams; want %d, %d × %v (%s)", name, out.Plan.BufferBytes,
+				out.Stripes, out.Plan.Flow.StreamsPerStripe, c.wantBuffer, c.wantStripes, c.wantStreams, out.Plan.Flow.Reason)
+		}
+		if (out.PathBitsPerSecond > 0) != c.wantPath {
+			t.Errorf("%s: path capacity %g, want found: %v (stripe rates %v)", name, out.PathBitsPerSecond, c.wantPath, out.StripeRates)
+		}
+		// the plan is applied: parameters on the core, the stripes running
+		p := core.Params()
+		if int(p.Streams) != out.Plan.Flow.StreamsPerStripe || p.BufferBytes != out.Plan.BufferBytes || len(p.SizeClasses) == 0 || st.Count() != out.Stripes {
+			t.Errorf("%s: core params %+v and %d stripes after the plan", name, p, st.Count())
+		}
+		if st.maxCount > c.maxStripes {
+			t.Errorf("%s: %d stripes at once, more than %d", name, st.maxCount, c.maxStripes)
+		}
+		if rep := core.Report(); len(rep.Samples) != len(out.Samples) || rep.Phase != contract.PhaseTransferring {
+			t.Errorf("%s: the report holds %d samples in phase %s, want %d while transferring", name, len(rep.Samples), rep.Phase, len(out.Samples))
+		}
+		// every sample is short on a steady path: the probe takes seconds, not tens
+		if out.ProbeTime > 20*time.Second {
+			t.Errorf("%s: probing took %v", name, out.ProbeTime)
+		}
+	}
+}
+
+// TestOnDataJobEndsWhileProbing: a dataset smaller than the probe ends it; nothing is
+// planned and no error is reported.
+func TestOnDataJobEndsWhileProbing(t *testing.T) {
+	core := newCore(t)
+	clk := &fakeClock{now: time.Unix(1e9, 0)}
+	st := &fakeStripes{core: core, clock: clk, path: windowLimited, peer: &thisMachine, endAfter: 200e6}
+	tu := &Tuner{Core: core, Stripes: st, Params: coord.Params{Concurrency: 4}, LocalLimits: thisMachine, Clock: clk,
+		CPUSeconds: func() float64 { return 0 }, Options: Options{MaxStreams: 64, MaxStripes: 4}}
+	out, err := tu.OnData(context.Background())
+	if err != nil || !out.Finished || out.Plan.Flow.StreamsPerStripe != 0 {
+		t.Fatalf("OnData = %+v, %v; want Finished without a plan", out, err)
+	}
+}
+
+func TestFlattened(t *testing.T) {
+	pts := func(r ...float64) []optimizer.StreamPoint {
+		var out []optimizer.StreamPoint
+		for i, v := range r {
+			out = append(out, optimizer.StreamPoint{Streams: 1 << i, BitsPerSecond: v})
+		}
+		return out
+	}
+	cases := map[string]struct {
+		pts    []optimizer.StreamPoint
+		alpha  float64
+		want   int
+		wantOK bool
+	}{
+		"two stripes add 3 %: flat at one":        {pts(900, 927), 0.05, 1, true},
+		"two stripes add 40 %: not flat":          {pts(500, 700), 0.05, 0, false},
+		"four stripes add 8 %, α 10 %: flat at 2": {pts(400, 800, 864), 0.10, 2, true},
+		"fewer with more: flat":                   {pts(900, 850), 0.05, 1, true},
+		"one point":                               {pts(900), 0.05, 0, false},
+	}
+	for name, c := range cases {
+		got, ok := flattened(c.pts, c.alpha)
+		if ok != c.wantOK || got.Streams != c.want {
+			t.Errorf("%s: flattened = %+v, %v; want level %d, %v", name, got, ok, c.want, c.wantOK)
+		}
+	}
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
