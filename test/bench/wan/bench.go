@@ -35,6 +35,8 @@ type Options struct {
 	// StateDir for the topology's state file (see package topology).
 	StateDir string
 	Log      io.Writer
+	// RunLimit stops any one transfer that runs longer (0: none); see Env.RunLimit.
+	RunLimit time.Duration
 }
 
 // Run builds one topology (two sources, two destinations, one bottleneck), then for
@@ -111,7 +113,8 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		}
 		before := topo.Link.Stats().AtoB
 		env := &Env{Scenario: sc, Topo: topo, Src: topo.Sources[0], Dst: topo.Destinations[0],
-			Dataset: ds, SampleDataset: sample, WorkDir: opts.WorkDir, Log: opts.Log}
+			Dataset: ds, SampleDataset: sample, WorkDir: opts.WorkDir, Log: opts.Log,
+			LogDir: filepath.Join(opts.OutDir, "logs"), RunLimit: opts.RunLimit}
 		for _, r := range opts.Runners {
 			fmt.Fprintf(opts.Log, "  %s\n", r.Name())
 			rs, err := runWithCrossTraffic(ctx, env, topo, r)
@@ -182,6 +185,13 @@ func writeOutputs(dir string, scenarios []Scenario, all []Result) error {
 	if err := WriteMarkdown(f, all); err != nil {
 		f.Close()
 		return err
+	}
+	if len(ScenarioRatios(all)) > 0 {
+		io.WriteString(f, "\n")
+		if err := WriteRatios(f, all); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return err

@@ -2,6 +2,7 @@ package wan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -101,23 +102,27 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 		args = append(args, filepath.Base(ds.Root))
 		before := env.Topo.Link.Stats().AtoB
 		r0 := recv.cpu()
-		wall, scpu, out, err := runTimed(ctx, env.Src, d.Agent, args...)
+		wall, scpu, out, err := runTimed(ctx, env.Src, d.Agent, env.RunLimit, args...)
 		lastOut = out
-		if err != nil {
+		env.saveLog(fmt.Sprintf("%s-%d-%s", d.Name(), run, strings.Join(extra, "")), out)
+		if err != nil && !errors.Is(err, errRunLimit) {
 			return res, err
 		}
 		rcpu := recv.cpu() - r0
 		after := env.Topo.Link.Stats().AtoB
-		got, err := treeBytes(filepath.Join(root, job))
-		if err != nil || got < ds.Total {
+		res.Seconds = wall
+		cpuScale := 1.0
+		if errors.Is(err, errRunLimit) {
+			moved, files, _ := moved(filepath.Join(root, job), ds)
+			cpuScale = res.partial(ds, moved, files, wall)
+		} else if got, err := treeBytes(filepath.Join(root, job)); err != nil || got < ds.Total {
 			return res, fmt.Errorf("dtnflow-agent %s wrote %d bytes of %d (%v): %s", strings.Join(extra, " "), got, ds.Total, err, tail(out, 300))
 		}
 		_ = os.RemoveAll(filepath.Join(root, job))
 		_ = os.RemoveAll(filepath.Join(root, ".dtnflow", job))
-		res.Seconds = wall
 		res.LinkLost = after.LostSegments - before.LostSegments
 		res.LinkDropped = after.QueueDroppedSegments - before.QueueDroppedSegments
-		res.finish(env, scpu+rcpu)
+		res.finish(env, (scpu+rcpu)*cpuScale)
 		return res, nil
 	}
 
@@ -181,11 +186,14 @@ func parseAutoLog(out string) (probes []Result, plan DtnflowConfig) {
 		switch kv["msg"] {
 		case "Probe sample":
 			n, _ := strconv.Atoi(kv["streams"])
+			k, _ := strconv.Atoi(kv["stripes"])
+			k = max(k, 1)
 			buf, _ := strconv.ParseInt(kv["bufferBytes"], 10, 64)
+			secs, _ := strconv.ParseFloat(kv["seconds"], 64)
 			bps := parseHumanRate(kv["rate"])
 			if n > 0 && bps > 0 {
-				probes = append(probes, Result{Config: "probe " + kv["phase"], Streams: n, Stripes: 1, BufferBytes: buf,
-					Sample: true, BitsPerSecond: bps, Note: "memory-to-memory probe of send --auto"})
+				probes = append(probes, Result{Config: fmt.Sprintf("probe %s: %d stripe(s) × %d stream(s)", kv["phase"], k, n), Streams: k * n, Stripes: k,
+					BufferBytes: buf, Sample: true, BitsPerSecond: bps, Seconds: secs, Note: "probe sample of send --auto (" + kv["ended"] + ")"})
 			}
 		case "Planned":
 			plan.Stripes, _ = strconv.Atoi(kv["stripes"])

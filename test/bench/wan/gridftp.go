@@ -2,6 +2,7 @@ package wan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -189,20 +190,52 @@ func (g GridFTP) transfer(ctx context.Context, env *Env, srv *process, ds *Datas
 	}
 	before := env.Topo.Link.Stats().AtoB
 	s0 := srv.cpu()
-	wall, ccpu, _, err := runTimed(ctx, env.Dst, "globus-url-copy", args...)
-	if err != nil {
+	wall, ccpu, out, err := runTimed(ctx, env.Dst, "globus-url-copy", env.RunLimit, args...)
+	env.saveLog(fmt.Sprintf("%s-%s-%d", g.Name(), strings.ReplaceAll(cfg.String(), " ", ""), time.Now().UnixNano()), out)
+	if err != nil && !errors.Is(err, errRunLimit) {
 		return res, err
 	}
 	scpu := srv.cpu() - s0
 	after := env.Topo.Link.Stats().AtoB
-	if got, err := treeBytes(dst); err != nil || got != ds.Total {
+	res.Seconds = wall
+	cpuScale := 1.0
+	if errors.Is(err, errRunLimit) {
+		moved, files, _ := moved(dst, ds)
+		cpuScale = res.partial(ds, moved, files, wall)
+	} else if got, err := treeBytes(dst); err != nil || got != ds.Total {
 		return res, fmt.Errorf("globus-url-copy %s wrote %d bytes of %d (%v)", cfg, got, ds.Total, err)
 	}
-	res.Seconds = wall
 	res.LinkLost = after.LostSegments - before.LostSegments
 	res.LinkDropped = after.QueueDroppedSegments - before.QueueDroppedSegments
-	res.finish(env, ccpu+scpu)
+	res.finish(env, (ccpu+scpu)*cpuScale)
 	return res, nil
+}
+
+// moved is what a run stopped early had written under dir: the bytes of every regular
+// file, and how many files are complete (a dataset file name at its full size;
+// dtnflow's temporary names do not count).
+func moved(dir string, ds *Dataset) (int64, int, error) {
+	want := map[string]int64{}
+	for i, f := range ds.Files {
+		want[filepath.Base(f)] = ds.Sizes[i]
+	}
+	var n int64
+	complete := 0
+	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		n += fi.Size()
+		if size, ok := want[d.Name()]; ok && size == fi.Size() {
+			complete++
+		}
+		return nil
+	})
+	return n, complete, err
 }
 
 // treeBytes is the total size of the regular files under dir.

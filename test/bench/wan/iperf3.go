@@ -48,7 +48,7 @@ func (r Iperf3) once(ctx context.Context, env *Env, streams int) (Result, error)
 	}
 	res := Result{Tool: r.Name(), Streams: streams, Parallelism: streams, Chosen: true, Started: time.Now(),
 		Config: fmt.Sprintf("-P %d -t %d", streams, r.Seconds), Note: "memory to memory"}
-	_, ccpu, text, err := runTimed(ctx, env.Src, "iperf3", "-c", env.Dst.Addr.String(), "-p", port,
+	_, ccpu, text, err := runTimed(ctx, env.Src, "iperf3", 0, "-c", env.Dst.Addr.String(), "-p", port,
 		"-P", strconv.Itoa(streams), "-t", strconv.Itoa(r.Seconds), "-J")
 	if err != nil {
 		return res, err

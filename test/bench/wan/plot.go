@@ -78,11 +78,23 @@ func Plot(scenario string, linkBPS float64, rs []Result, path string) error {
 		}
 		var samples, chosen plotter.XYs
 		var sampleResults []Result
+		// send --auto fits its stream samples at the buffer it chose (one stripe);
+		// its buffer and stripe samples are drawn but not fitted
+		var autoBuffer int64 = -1
+		if tool == string(DtnflowAuto) {
+			for _, r := range byTool[tool] {
+				if r.Chosen {
+					autoBuffer = r.BufferBytes
+				}
+			}
+		}
 		for _, r := range byTool[tool] {
 			xy := plotter.XY{X: float64(max(1, r.Streams)), Y: r.BitsPerSecond / 1e6}
 			if r.Sample {
 				samples = append(samples, xy)
-				sampleResults = append(sampleResults, r)
+				if autoBuffer < 0 || (r.Stripes <= 1 && r.BufferBytes == autoBuffer) {
+					sampleResults = append(sampleResults, r)
+				}
 			}
 			if r.Chosen {
 				chosen = append(chosen, xy)

@@ -3,10 +3,12 @@ package wan
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,6 +38,11 @@ type Env struct {
 	// WorkDir is a scratch directory (tmpfs) runners write destinations under; they
 	// remove what they write.
 	WorkDir string
+	// LogDir, when set, receives the tools' own output, one file per run.
+	LogDir string
+	// RunLimit, when > 0, stops any one transfer that runs longer; its result is
+	// measured on what it moved by then and marked Partial.
+	RunLimit time.Duration
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -80,11 +87,17 @@ type Result struct {
 	CPUSecondsPerGB float64 `json:"cpuSecondsPerGB"`
 	// Retransmits and LinkLoss are what the path did meanwhile (TCP retransmissions
 	// where the tool reports them; the emulator's wire losses).
-	Retransmits int64     `json:"retransmits,omitempty"`
-	LinkLost    uint64    `json:"linkLostSegments"`
-	LinkDropped uint64    `json:"linkQueueDroppedSegments"`
-	Note        string    `json:"note,omitempty"`
-	Started     time.Time `json:"started"`
+	Retransmits int64  `json:"retransmits,omitempty"`
+	LinkLost    uint64 `json:"linkLostSegments"`
+	LinkDropped uint64 `json:"linkQueueDroppedSegments"`
+	// Partial marks a run stopped at the run limit: MovedBytes and MovedFiles are what
+	// it moved; Seconds (and TotalSeconds) the time the whole dataset would take at
+	// its rate, and CPUSecondsPerGB its CPU per byte moved.
+	Partial    bool      `json:"partial,omitempty"`
+	MovedBytes int64     `json:"movedBytes,omitempty"`
+	MovedFiles int       `json:"movedFiles,omitempty"`
+	Note       string    `json:"note,omitempty"`
+	Started    time.Time `json:"started"`
 }
 
 // finish fills the derived figures.
@@ -149,21 +162,60 @@ func (p *process) stop(grace time.Duration) {
 	}
 }
 
+// errRunLimit says a run was stopped at Env.RunLimit.
+var errRunLimit = errors.New("stopped at the run limit")
+
 // runTimed runs name in host to completion and returns wall seconds, CPU seconds
-// (its own and its children's) and its combined output.
-func runTimed(ctx context.Context, host topology.Host, name string, args ...string) (float64, float64, string, error) {
-	cmd := host.Command(ctx, name, args...)
+// (its own and its children's) and its combined output. With limit > 0 a run that
+// takes longer is killed and errRunLimit returned, with its wall and CPU time.
+func runTimed(ctx context.Context, host topology.Host, name string, limit time.Duration, args ...string) (float64, float64, string, error) {
+	rctx := ctx
+	if limit > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	cmd := host.Command(rctx, name, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t0 := time.Now()
 	err := cmd.Run()
 	wall := time.Since(t0).Seconds()
-	if err != nil {
-		return wall, 0, out.String(), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, tail(out.String(), 2000))
+	cpu := 0.0
+	if cmd.ProcessState != nil {
+		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	if err != nil && limit > 0 && rctx.Err() != nil && ctx.Err() == nil {
+		return wall, cpu, out.String(), errRunLimit
+	}
+	if err != nil {
+		return wall, cpu, out.String(), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, tail(out.String(), 2000))
+	}
 	return wall, cpu, out.String(), nil
+}
+
+// partial fills a result stopped at the run limit from what it moved (moved bytes in
+// files at the destination, of which files complete): the time the whole dataset
+// would take at its rate over the wall time. It returns the factor that turns the
+// run's CPU seconds into the whole dataset's (for finish).
+func (r *Result) partial(ds *Dataset, moved int64, files int, wall float64) float64 {
+	r.Partial, r.MovedBytes, r.MovedFiles = true, moved, files
+	r.Bytes, r.Files = ds.Total, ds.Count()
+	moved = max(moved, 1)
+	r.Seconds = wall * float64(ds.Total) / float64(moved)
+	r.Note = strings.TrimPrefix(r.Note+fmt.Sprintf("; stopped after %.0f s having moved %s (%d of %d files); time extrapolated from its rate",
+		wall, humanBytes(moved), files, ds.Count()), "; ")
+	return float64(ds.Total) / float64(moved)
+}
+
+// saveLog writes a run's output under env.LogDir.
+func (env *Env) saveLog(name, text string) {
+	if env.LogDir == "" {
+		return
+	}
+	_ = os.MkdirAll(env.LogDir, 0o755)
+	_ = os.WriteFile(filepath.Join(env.LogDir, sanitize(env.Scenario.Name()+"-"+name)+".log"), []byte(text), 0o644)
 }
 
 func tail(s string, n int) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -299,12 +300,15 @@ func TestRunnersOnATinyPath(t *testing.T) {
 }
 
 func TestParseAutoLog(t *testing.T) {
-	out := `time=2026-11-23T03:10:01.000Z level=INFO msg="Probe sample" phase=streams streams=1 bufferBytes=0 rate="432.1 Mbit/s" sourceMillicores=310 destinationMillicores=280
-time=2026-11-23T03:10:03.000Z level=INFO msg="Probe sample" phase=streams streams=4 bufferBytes=4194304 rate="1.02 Gbit/s" sourceMillicores=500 destinationMillicores=420
+	out := `time=2026-11-23T03:10:01.000Z level=INFO msg="Probe sample" phase=Buffer stripes=1 streams=1 bufferBytes=0 rate="432.1 Mbit/s" seconds=1.83 ended=Precise halfWidth=0.039 sourceMillicores=310 destinationMillicores=280
+time=2026-11-23T03:10:03.000Z level=INFO msg="Probe sample" phase=Streams stripes=1 streams=4 bufferBytes=4194304 rate="1.02 Gbit/s" seconds=2.03 ended=Ceiling halfWidth=0.282 sourceMillicores=500 destinationMillicores=420
+time=2026-11-23T03:10:03.500Z level=INFO msg="Probe sample" phase=Stripes stripes=2 streams=4 bufferBytes=4194304 rate="990.0 Mbit/s" seconds=1.42 ended=Decided halfWidth=0.107 sourceMillicores=86 destinationMillicores=207
 time=2026-11-23T03:10:04.000Z level=INFO msg=Planned stripes=2 streams=4 bufferBytes=4194304 predicted="950.0 Mbit/s" binding=path classes=1 reason="a \"quoted\" reason"
 Complete: 1 files, 4294967296 bytes in 40.1s (857.0 Mbit/s); this run sent 4294967296 bytes`
 	probes, plan := parseAutoLog(out)
-	if len(probes) != 2 || probes[0].Streams != 1 || probes[0].BitsPerSecond != 432.1e6 || probes[1].BitsPerSecond != 1.02e9 || probes[1].BufferBytes != 4<<20 || !probes[1].Sample {
+	if len(probes) != 3 || probes[0].Streams != 1 || probes[0].BitsPerSecond != 432.1e6 || probes[0].Seconds != 1.83 ||
+		probes[1].BitsPerSecond != 1.02e9 || probes[1].BufferBytes != 4<<20 || !probes[1].Sample ||
+		probes[2].Stripes != 2 || probes[2].Streams != 8 || !strings.Contains(probes[2].Note, "Decided") {
 		t.Errorf("probes: %+v", probes)
 	}
 	if plan != (DtnflowConfig{Stripes: 2, Streams: 4, Buffer: 4 << 20}) {
@@ -312,5 +316,46 @@ Complete: 1 files, 4294967296 bytes in 40.1s (857.0 Mbit/s); this run sent 42949
 	}
 	if kv := slogFields(`msg=Planned reason="a \"quoted\" reason" x=1`); kv["reason"] != `a "quoted" reason` || kv["x"] != "1" {
 		t.Errorf("fields: %v", kv)
+	}
+}
+
+func TestScenarioRatios(t *testing.T) {
+	row := func(sc, tool string, seconds, total float64) Result {
+		return Result{Scenario: sc, Tool: tool, Chosen: true, Seconds: seconds, TotalSeconds: total, Config: tool}
+	}
+	rs := []Result{
+		row("a", "gridftp-default", 80, 80), row("a", "gridftp-preset", 40, 40), row("a", "gridftp-grid", 36, 36),
+		row("a", "dtnflow-grid", 37, 37), row("a", "dtnflow-auto", 38, 38),
+		{Scenario: "a", Tool: "dtnflow-auto", Sample: true, Seconds: 2},         // a probe sample is not a row
+		row("b", "gridftp-default", 100, 100), row("b", "dtnflow-auto", 50, 50), // no grid: no best fixed
+		row("c", "gridftp-grid", 30, 30), // no auto: no ratios
+	}
+	got := ScenarioRatios(rs)
+	if len(got) != 2 || got[0].Best.Tool != "gridftp-grid" || math.Abs(got[0].AutoOverBest-36.0/38) > 1e-12 ||
+		got[0].AutoOverDefault != 80.0/38 || got[0].AutoOverPreset != 40.0/38 || got[0].AutoOverGridFTPBest != 36.0/38 ||
+		got[1].AutoOverBest != 0 || got[1].AutoOverDefault != 2 {
+		t.Fatalf("ratios %+v", got)
+	}
+	var b strings.Builder
+	if err := WriteRatios(&b, rs); err != nil || !strings.Contains(b.String(), "| a | gridftp-grid `gridftp-grid` (36.0 s) | 0.95× | 0.95× | 2.11× | 1.05× |") ||
+		!strings.Contains(b.String(), "| b | ") || strings.Contains(b.String(), "| c |") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+func TestPartialRun(t *testing.T) {
+	ds := &Dataset{Files: []string{"d000/f000000.bin", "d000/f000001.bin", "d000/f000002.bin", "d000/f000003.bin"}, Sizes: []int64{100, 100, 100, 100}, Total: 400}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "x", "d000"), 0o755)
+	os.WriteFile(filepath.Join(dir, "x", "d000", "f000000.bin"), make([]byte, 100), 0o644)
+	os.WriteFile(filepath.Join(dir, "x", "d000", ".f000001.bin.job.dtnpart"), make([]byte, 60), 0o644) // half way, not complete
+	n, files, err := moved(dir, ds)
+	if err != nil || n != 160 || files != 1 {
+		t.Fatalf("moved = %d, %d, %v; want 160 bytes, 1 file", n, files, err)
+	}
+	var r Result
+	scale := r.partial(ds, n, files, 20)
+	if !r.Partial || r.Seconds != 50 || r.Bytes != 400 || r.MovedBytes != 160 || r.MovedFiles != 1 || scale != 2.5 || !strings.Contains(r.Note, "extrapolated") {
+		t.Fatalf("partial: %+v, scale %g", r, scale)
 	}
 }

@@ -64,6 +64,7 @@ func run() error {
 	mtu := flag.Int("mtu", 9000, "MTU of the path")
 	realtime := flag.Bool("realtime", true, "run the emulator's threads under SCHED_FIFO")
 	timeout := flag.Duration("timeout", 4*time.Hour, "the whole run's bound")
+	runLimit := flag.Duration("run-limit", 0, "stop any one transfer after this long and extrapolate its time from what it moved (0: none)")
 	var sysctls []string
 	flag.Func("sysctl", "key=value set in every host (repeatable), e.g. net.ipv4.tcp_wmem=4096 16384 67108864", func(s string) error {
 		sysctls = append(sysctls, s)
@@ -220,7 +221,7 @@ func run() error {
 	_, err = wan.Run(ctx, wan.Options{
 		Scenarios: wan.Matrix(rateList, rttList, lossList, queueList, dsList, crossList),
 		Runners:   runners, WorkDir: *work, OutDir: *out, SampleSeconds: *sampleSeconds,
-		MTU: *mtu, Realtime: *realtime, HostSysctls: hostSysctls, Log: os.Stderr,
+		MTU: *mtu, Realtime: *realtime, HostSysctls: hostSysctls, Log: os.Stderr, RunLimit: *runLimit,
 	})
 	if md, rerr := os.ReadFile(filepath.Join(*out, "results.md")); rerr == nil {
 		fmt.Print(string(md))
