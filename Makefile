@@ -55,7 +55,7 @@ verify: manifests generate chart-sync ## Fail when generated files, formatting o
 ##@ Tests
 
 .PHONY: test
-test: verify vet test-unit test-integration ## Everything CI runs: verify, unit and integration tests.
+test: verify vet test-unit test-integration test-e2e ## Everything CI runs: verify, unit, integration and e2e tests (the e2e on the local cluster).
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no API server).
