@@ -214,6 +214,9 @@ type ProbeStep struct {
 //     beats it by more than Plateau: the paper predates autotuning, which grows a
 //     stream's buffers up to the kernel's ceiling by itself, so a fixed buffer is only
 //     worth its cost (it switches autotuning off) where it reaches beyond that ceiling.
+//     With RTT known, the fixed sizes that cannot beat autotuning are not sampled at
+//     all (see RTT), and the sweep stops at the first fixed size that does not beat
+//     it.
 //  2. Stream phase: ExpSelection at the chosen buffer; the one-stream sample of the
 //     buffer phase is reused.
 //
@@ -225,6 +228,25 @@ type Prober struct {
 	BufferSizes []int64
 	// Plateau is the relative gain that ends the buffer phase; 0 means DefaultPlateau.
 	Plateau float64
+	// RTT is the path's round-trip time, 0 when unknown. With autotuning among the
+	// BufferSizes and measured, it skips every fixed size b whose window could not
+	// carry more than autotuning's one-stream rate A by Plateau: b·8/RTT ≤ (1+Plateau)·A.
+	//
+	// Why: one stream moves at most a window per round trip, and Linux gives a socket
+	// buffer of b (SO_SNDBUF/SO_RCVBUF) a window of at least b (it doubles the request
+	// and keeps at least half of it for data; the operator's probes measured 64 KiB at
+	// 18 Mbit/s over 29 ms, a window of 1.04·b). Such a size cannot gain more than the
+	// plateau over autotuning, and chooseBuffer prefers autotuning to any fixed size
+	// within the plateau, so sampling it cannot change the choice; DADC'09's sweep
+	// climbs through those sizes only because its hosts had nothing better than them.
+	// The sweep then starts at the first size whose window reaches beyond autotuning's
+	// rate, and stops early, at that size already, when it does not beat autotuning:
+	// its window could carry more than it moved, so its rate is bound by the path,
+	// loss or CPU, which a larger buffer does not lift (the paper's plateau, "the
+	// throughput stops increasing", read with autotuning as the step below it).
+	// Without RTT the sizes are taken as given (callers such as send --auto list only
+	// sizes beyond autotuning's ceiling).
+	RTT time.Duration
 	// Streams is the stream stepper of phase 2.
 	Streams ExpSelection
 }
@@ -283,6 +305,7 @@ func (p Prober) Buffer(samples []Sample) (bufferBytes int64, settled bool) {
 			measured[s.BufferBytes] = 0
 		}
 	}
+	sizes = p.beyondAutotuning(sizes, measured, plateau, withAutotuning)
 	prev, havePrev := 0.0, false
 	for _, b := range sizes {
 		if b < 0 {
@@ -315,4 +338,21 @@ func (p Prober) Buffer(samples []Sample) (bufferBytes int64, settled bool) {
 		return 0, true
 	}
 	return chosen, true
+}
+
+// beyondAutotuning drops the fixed sizes whose window cannot carry more than
+// autotuning's measured one-stream rate by the plateau (see Prober.RTT); sizes is
+// returned as it is until autotuning has a usable rate, or without RTT.
+func (p Prober) beyondAutotuning(sizes []int64, measured map[int64]float64, plateau float64, withAutotuning bool) []int64 {
+	auto, ok := measured[0]
+	if !withAutotuning || p.RTT <= 0 || !ok || !usable(auto) {
+		return sizes
+	}
+	out := sizes[:0]
+	for _, b := range sizes {
+		if b == 0 || float64(b)*8/p.RTT.Seconds() > (1+plateau)*auto {
+			out = append(out, b)
+		}
+	}
+	return out
 }

@@ -232,3 +232,91 @@ func TestProberAutotuningCandidate(t *testing.T) {
 		}
 	}
 }
+
+// TestProberRTTSkipsSizesBelowAutotuning: with the RTT known, the fixed sizes whose
+// window cannot carry more than autotuning's rate are not sampled, the sweep stops at
+// the first size that does not beat autotuning, and the buffer chosen is the one the
+// paper's full sweep would choose, or autotuning where no fixed size beats it by more
+// than the plateau. The path is physical: one stream moves min(capacity, window/RTT)
+// per stream, a fixed buffer b has a window of b, autotuning a window up to its
+// ceiling.
+func TestProberRTTSkipsSizesBelowAutotuning(t *testing.T) {
+	ladder := BufferCandidates(0, 0) // 64 KiB … 16 MiB
+	cases := map[string]struct {
+		capacity   float64
+		rtt        time.Duration
+		autoWindow float64 // bytes autotuning grows a window to
+		sizes      []int64
+		noRTT      bool
+		wantBuffer []int64 // the one-stream buffer samples, in order
+		wantChosen int64
+	}{
+		// 3 MB of autotuning at 50 ms: 480 Mbit/s; 4 MiB is the first size whose
+		// window carries more (671 Mbit/s), 8 MiB fills the link, 16 MiB adds nothing
+		"autotuning capped below the BDP": {capacity: 950e6, rtt: 50 * time.Millisecond, autoWindow: 3e6, sizes: ladder,
+			wantBuffer: []int64{0, 4 << 20, 8 << 20, 16 << 20}, wantChosen: 8 << 20},
+		// autotuning fills the link: 8 MiB is the first size that could do more, and
+		// does not; the sweep stops there
+		"autotuning fills the path": {capacity: 950e6, rtt: 50 * time.Millisecond, autoWindow: 8e6, sizes: ladder,
+			wantBuffer: []int64{0, 8 << 20}, wantChosen: 0},
+		// no candidate's window reaches beyond autotuning's rate: autotuning alone
+		"no size beyond autotuning": {capacity: 950e6, rtt: 50 * time.Millisecond, autoWindow: 8e6, sizes: BufferCandidates(0, 4<<20),
+			wantBuffer: []int64{0}, wantChosen: 0},
+		// a short fast path: from 256 KiB up every window outruns the link
+		"short path": {capacity: 9.5e9, rtt: 200 * time.Microsecond, autoWindow: 6e6, sizes: ladder,
+			wantBuffer: []int64{0, 256 << 10}, wantChosen: 0},
+		// without the RTT the sizes are taken as given: the first (64 KiB) does not
+		// beat autotuning and ends the sweep, which is why a caller without the RTT
+		// lists only sizes beyond autotuning's ceiling
+		"RTT unknown": {capacity: 950e6, rtt: 50 * time.Millisecond, autoWindow: 3e6, sizes: ladder, noRTT: true,
+			wantBuffer: []int64{0, 64 << 10}, wantChosen: 0},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			rate := func(streams int, buffer int64) float64 {
+				window := c.autoWindow
+				if buffer > 0 {
+					window = float64(buffer)
+				}
+				return math.Min(c.capacity, float64(streams)*window*8/c.rtt.Seconds())
+			}
+			run := func(p Prober) (buffers []int64, samples []Sample) {
+				for step := p.Next(nil); step.Phase != PhaseDone; step = p.Next(samples) {
+					if len(samples) > 30 {
+						t.Fatalf("probe did not finish: %v", samples)
+					}
+					if step.Phase == PhaseBuffer {
+						buffers = append(buffers, step.BufferBytes)
+					}
+					samples = append(samples, Sample{Streams: step.Streams, BufferBytes: step.BufferBytes, BitsPerSecond: rate(step.Streams, step.BufferBytes)})
+				}
+				return buffers, samples
+			}
+			p := Prober{BufferSizes: append([]int64{0}, c.sizes...), RTT: c.rtt, Streams: ExpSelection{MaxStreams: 8}}
+			if c.noRTT {
+				p.RTT = 0
+			}
+			buffers, samples := run(p)
+			if !reflect.DeepEqual(buffers, c.wantBuffer) {
+				t.Errorf("buffer samples %v, want %v", buffers, c.wantBuffer)
+			}
+			if b, settled := p.Buffer(samples); !settled || b != c.wantChosen {
+				t.Errorf("Buffer = %d (%v), want %d", b, settled, c.wantChosen)
+			}
+			if c.noRTT {
+				return
+			}
+			// the paper's sweep alone, without autotuning: the same choice whenever
+			// a fixed size beats autotuning by more than the plateau, with more samples
+			paper := Prober{BufferSizes: c.sizes, Streams: ExpSelection{MaxStreams: 8}}
+			paperBuffers, paperSamples := run(paper)
+			fixed, _ := paper.Buffer(paperSamples)
+			if beats := rate(1, fixed) > (1+DefaultPlateau)*rate(1, 0); beats != (c.wantChosen != 0) || beats && fixed != c.wantChosen {
+				t.Errorf("chose %d; the paper's sweep chose %d (%.0f bit/s against autotuning's %.0f)", c.wantChosen, fixed, rate(1, fixed), rate(1, 0))
+			}
+			if len(buffers) > len(paperBuffers) {
+				t.Errorf("%d buffer samples, the paper's sweep %d", len(buffers), len(paperBuffers))
+			}
+		})
+	}
+}
