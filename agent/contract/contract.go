@@ -193,8 +193,12 @@ type Sample struct {
 	SourceMillicores      int64 `json:"sourceMillicores"`
 	DestinationMillicores int64 `json:"destinationMillicores"`
 	// LossPPM is retransmitted segments per million sent while the sample ran.
-	LossPPM int64     `json:"lossPPM,omitempty"`
-	Time    time.Time `json:"time"`
+	LossPPM int64 `json:"lossPPM,omitempty"`
+	// RTTMicros is the smallest round-trip time the sample's streams saw (0: not
+	// measured). The probe planner reads the path's RTT from it, so that it stays
+	// stateless (optimizer.Prober.RTT).
+	RTTMicros int64     `json:"rttMicros,omitempty"`
+	Time      time.Time `json:"time"`
 }
 
 // StripeReport is one stripe as its coordinator sees it.

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
@@ -166,6 +167,7 @@ func (r *Runner) runProbe(ctx context.Context, d contract.ProbeDirective) {
 		}
 		c.AddSample(res.Sample)
 		c.log.Info("Probe sample", "streams", res.Sample.Streams, "bufferBytes", res.Sample.BufferBytes, "rate", HumanRate(res.Sample.BitsPerSecond),
+			"seconds", math.Round(res.Seconds*100)/100, "settled", res.Settled, "rttMicros", res.Sample.RTTMicros,
 			"sourceMillicores", res.Sample.SourceMillicores, "destinationMillicores", res.Sample.DestinationMillicores)
 	}
 }

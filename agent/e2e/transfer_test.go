@@ -390,11 +390,16 @@ func TestPlanWhatIf(t *testing.T) {
 	}
 }
 
-var phaseRE = regexp.MustCompile(`"phase": "(\w+)"`)
+var (
+	phaseRE     = regexp.MustCompile(`"phase": "(\w+)"`)
+	sampleLogRE = regexp.MustCompile(`msg="Probe sample" .*seconds=([0-9.]+) settled=(true|false)`)
+)
 
 // TestDirectives drives a coordinator the way the controller does, through its
 // directive (here a file instead of the pod annotation): Probe takes samples with
-// the optimizer's stepper and ends Probed, holding the data; Transfer moves it.
+// the optimizer's stepper, each ending as soon as its rate settles (well before the
+// directive's sampleSeconds, its ceiling), and ends Probed, holding the data;
+// Transfer moves it.
 func TestDirectives(t *testing.T) {
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
@@ -402,7 +407,8 @@ func TestDirectives(t *testing.T) {
 	makeTree(t, src, 10, mixed("d", 30, 1, 2<<20))
 	key := writeSecret(t, dir, "key", secret)
 	directive := filepath.Join(dir, "directive.json")
-	os.WriteFile(directive, []byte(`{"generation": 1, "mode": "Probe", "probe": {"maxStreams": 4, "sampleSeconds": 1}}`), 0o644)
+	const sampleSeconds = 10
+	os.WriteFile(directive, []byte(fmt.Sprintf(`{"generation": 1, "mode": "Probe", "probe": {"maxStreams": 4, "sampleSeconds": %d}}`, sampleSeconds)), 0o644)
 	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
 	raddr := recv.waitListening()
 	co := start(t, nil, append([]string{"coordinate", "--listen", "127.0.0.1:0", "--root", src, "--secret-file", key, "--path", "d",
@@ -434,6 +440,16 @@ func TestDirectives(t *testing.T) {
 	}
 	if len(st.Samples) < 3 || st.Samples[0].Streams != 1 || st.Samples[1].Streams != 2 || st.Samples[0].BitsPerSecond <= 0 {
 		t.Fatalf("probe samples %+v, want ExpSelection's 1, 2, 4 …", st.Samples)
+	}
+	// a settled sample ends early: on loopback within settle's smallest ceiling (2 s)
+	logged := sampleLogRE.FindAllStringSubmatch(co.output(), -1)
+	if len(logged) != len(st.Samples) {
+		t.Fatalf("%d samples logged, %d reported:\n%s", len(logged), len(st.Samples), co.output())
+	}
+	for _, m := range logged {
+		if secs, err := strconv.ParseFloat(m[1], 64); err != nil || secs >= sampleSeconds {
+			t.Errorf("a sample ran %s s, its whole ceiling of %d s: %s", m[1], sampleSeconds, m[0])
+		}
 	}
 	if st.FilesDone != 0 || st.Dataset.Files != 33 {
 		t.Fatalf("while probing: %d files done (want 0), dataset %d files (want 33)", st.FilesDone, st.Dataset.Files)

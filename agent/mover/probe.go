@@ -241,7 +241,7 @@ func Probe(ctx context.Context, addr string, secret []byte, o ProbeOptions) (Pro
 	}
 	return ProbeResult{
 		Sample: contract.Sample{Streams: o.Streams, BufferBytes: o.BufferBytes, BitsPerSecond: int64(bps),
-			SourceMillicores: int64(cpu / el * 1000), DestinationMillicores: int64(dcpu / el * 1000), Time: t0.UTC()},
+			SourceMillicores: int64(cpu / el * 1000), DestinationMillicores: int64(dcpu / el * 1000), RTTMicros: minRTT.Microseconds(), Time: t0.UTC()},
 		Bytes: total, Seconds: el, SourceCPUSeconds: cpu, DestinationCPUSeconds: dcpu, Settled: settled != nil && settled.Settled,
 		HalfWidth: halfWidthOf(settled),
 		MinRTT:    minRTT, PeerLimits: peerLimits.Load(),

@@ -272,11 +272,20 @@ type StripeStats struct {
 type ProbeRequest struct {
 	Streams     int32 `json:"streams"`
 	BufferBytes int64 `json:"bufferBytes,omitempty"`
-	Seconds     int32 `json:"seconds"`
+	// Seconds is how long the sample runs, or with Settle its ceiling.
+	Seconds int32 `json:"seconds"`
+	// Settle ends the sample as soon as its rate is precise (package settle) and
+	// reports that rate, slow start left out. Absent (an older coordinator), the
+	// sample runs its whole Seconds and reports the rate over all of it.
+	Settle bool `json:"settle,omitempty"`
 }
 
 // ProbeResult is one sample.
 type ProbeResult struct {
 	Sample contract.Sample `json:"sample"`
 	Error  string          `json:"error,omitempty"`
+	// Seconds is how long the sample ran; Settled says it ended on a settled rate
+	// rather than at its ceiling (absent from older senders).
+	Seconds float64 `json:"seconds,omitempty"`
+	Settled bool    `json:"settled,omitempty"`
 }

@@ -62,6 +62,24 @@ func TestReaderRefusesOversizedLengths(t *testing.T) {
 	}
 }
 
+// TestProbeRequestSettle: a request from an older coordinator, without settle, keeps
+// the fixed-length sample; settle survives the round trip.
+func TestProbeRequestSettle(t *testing.T) {
+	var old ProbeRequest
+	if err := DecodeJSON([]byte(`{"streams":2,"bufferBytes":65536,"seconds":5}`), &old); err != nil || old.Settle ||
+		old != (ProbeRequest{Streams: 2, BufferBytes: 64 << 10, Seconds: 5}) {
+		t.Errorf("older request decoded as %+v (%v)", old, err)
+	}
+	var buf bytes.Buffer
+	want := ProbeRequest{Streams: 4, Seconds: 5, Settle: true}
+	NewWriter(&buf).WriteJSON(TypeProbeRequest, want)
+	h, meta, err := NewReader(&buf).Next()
+	var got ProbeRequest
+	if err != nil || h.Type != TypeProbeRequest || DecodeJSON(meta, &got) != nil || got != want {
+		t.Errorf("round trip: %+v (%v), want %+v", got, err, want)
+	}
+}
+
 // FuzzReader feeds arbitrary bytes to the decoder: it must never panic, and never
 // hold a meta buffer larger than the limits allow.
 func FuzzReader(f *testing.F) {
@@ -72,6 +90,8 @@ func FuzzReader(f *testing.F) {
 	w.WriteFrame(TypeBlock, BlockMeta{Chunk: 1, Offset: 8, CRC: 5}.Put(make([]byte, 32)), []byte("zz"))
 	w.WriteJSON(TypeChunkOpen, ChunkOpen{ID: 1, Path: "x", Length: 10})
 	w.WriteJSON(TypeResult, Results{Results: []Result{{Unit: 1, OK: true}}})
+	w.WriteJSON(TypeProbeRequest, ProbeRequest{Streams: 2, BufferBytes: 1 << 20, Seconds: 5, Settle: true})
+	w.WriteJSON(TypeProbeResult, ProbeResult{Seconds: 1.5, Settled: true})
 	f.Add(seed.Bytes())
 	f.Add([]byte{0x41, 0, 0, 0, 0, 0, 0, 36, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -101,6 +121,12 @@ func FuzzReader(f *testing.F) {
 				DecodeJSON(meta, &m)
 			case TypeSummary:
 				var m Summary
+				DecodeJSON(meta, &m)
+			case TypeProbeRequest:
+				var m ProbeRequest
+				DecodeJSON(meta, &m)
+			case TypeProbeResult:
+				var m ProbeResult
 				DecodeJSON(meta, &m)
 			}
 			if h.DataLen > 0 {

@@ -27,20 +27,37 @@ func toOptimizer(ss []contract.Sample) []optimizer.Sample {
 	return out
 }
 
-// prober is the optimizer's buffer-first, then ExpSelection, probe stepper.
-func prober(d contract.ProbeDirective) optimizer.Prober {
-	return optimizer.Prober{BufferSizes: d.BufferBytes, Streams: optimizer.ExpSelection{MaxStreams: int(d.MaxStreams)}}
+// prober is the optimizer's buffer-first, then ExpSelection, probe stepper, with the
+// path's RTT as the samples so far measured it (the smallest), so that with
+// autotuning among the directive's buffers the sizes autotuning already outruns are
+// not sampled (optimizer.Prober.RTT).
+func prober(d contract.ProbeDirective, samples []contract.Sample) optimizer.Prober {
+	return optimizer.Prober{BufferSizes: d.BufferBytes, RTT: minRTT(samples), Streams: optimizer.ExpSelection{MaxStreams: int(d.MaxStreams)}}
+}
+
+// minRTT is the smallest RTT the samples saw, 0 when none says.
+func minRTT(samples []contract.Sample) time.Duration {
+	var rtt time.Duration
+	for _, s := range samples {
+		if d := time.Duration(s.RTTMicros) * time.Microsecond; d > 0 && (rtt == 0 || d < rtt) {
+			rtt = d
+		}
+	}
+	return rtt
 }
 
 // probePlanner is the coordinator's probe sequence: the optimizer's stepper, which is
-// stateless, so a replaced coordinator carries on from the samples it reports.
+// stateless, so a replaced coordinator carries on from the samples it reports. Every
+// sample ends as soon as its rate has settled, with SampleSeconds as its ceiling: a
+// fixed-length sample spends most of its time re-measuring a rate already known
+// (SampleSeconds is at least 5 s; a settled sample on a 50 ms path ends within 2 s).
 func probePlanner() coord.ProbePlanner {
 	return func(d contract.ProbeDirective, samples []contract.Sample) (wire.ProbeRequest, bool) {
-		step := prober(d).Next(toOptimizer(samples))
+		step := prober(d, samples).Next(toOptimizer(samples))
 		if step.Phase == optimizer.PhaseDone {
 			return wire.ProbeRequest{}, true
 		}
-		return wire.ProbeRequest{Streams: int32(step.Streams), BufferBytes: step.BufferBytes, Seconds: max(d.SampleSeconds, 1)}, false
+		return wire.ProbeRequest{Streams: int32(step.Streams), BufferBytes: step.BufferBytes, Seconds: max(d.SampleSeconds, 1), Settle: true}, false
 	}
 }
 
