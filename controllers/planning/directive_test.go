@@ -73,22 +73,40 @@ func TestProbeDirective(t *testing.T) {
 	sample := func(streams int32) v1alpha1.ProbeSample {
 		return v1alpha1.ProbeSample{Streams: streams, BufferBytes: 1 << 20, BitsPerSecond: int64(stripeRate(int(streams), 1<<20))}
 	}
+	// a profile whose cold probe kept autotuning (bufferBytes 0): 8 MiB did not beat it
+	autotuned := func(streams ...int32) *v1alpha1.PathProfile {
+		p := fresh(v1alpha1.ProbeSample{Streams: 1, BufferBytes: 8 << 20, BitsPerSecond: 900e6})
+		p.Status.BufferBytes = 0
+		for _, n := range streams {
+			p.Status.Samples = append(p.Status.Samples, v1alpha1.ProbeSample{Streams: n, BitsPerSecond: 900e6})
+		}
+		return p
+	}
+	autotuningThenSweep := func(prior, max int64) []int64 { return append([]int64{0}, optimizer.BufferCandidates(prior, max)...) }
 	tests := map[string]struct {
 		in   ProbeInput
 		want *contract.ProbeDirective
 	}{
 		"fixed: no probe": {ProbeInput{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningFixed}}, nil},
-		// 10 Gbit/s × 2 ms = 2.5 MB: buffers from 256 KiB to 8 MiB; 50 × 2 ms < 5 s
+		// autotuning first, then 10 Gbit/s × 2 ms = 2.5 MB: buffers from 256 KiB to
+		// 8 MiB; 50 × 2 ms < 5 s
 		"cold, BDP known": {ProbeInput{Tuning: auto, NICBitsPerSecond: 10e9, RTT: 2 * time.Millisecond},
-			&contract.ProbeDirective{MaxStreams: 32, SampleSeconds: 5, BufferBytes: []int64{256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20}}},
+			&contract.ProbeDirective{MaxStreams: 32, SampleSeconds: 5, BufferBytes: []int64{0, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20}}},
 		"cold, nothing known, long path": {ProbeInput{Tuning: v1alpha1.TransferTuning{}, RTT: 300 * time.Millisecond},
-			&contract.ProbeDirective{MaxStreams: 64, SampleSeconds: 15, BufferBytes: optimizer.BufferCandidates(0, 0)}},
+			&contract.ProbeDirective{MaxStreams: 64, SampleSeconds: 15, BufferBytes: autotuningThenSweep(0, 0)}},
+		"cold, kernel maximum": {ProbeInput{Tuning: auto, MaxBufferBytes: 4 << 20},
+			&contract.ProbeDirective{MaxStreams: 32, SampleSeconds: 5, BufferBytes: autotuningThenSweep(0, 4<<20)}},
 		// a fresh profile whose samples complete ExpSelection: nothing to measure
 		"fresh and complete": {ProbeInput{Tuning: auto, Now: now, Profile: fresh(sample(1), sample(2), sample(4), sample(8))}, nil},
 		"fresh, partial": {ProbeInput{Tuning: auto, Now: now, Profile: fresh(sample(2), sample(1))},
 			&contract.ProbeDirective{MaxStreams: 32, SampleSeconds: 5, BufferBytes: []int64{1 << 20}, KnownStreams: []int32{1, 2}}},
 		"stale profile is cold": {ProbeInput{Tuning: auto, Now: now.Add(48 * time.Hour), Profile: fresh(sample(1), sample(2), sample(4), sample(8))},
-			&contract.ProbeDirective{MaxStreams: 32, SampleSeconds: 5, BufferBytes: optimizer.BufferCandidates(0, 0)}},
+			&contract.ProbeDirective{MaxStreams: 32, SampleSeconds: 5, BufferBytes: autotuningThenSweep(0, 0)}},
+		// a profile that chose autotuning: its stream samples at 0 complete the probe
+		"fresh with autotuning, complete": {ProbeInput{Tuning: auto, Now: now, Profile: autotuned(1, 2, 4)}, nil},
+		// … or leave the rest to measure with autotuning: no buffer phase at all
+		"fresh with autotuning, partial": {ProbeInput{Tuning: auto, Now: now, Profile: autotuned(1)},
+			&contract.ProbeDirective{MaxStreams: 32, SampleSeconds: 5, KnownStreams: []int32{1}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -122,5 +140,10 @@ func TestLearn(t *testing.T) {
 	}
 	if len(prev.Samples) != 60 || len(prev.ContributingJobs) != 2 {
 		t.Error("Learn modified its input")
+	}
+	// a plan that kept autotuning replaces a fixed buffer learned before: 0 is a choice
+	plan.BufferBytes = 0
+	if again := Learn(got, "c/three", &plan, nil, 4e9, now); again.BufferBytes != 0 {
+		t.Errorf("after a plan with autotuning the profile's buffer is %d, want 0", again.BufferBytes)
 	}
 }

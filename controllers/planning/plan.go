@@ -100,15 +100,22 @@ func (in Input) warm() (optimizer.Warm, []string) {
 
 // sampledProber is a Prober over the buffer sizes the samples were actually taken
 // with, so that the plan settles on the buffer the probe settled on whatever list the
-// directive gave.
+// directive gave. A one-stream sample with autotuning (0) next to fixed sizes makes
+// autotuning a candidate, as the directive made it; alone it changes nothing (the
+// buffer is autotuning either way). Every size listed was measured, so the choice is
+// the plateau choice over all of them (a profile's older samples at sizes the
+// coordinator now skips included) and needs no RTT.
 func sampledProber(samples []optimizer.Sample, limits optimizer.Limits) optimizer.Prober {
 	seen := map[int64]bool{}
 	var sizes []int64
 	for _, s := range samples {
-		if s.Streams == 1 && s.BufferBytes > 0 && !seen[s.BufferBytes] {
+		if s.Streams == 1 && s.BufferBytes >= 0 && !seen[s.BufferBytes] {
 			seen[s.BufferBytes] = true
 			sizes = append(sizes, s.BufferBytes)
 		}
+	}
+	if len(sizes) == 1 && sizes[0] == 0 {
+		sizes = nil
 	}
 	sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
 	return optimizer.Prober{BufferSizes: sizes, Streams: optimizer.ExpSelection{MaxStreams: limits.MaxStreamsPerStripe}}

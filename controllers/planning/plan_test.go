@@ -3,6 +3,7 @@ package planning
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,11 +32,16 @@ func stripeRate(streams int, buffer int64) float64 {
 	return r
 }
 
-// probe runs the optimizer's stepper as a coordinator would and returns the samples as
-// the controller stores them (v1alpha1.ProbeSample), CPU included.
+// pathRTT is the test path's round-trip time: a 1 MiB window carries the one-stream
+// peak of stripeRate in it (stripeRate's buffers below 1 MiB are window-bound).
+var pathRTT = time.Duration(float64(1<<20) * 8 / stripeRate(1, 1<<20) * float64(time.Second))
+
+// probe runs the optimizer's stepper as a coordinator would, the path's RTT known
+// from its first sample, and returns the samples as the controller stores them
+// (v1alpha1.ProbeSample), CPU included.
 func probe(t *testing.T, d *contract.ProbeDirective) []v1alpha1.ProbeSample {
 	t.Helper()
-	p := optimizer.Prober{BufferSizes: d.BufferBytes, Streams: optimizer.ExpSelection{MaxStreams: int(d.MaxStreams)}}
+	p := optimizer.Prober{BufferSizes: d.BufferBytes, RTT: pathRTT, Streams: optimizer.ExpSelection{MaxStreams: int(d.MaxStreams)}}
 	var samples []contract.Sample
 	for i := 0; i < 40; i++ {
 		step := p.Next(SamplesFromContract(samples))
@@ -79,6 +85,17 @@ func dataset(t *testing.T) *contract.Dataset {
 func TestPlanAuto(t *testing.T) {
 	d := ProbeDirective(ProbeInput{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto}, NICBitsPerSecond: 10e9, RTT: 2 * time.Millisecond})
 	samples := probe(t, d)
+	// autotuning (60 % of the peak) first, then only the sizes whose window outruns
+	// it: 1 MiB (the plateau) and 2 MiB (no gain); 256 and 512 KiB are not sampled
+	var buffers []int64
+	for _, s := range samples {
+		if s.Streams == 1 {
+			buffers = append(buffers, s.BufferBytes)
+		}
+	}
+	if want := []int64{0, 1 << 20, 2 << 20}; !slices.Equal(buffers, want) {
+		t.Errorf("one-stream samples at buffers %v, want %v", buffers, want)
+	}
 	in := Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto, Limits: &v1alpha1.TuningLimits{MaxNodes: ptr[int32](2), MaxConcurrency: ptr[int32](8)}},
 		Samples: samples, SourceNodes: tenGigNodes("src-", 3), DestinationNodes: tenGigNodes("dst-", 3), Dataset: dataset(t), RTT: 2 * time.Millisecond}
 	plan, err := Plan(in)

@@ -45,13 +45,25 @@ type ProbeInput struct {
 // ProbeDirective says how to probe a job's path, or nil when no probe is needed: Fixed
 // mode, or a fresh profile whose samples already complete the probe.
 //
-// The probe is DADC'09 §4.2.2, buffer first, then streams (optimizer.Prober): buffers
-// from optimizer.BufferCandidates around the BDP (NIC × RTT, BDP2 of §2) when known,
-// then ExpSelection up to maxStreamsPerStripe. With a fresh profile only its buffer is
-// sampled (if it chose one) and the stream counts it holds are passed as KnownStreams.
-// SampleSeconds is 50 round trips, at least 5 s and at most 30 s: long enough for
-// slow start to finish on a long path, short enough for a quick probe (the papers
-// sample with fixed-size transfers and do not give a duration).
+// The probe is DADC'09 §4.2.2, buffer first, then streams (optimizer.Prober): kernel
+// autotuning (0) as a buffer candidate of its own, then the fixed buffers from
+// optimizer.BufferCandidates around the BDP (NIC × RTT, BDP2 of §2) when known, then
+// ExpSelection up to maxStreamsPerStripe. With a fresh profile only its buffer is
+// sampled (if it chose a fixed one) and the stream counts it holds are passed as
+// KnownStreams. SampleSeconds is 50 round trips, at least 5 s and at most 30 s: long
+// enough for slow start to finish on a long path; the coordinator's samples end
+// earlier, as soon as their rate has settled, and SampleSeconds is their ceiling (the
+// papers sample with fixed-size transfers and do not give a duration).
+//
+// Autotuning is listed because the paper predates it: its sweep climbs from buffers
+// too small for the path because its hosts had nothing better, while today's kernels
+// grow each stream's buffers themselves. Sampled first, autotuning's one-stream rate
+// and the path's RTT tell the coordinator which fixed sizes could beat it at all
+// (optimizer.Prober.RTT): the others are not sampled, and the sweep over the rest
+// keeps the paper's order and plateau rule. On bench-cluster's path the cold probe
+// took 7 buffer samples from 64 KiB up; with autotuning first it takes autotuning and
+// the sizes from the BDP's neighbourhood up. The controller cannot filter the sizes
+// itself: it knows neither the RTT before the probe nor the nodes' kernel limits.
 func ProbeDirective(in ProbeInput) *contract.ProbeDirective {
 	if in.Tuning.Mode == v1alpha1.TuningFixed {
 		return nil
@@ -80,7 +92,7 @@ func ProbeDirective(in ProbeInput) *contract.ProbeDirective {
 		return d
 	}
 	prior := optimizer.BDPPrior(optimizer.PathEstimate{CapacityBitsPerSecond: float64(in.NICBitsPerSecond), RTTMin: in.RTT})
-	d.BufferBytes = optimizer.BufferCandidates(prior, in.MaxBufferBytes)
+	d.BufferBytes = append([]int64{0}, optimizer.BufferCandidates(prior, in.MaxBufferBytes)...)
 	return d
 }
 
