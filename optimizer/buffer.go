@@ -233,17 +233,21 @@ type Prober struct {
 	// carry more than autotuning's one-stream rate A by Plateau: b·8/RTT ≤ (1+Plateau)·A.
 	//
 	// Why: one stream moves at most a window per round trip, and Linux gives a socket
-	// buffer of b (SO_SNDBUF/SO_RCVBUF) a window of at least b (it doubles the request
-	// and keeps at least half of it for data; the operator's probes measured 64 KiB at
-	// 18 Mbit/s over 29 ms, a window of 1.04·b). Such a size cannot gain more than the
-	// plateau over autotuning, and chooseBuffer prefers autotuning to any fixed size
-	// within the plateau, so sampling it cannot change the choice; DADC'09's sweep
-	// climbs through those sizes only because its hosts had nothing better than them.
-	// The sweep then starts at the first size whose window reaches beyond autotuning's
-	// rate, and stops early, at that size already, when it does not beat autotuning:
-	// its window could carry more than it moved, so its rate is bound by the path,
-	// loss or CPU, which a larger buffer does not lift (the paper's plateau, "the
-	// throughput stops increasing", read with autotuning as the step below it).
+	// buffer of b (SO_SNDBUF/SO_RCVBUF) a window of b to 2·b (it doubles the request
+	// and keeps at least half of it for data; the operator's cold probe on the e2e
+	// path moved 18–19 Mbit/s with 64 KiB over 40 ms, a window of 1.4·b). A skipped
+	// size whose 2·b is skipped too cannot beat autotuning at all; the largest skipped
+	// one could only through a window beyond b, and then the next size, 2·b, which is
+	// sampled, does at least as well (DADC'09's premise: the rate rises with the
+	// buffer up to the plateau): skipping costs at most a buffer one step larger than
+	// needed, never rate. chooseBuffer prefers autotuning to any fixed
+	// size within the plateau, so sizes below it are never chosen anyway; the paper's
+	// sweep climbs through them only because its hosts had nothing better.
+	// The sweep then starts at the first size whose window (at least b) reaches beyond
+	// autotuning's rate, and stops early, at that size already, when it does not beat
+	// autotuning: its window could carry more than it moved, so its rate is bound by
+	// the path, loss or CPU, which a larger buffer does not lift (the paper's plateau,
+	// "the throughput stops increasing", with autotuning as the step below it).
 	// Without RTT the sizes are taken as given (callers such as send --auto list only
 	// sizes beyond autotuning's ceiling).
 	RTT time.Duration
