@@ -172,7 +172,7 @@ func runWithCrossTraffic(ctx context.Context, env *Env, topo *topology.Topology,
 	defer cli.stop(2 * time.Second)
 	rs, err := r.Run(ctx, env)
 	for i := range rs {
-		rs[i].Note = strings.TrimPrefix(rs[i].Note+"; with 1 competing iperf3 TCP flow", "; ")
+		rs[i].addNote("with 1 competing iperf3 TCP flow")
 	}
 	return rs, err
 }

@@ -130,7 +130,7 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 		extra := []string{"--auto", "--stripes", strconv.Itoa(d.MaxStripes), "--max-streams", strconv.Itoa(d.MaxStreams)}
 		r, err := send(env.Dataset, extra)
 		r.Config, r.Chosen = strings.Join(extra, " "), true
-		r.Note = "probing included in its time"
+		r.addNote("probing included in its time")
 		probes, plan := parseAutoLog(lastOut)
 		if plan.Streams > 0 {
 			r.Streams, r.Stripes, r.BufferBytes = plan.Streams*plan.Stripes, plan.Stripes, plan.Buffer
@@ -173,7 +173,7 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 	r, err := send(env.Dataset, bestCfg.args())
 	r.Config, r.Chosen, r.ProbeSeconds = bestCfg.String(), true, probe
 	r.Streams, r.Stripes, r.BufferBytes = bestCfg.Streams*bestCfg.Stripes, bestCfg.Stripes, bestCfg.Buffer
-	r.Note = fmt.Sprintf("best of %d settings probed on %s (%.0f s of probing)", len(d.Grid), humanBytes(env.SampleDataset.Total), probe)
+	r.addNote(fmt.Sprintf("best of %d settings probed on %s (%.0f s of probing)", len(d.Grid), humanBytes(env.SampleDataset.Total), probe))
 	return append(out, r), err
 }
 

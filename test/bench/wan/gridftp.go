@@ -129,7 +129,8 @@ func (g GridFTP) Run(ctx context.Context, env *Env) ([]Result, error) {
 	case GridFTPPreset:
 		class, cfg := GlobusPreset(env.Dataset.AverageBytes())
 		r, err := g.transfer(ctx, env, srv, env.Dataset, cfg)
-		r.Chosen, r.Note = true, "Globus-like preset for "+class+" average file size"
+		r.Chosen = true
+		r.addNote("Globus-like preset for " + class + " average file size")
 		return []Result{r}, err
 	}
 	grid := g.Grid
@@ -157,7 +158,7 @@ func (g GridFTP) Run(ctx context.Context, env *Env) ([]Result, error) {
 	cfg := configOf(best, grid)
 	r, err := g.transfer(ctx, env, srv, env.Dataset, cfg)
 	r.Chosen, r.ProbeSeconds = true, probe
-	r.Note = fmt.Sprintf("best of %d settings probed on %s (%.0f s of probing)", len(grid), humanBytes(env.SampleDataset.Total), probe)
+	r.addNote(fmt.Sprintf("best of %d settings probed on %s (%.0f s of probing)", len(grid), humanBytes(env.SampleDataset.Total), probe))
 	return append(out, r), err
 }
 

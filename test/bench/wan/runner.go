@@ -204,9 +204,16 @@ func (r *Result) partial(ds *Dataset, moved int64, files int, wall float64) floa
 	r.Bytes, r.Files = ds.Total, ds.Count()
 	moved = max(moved, 1)
 	r.Seconds = wall * float64(ds.Total) / float64(moved)
-	r.Note = strings.TrimPrefix(r.Note+fmt.Sprintf("; stopped after %.0f s having moved %s (%d of %d files); time extrapolated from its rate",
-		wall, humanBytes(moved), files, ds.Count()), "; ")
+	r.addNote(fmt.Sprintf("stopped after %.0f s having moved %s (%d of %d files); time extrapolated from its rate",
+		wall, humanBytes(moved), files, ds.Count()))
 	return float64(ds.Total) / float64(moved)
+}
+
+// addNote appends a remark to the result's note: a run stopped at the limit says so,
+// and what the caller adds afterwards (the preset's class, the grid's size) must not
+// erase that.
+func (r *Result) addNote(s string) {
+	r.Note = strings.TrimPrefix(r.Note+"; "+s, "; ")
 }
 
 // saveLog writes a run's output under env.LogDir.

@@ -358,4 +358,10 @@ func TestPartialRun(t *testing.T) {
 	if !r.Partial || r.Seconds != 50 || r.Bytes != 400 || r.MovedBytes != 160 || r.MovedFiles != 1 || scale != 2.5 || !strings.Contains(r.Note, "extrapolated") {
 		t.Fatalf("partial: %+v, scale %g", r, scale)
 	}
+	// What the caller says of the run afterwards (the preset's class, a grid's size)
+	// keeps the remark that it was stopped and extrapolated.
+	r.addNote("Globus-like preset for small (<50 MB) average file size")
+	if !strings.HasPrefix(r.Note, "stopped after 20 s") || !strings.HasSuffix(r.Note, "; Globus-like preset for small (<50 MB) average file size") {
+		t.Fatalf("note after addNote: %q", r.Note)
+	}
 }
