@@ -109,7 +109,11 @@ func WriteRatios(w io.Writer, rs []Result) error {
 		return fmt.Sprintf("%.2f×", v)
 	}
 	for _, r := range ScenarioRatios(rs) {
-		fmt.Fprintf(&b, "| %s | %s `%s` (%.1f s) | %s | %s | %s | %s |\n", r.Scenario, r.Best.Tool, r.Best.Config, r.Best.Seconds,
+		best := "–" // no grid ran in this scenario
+		if r.Best.Tool != "" {
+			best = fmt.Sprintf("%s `%s` (%.1f s)", r.Best.Tool, r.Best.Config, r.Best.Seconds)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.Scenario, best,
 			x(r.AutoOverBest), x(r.AutoOverGridFTPBest), x(r.AutoOverDefault), x(r.AutoOverPreset))
 	}
 	_, err := io.WriteString(w, b.String())
