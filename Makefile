@@ -132,8 +132,10 @@ BENCH_CLUSTER_ENV ?= DTN_STORAGE_DIR=/dev/shm/dtnflow-bench-cluster DTN_SITE_A_N
 bench-cluster: cluster-deps images chart-sync $(HELM) ## bench-wan's WAN scenarios through the operator on the local cluster (BENCH_CLUSTER_FLAGS; table, JSON lines in .cache/).
 	@mkdir -p $(BIN) $(CACHE)
 	go build -o $(BIN)/bench-cluster ./test/e2e/cmd/bench-cluster
-	rc=0; env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock $(BIN)/bench-cluster -json $(CACHE)/bench-cluster.jsonl $(BENCH_CLUSTER_FLAGS) || rc=$$?; \
-	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
+	# down.sh inside the lock: the next benchmark waiting for it must not start its cluster
+	# (same namespace names) while this one is still being taken down.
+	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
+	  bash -c '$(BIN)/bench-cluster -json $(CACHE)/bench-cluster.jsonl $(BENCH_CLUSTER_FLAGS); rc=$$?; hack/cluster/down.sh >/dev/null || rc=1; exit $$rc'
 
 ##@ Benchmarks
 
