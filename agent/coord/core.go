@@ -432,6 +432,13 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 	if !c.built || c.phase != contract.PhaseTransferring {
 		return wire.WorkGrant{}, false
 	}
+	if !c.members[m] {
+		// m has left (its connection dropped; Leave already gave its leases back). A
+		// request still being served for it, such as ServeConn's goroutine woken by
+		// Leave's own signal, must not lease units to it: no Leave would ever return
+		// them and the job would stall with them neither pending nor in flight.
+		return wire.WorkGrant{}, false
+	}
 	var g wire.WorkGrant
 	perClass := map[string]int{}
 	for _, u := range c.units {
@@ -665,6 +672,12 @@ func (c *Core) Join(stripe int32) *Member {
 	return m
 }
 
+func (c *Core) isMember(m *Member) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.members[m]
+}
+
 // Leave removes the stripe and gives its work back.
 func (m *Member) Leave() { m.c.leave(m) }
 
@@ -697,6 +710,9 @@ func (m *Member) Request(ctx context.Context, n int) (wire.WorkGrant, error) {
 		ch := m.c.Changed()
 		if g, ok := m.c.request(m, n); ok {
 			return g, nil
+		}
+		if !m.c.isMember(m) {
+			return wire.WorkGrant{}, mover.ErrSourceLost
 		}
 		select {
 		case <-ch:

@@ -169,3 +169,34 @@ func TestParamsFromDirective(t *testing.T) {
 		t.Fatal("size class thresholds not applied")
 	}
 }
+
+// A stripe's connection drops while one of its WorkRequests is still being served:
+// ServeConn cancels the request's ctx and calls Leave, but the request goroutine may
+// wake on Leave's own change signal (or take reqMu only afterwards) and ask the core
+// once more. What it is handed then is leased to a member that is gone, which no
+// Leave will ever give back: the job stalls with those units neither pending nor
+// with a live stripe (bench-cluster stalled at 97 % this way after PathSaturated
+// removed two stripes).
+func TestNoWorkIsLeasedToAStripeThatLeft(t *testing.T) {
+	c := newCore(t, map[string]int{"d/a": 10, "d/b": 10, "d/c": 10})
+	s0, s1 := c.Join(0), c.Join(1)
+	s0.Summary(wire.Summary{Last: true})
+	g0 := request(t, s0, 1)
+	s0.Leave() // gives g0's unit back
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if g, err := s0.Request(ctx, 10); err == nil || len(g.Units) > 0 {
+		t.Fatalf("a stripe that left was granted %+v (err %v)", g.Units, err)
+	}
+	if g, err := s0.Request(context.Background(), 10); err == nil || len(g.Units) > 0 {
+		t.Fatalf("a stripe that left was granted %+v (err %v)", g.Units, err)
+	}
+	g1 := request(t, s1, 10)
+	if len(g1.Units) != 3 || g1.Units[0].ID != g0.Units[0].ID {
+		t.Fatalf("the remaining stripe got %+v, want all 3 units, the returned one first", g1.Units)
+	}
+	s1.Done(ok(g1.Units...))
+	if r := c.Report(); r.Phase != contract.PhaseComplete || r.FilesDone != 3 {
+		t.Fatalf("report %+v", r)
+	}
+}

@@ -65,8 +65,10 @@ func (c *Core) ServeConn(conn net.Conn) {
 				reqMu.Lock()
 				defer reqMu.Unlock()
 				g, err := m.Request(ctx, int(r.N))
-				if err == nil {
-					w.WriteJSON(wire.TypeWorkGrant, g)
+				if err == nil && w.WriteJSON(wire.TypeWorkGrant, g) != nil {
+					// The grant's units are leased to m but never reached it: drop the
+					// connection so that Leave gives them back.
+					conn.Close()
 				}
 			}()
 		case wire.TypeWorkDone:
