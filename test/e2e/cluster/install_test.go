@@ -23,14 +23,18 @@ func testInstall(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 
-	d, err := managerDeployment(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(d.Status.AvailableReplicas).To(BeNumerically("==", 1))
-	available := false
-	for _, c := range d.Status.Conditions {
-		available = available || (c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue)
-	}
-	g.Expect(available).To(BeTrue(), "the manager Deployment is not Available: %+v", d.Status.Conditions)
+	// The Deployment's status is written by the controller-manager after the pod is
+	// Ready, so it may lag the readiness the set-up waited for: poll it.
+	g.Eventually(func(g Gomega) {
+		d, err := managerDeployment(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(d.Status.AvailableReplicas).To(BeNumerically("==", 1))
+		available := false
+		for _, c := range d.Status.Conditions {
+			available = available || (c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue)
+		}
+		g.Expect(available).To(BeTrue(), "the manager Deployment is not Available: %+v", d.Status.Conditions)
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 
 	var pods corev1.PodList
 	g.Expect(cluster.Client.List(ctx, &pods, client.InNamespace(framework.ReleaseNamespace),
