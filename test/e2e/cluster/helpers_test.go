@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
@@ -232,15 +233,13 @@ func deleteProfile(ctx context.Context) error {
 	if err := cluster.Client.Delete(ctx, profile); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(profile), profile)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("PathProfile %s is still there 30 s after its deletion (err %v)", profile.Name, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		lastErr = cluster.Client.Get(ctx, client.ObjectKeyFromObject(profile), profile)
+		return apierrors.IsNotFound(lastErr), nil
+	})
+	if err != nil {
+		return fmt.Errorf("PathProfile %s is still there 30 s after its deletion (err %v)", profile.Name, lastErr)
 	}
+	return nil
 }
