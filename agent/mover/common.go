@@ -7,12 +7,15 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"crypto/sha512"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"path"
 	"strings"
 	"syscall"
+
+	"github.com/dtnflow/dtnflow/agent/fsname"
 )
 
 // Defaults of the data path.
@@ -36,21 +39,33 @@ func NewDigest(name string) (hash.Hash, error) {
 
 // TempName is where a file is written until it is verified: a hidden name in the same
 // directory (so the final rename stays on one file system), fixed for a job so that a
-// restarted receiver finds it again.
+// restarted receiver finds it again, and unique per file: the name ends with a digest of
+// the job and the file's whole base name, so two names that share a long prefix (or
+// differ only past the part kept for reading) never share a temporary file. The part of
+// the base name kept for reading is cut so that the whole stays within NAME_MAX (255
+// bytes) whatever the final name's length.
 func TempName(final, job string) string {
 	dir, base := path.Split(final)
-	if len(base) > 180 {
-		base = base[:180]
+	sum := sha256.Sum256([]byte(job + "\x00" + base))
+	keep := base
+	if len(keep) > tempKeep {
+		keep = keep[:tempKeep]
 	}
-	j := job
-	if len(j) > 12 {
-		j = j[:12]
-	}
-	return dir + "." + base + "." + j + ".dtnpart"
+	return dir + "." + keep + "." + hex.EncodeToString(sum[:tempDigestBytes]) + tempSuffix
 }
 
+const (
+	tempSuffix = ".dtnpart"
+	// tempDigestBytes of SHA-256 (128 bits) make a collision between two names of a
+	// job as unlikely as a collision of the digests the job verifies with.
+	tempDigestBytes = 16
+	// tempKeep is how much of the base name a temporary name shows: 1 + 200 + 1 + 32 +
+	// 8 = 242 bytes at most.
+	tempKeep = 200
+)
+
 // IsTempName reports whether a file name is one of ours.
-func IsTempName(name string) bool { return strings.HasSuffix(name, ".dtnpart") }
+func IsTempName(name string) bool { return strings.HasSuffix(name, tempSuffix) }
 
 // isFatal says whether a write error stops the whole job rather than one file.
 func isFatal(err error) bool {
@@ -61,7 +76,7 @@ func isFatal(err error) bool {
 // a full disk, says that the job can be resumed.
 func describeWriteError(op, p string, err error) string {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return fmt.Sprintf("destination is full: no space left on device %s %s; free space and run the job again to resume (verified data is kept)", op, p)
+		return fmt.Sprintf("destination is full: no space left on device %s %s; free space and run the job again to resume (verified data is kept)", op, fsname.Show(p))
 	}
-	return fmt.Sprintf("%s %s: %v", op, p, err)
+	return fmt.Sprintf("%s %s: %s", op, fsname.Show(p), fsname.Message(err))
 }
