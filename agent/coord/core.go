@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/fsname"
 	"github.com/dtnflow/dtnflow/agent/fsroot"
 	"github.com/dtnflow/dtnflow/agent/metrics"
 	"github.com/dtnflow/dtnflow/agent/mover"
@@ -152,7 +153,7 @@ func New(o Options, p Params) (*Core, error) {
 			c.dataset.Files++
 			c.dataset.Bytes += f.Size
 			return nil
-		}, func(p, why string) { o.Log.Warn("Skipping a source path", "path", p, "reason", why) })
+		}, func(p, why string) { o.Log.Warn("Skipping a source path", "path", fsname.Show(p), "reason", why) })
 		if err != nil {
 			return nil, err
 		}
@@ -336,14 +337,14 @@ func (c *Core) summary(s wire.Summary) {
 		return
 	}
 	for _, d := range s.Files {
-		if f := c.byDest[d.Path]; f != nil && f.f.Size == d.Size && f.f.MtimeNs == d.MtimeNs && !f.done {
+		if f := c.byDest[string(d.Path)]; f != nil && f.f.Size == d.Size && f.f.MtimeNs == d.MtimeNs && !f.done {
 			f.done = true
 			c.filesDone++
 			c.bytesDone += f.f.Size
 		}
 	}
 	for _, d := range s.Chunks {
-		if f := c.byDest[d.Path]; f != nil && f.f.Size == d.Size && f.f.MtimeNs == d.MtimeNs && d.ChunkSize == c.opts.ChunkSize && d.Index < f.chunks && !f.chunksDone[d.Index] {
+		if f := c.byDest[string(d.Path)]; f != nil && f.f.Size == d.Size && f.f.MtimeNs == d.MtimeNs && d.ChunkSize == c.opts.ChunkSize && d.Index < f.chunks && !f.chunksDone[d.Index] {
 			f.chunksDone[d.Index] = true
 			c.bytesDone += chunkLen(f.f.Size, c.opts.ChunkSize, d.Index)
 		}
@@ -396,7 +397,7 @@ func (c *Core) buildLocked() {
 func (c *Core) addUnitLocked(f *cfile, u wire.Unit, front bool) {
 	c.nextID++
 	u.ID = c.nextID
-	u.Source, u.Dest, u.Size, u.Mode, u.MtimeNs, u.Class = f.f.Path, f.dest, f.f.Size, uint32(f.f.Mode), f.f.MtimeNs, f.class
+	u.Source, u.Dest, u.Size, u.Mode, u.MtimeNs, u.Class = fsname.Path(f.f.Path), fsname.Path(f.dest), f.f.Size, uint32(f.f.Mode), f.f.MtimeNs, f.class
 	cu := &cunit{u: u, file: f}
 	c.units[u.ID] = cu
 	if front {
@@ -497,7 +498,7 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 			if c.errMsg == "" || r.Fatal {
 				c.errMsg = r.Error
 			}
-			c.log.Error("A file failed", "path", u.u.Source, "err", r.Error)
+			c.log.Error("A file failed", "path", fsname.Show(string(u.u.Source)), "err", r.Error)
 			if !u.file.failed && !u.file.done {
 				u.file.failed = true
 				c.filesFailed++

@@ -243,7 +243,7 @@ func tree(t *testing.T, root, sub string) map[string]treeEntry {
 		if d.IsDir() {
 			return nil
 		}
-		if strings.HasSuffix(d.Name(), ".dtnpart") {
+		if strings.HasPrefix(d.Name(), ".") && strings.HasSuffix(d.Name(), ".dtnpart") {
 			t.Errorf("temporary file left behind: %s", p)
 			return nil
 		}
@@ -272,16 +272,16 @@ func assertSameTree(t *testing.T, src, dst, sub string) {
 		g, ok := b[p]
 		switch {
 		case !ok:
-			t.Errorf("missing at the destination: %s", p)
+			t.Errorf("missing at the destination: %q", p)
 		case g.sum != e.sum:
-			t.Errorf("content differs: %s", p)
+			t.Errorf("content differs: %q", p)
 		case g.mode != e.mode || g.mtime != e.mtime:
-			t.Errorf("%s: mode/mtime %v/%d, want %v/%d", p, g.mode, g.mtime, e.mode, e.mtime)
+			t.Errorf("%q: mode/mtime %v/%d, want %v/%d", p, g.mode, g.mtime, e.mode, e.mtime)
 		}
 	}
 	for p := range b {
 		if _, ok := a[p]; !ok {
-			t.Errorf("unexpected file at the destination: %s", p)
+			t.Errorf("unexpected file at the destination: %q", p)
 		}
 	}
 	if len(a) == 0 {

@@ -92,7 +92,7 @@ func walkDir(root *os.Root, dir string, fn func(File) error, skipped func(path, 
 	entries, err := d.ReadDir(-1)
 	d.Close()
 	if err != nil {
-		return fmt.Errorf("listing %s: %w", dir, err)
+		return fmt.Errorf("listing %q: %w", dir, err)
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	for _, e := range entries {
@@ -124,7 +124,7 @@ func walkDir(root *os.Root, dir string, fn func(File) error, skipped func(path, 
 		case e.Type().IsRegular():
 			fi, err := e.Info()
 			if err != nil {
-				return fmt.Errorf("stat %s: %w", p, err)
+				return fmt.Errorf("stat %q: %w", p, err)
 			}
 			if err := fn(File{Path: p, Size: fi.Size(), Mode: fi.Mode().Perm(), MtimeNs: fi.ModTime().UnixNano()}); err != nil {
 				return err

@@ -31,6 +31,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/dtnflow/dtnflow/agent/fsname"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -59,20 +61,20 @@ type Key struct {
 
 // Record is one journal entry.
 type Record struct {
-	Kind      string     `json:"t"`
-	Path      string     `json:"p"`
-	Size      int64      `json:"s"`
-	MtimeNs   int64      `json:"m"`
-	ChunkSize int64      `json:"cs,omitempty"`
-	Index     int32      `json:"i,omitempty"`
-	BlockSize int64      `json:"bs,omitempty"`
-	Ranges    [][2]int64 `json:"r,omitempty"`
-	Mode      uint32     `json:"mode,omitempty"`
-	Digest    string     `json:"d,omitempty"`
+	Kind      string      `json:"t"`
+	Path      fsname.Path `json:"p"`
+	Size      int64       `json:"s"`
+	MtimeNs   int64       `json:"m"`
+	ChunkSize int64       `json:"cs,omitempty"`
+	Index     int32       `json:"i,omitempty"`
+	BlockSize int64       `json:"bs,omitempty"`
+	Ranges    [][2]int64  `json:"r,omitempty"`
+	Mode      uint32      `json:"mode,omitempty"`
+	Digest    string      `json:"d,omitempty"`
 }
 
 // Key returns the record's file key.
-func (r Record) Key() Key { return Key{Path: r.Path, Size: r.Size, MtimeNs: r.MtimeNs} }
+func (r Record) Key() Key { return Key{Path: string(r.Path), Size: r.Size, MtimeNs: r.MtimeNs} }
 
 // JobDir is the journal directory of a job, relative to the root.
 func JobDir(job string) string { return path.Join(Dir, job) }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/dtnflow/dtnflow/agent/fsname"
 )
 
 func TestRanges(t *testing.T) {
@@ -34,9 +36,9 @@ func TestUnionOfWritersAndTornTail(t *testing.T) {
 	}
 	w2, _ := Create(root, "job", "b.log")
 	k := Key{Path: "d/big", Size: 100, MtimeNs: 7}
-	w1.Append(Record{Kind: KindBlocks, Path: k.Path, Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: 50, Index: 0, BlockSize: 10, Ranges: [][2]int64{{0, 2}}})
-	w1.Append(Record{Kind: KindChunk, Path: k.Path, Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: 50, Index: 1, BlockSize: 10})
-	w2.Append(Record{Kind: KindBlocks, Path: k.Path, Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: 50, Index: 0, BlockSize: 10, Ranges: [][2]int64{{2, 4}}})
+	w1.Append(Record{Kind: KindBlocks, Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: 50, Index: 0, BlockSize: 10, Ranges: [][2]int64{{0, 2}}})
+	w1.Append(Record{Kind: KindChunk, Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: 50, Index: 1, BlockSize: 10})
+	w2.Append(Record{Kind: KindBlocks, Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: 50, Index: 0, BlockSize: 10, Ranges: [][2]int64{{2, 4}}})
 	if err := w1.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func TestUnionOfWritersAndTornTail(t *testing.T) {
 		t.Fatal("a record matched a different version of the file")
 	}
 	// Appends after the first read are picked up by the next Refresh.
-	w1.Append(Record{Kind: KindFinal, Path: k.Path, Size: k.Size, MtimeNs: k.MtimeNs, Mode: 0o640})
+	w1.Append(Record{Kind: KindFinal, Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, Mode: 0o640})
 	w1.Sync()
 	s.Refresh()
 	if fs := s.File(k); !fs.Final || fs.Mode != 0o640 {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dtnflow/dtnflow/agent/fsname"
 	"github.com/dtnflow/dtnflow/agent/journal"
 	"github.com/dtnflow/dtnflow/agent/metrics"
 	"github.com/dtnflow/dtnflow/agent/wire"
@@ -183,7 +184,7 @@ func (c *committer) commit(batch []*commitItem) {
 	}
 	var recs []journal.Record
 	for _, it := range items {
-		base := journal.Record{Path: it.key.Path, Size: it.key.Size, MtimeNs: it.key.MtimeNs}
+		base := journal.Record{Path: fsname.Path(it.key.Path), Size: it.key.Size, MtimeNs: it.key.MtimeNs}
 		if it.chunk != nil {
 			r := base
 			r.Kind, r.ChunkSize, r.Index, r.BlockSize, r.Digest = journal.KindChunk, it.chunk.open.ChunkSize, it.chunk.open.Index, it.chunk.open.BlockSize, it.digest
@@ -307,7 +308,7 @@ func (c *committer) journalBlocks() {
 		ch.mu.Lock()
 		ch.journal = have
 		ch.mu.Unlock()
-		recs = append(recs, journal.Record{Kind: journal.KindBlocks, Path: ch.key.Path, Size: ch.key.Size, MtimeNs: ch.key.MtimeNs,
+		recs = append(recs, journal.Record{Kind: journal.KindBlocks, Path: fsname.Path(ch.key.Path), Size: ch.key.Size, MtimeNs: ch.key.MtimeNs,
 			ChunkSize: ch.open.ChunkSize, Index: ch.open.Index, BlockSize: ch.open.BlockSize, Ranges: have})
 	}
 	if len(recs) == 0 {

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dtnflow/dtnflow/agent/fsname"
 	"github.com/dtnflow/dtnflow/agent/fsroot"
 	"github.com/dtnflow/dtnflow/agent/journal"
 	"github.com/dtnflow/dtnflow/agent/metrics"
@@ -235,7 +236,7 @@ func (r *Receiver) serveControl(c net.Conn, rd *wire.Reader, hello wire.Hello) {
 	}
 	if !s.cfg.Memory {
 		if s.job, err = r.job(s.cfg.Job); err != nil {
-			w.WriteJSON(wire.TypeError, wire.ErrorMsg{Error: err.Error()})
+			w.WriteJSON(wire.TypeError, wire.ErrorMsg{Error: fsname.Message(err)})
 			return
 		}
 		if s.cfg.BlockSize <= 0 || s.cfg.BlockSize > wire.MaxData {
@@ -440,9 +441,9 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	}
 	r.bytes.Add(int64(len(data)))
 	receivedCounter.Add(float64(len(data)))
-	p, err := fsroot.Clean(m.Path, false)
+	p, err := fsroot.Clean(string(m.Path), false)
 	if err != nil {
-		res.Error = err.Error()
+		res.Error = fsname.Message(err)
 		s.result(res)
 		return
 	}
@@ -466,14 +467,14 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	_, tmpBase := split(tmp)
 	dir, err := s.job.dirs.get(dirName)
 	if err != nil {
-		res.Error = fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", dirName, err)).Error()
+		res.Error = fsname.Message(fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", fsname.Show(dirName), err)))
 		res.Fatal = isFatal(err)
 		s.result(res)
 		return
 	}
 	f, err := dir.OpenFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		res.Error = fsroot.Explain(p, fmt.Errorf("creating %s: %w", tmp, err)).Error()
+		res.Error = fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(tmp), err)))
 		res.Fatal = isFatal(err)
 		s.result(res)
 		return
@@ -489,7 +490,7 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 		h, _ := NewDigest(s.cfg.Checksum)
 		if err := readBack(f, 0, int64(len(data)), data, h); err != nil {
 			f.Close()
-			res.Error = fmt.Sprintf("reading back %s: %v", p, err)
+			res.Error = fmt.Sprintf("reading back %s: %s", fsname.Show(p), fsname.Message(err))
 			s.result(res)
 			return
 		}
@@ -497,7 +498,7 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 		if !bytes.Equal(sum, m.Digest) {
 			f.Close()
 			metrics.VerifyFailures.Inc()
-			res.Retry, res.Error = true, "end-to-end digest mismatch on "+p
+			res.Retry, res.Error = true, "end-to-end digest mismatch on "+fsname.Show(p)
 			s.result(res)
 			return
 		}
@@ -548,7 +549,7 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest []byte) (bool, string)
 		return false, ""
 	}
 	if fi.IsDir() {
-		return false, fmt.Sprintf("destination path is a directory: %s", key.Path)
+		return false, fmt.Sprintf("destination path is a directory: %s", fsname.Show(key.Path))
 	}
 	// Another receiver of this job may have finished it: look again before refusing.
 	j.state.Refresh()
@@ -559,7 +560,7 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest []byte) (bool, string)
 	case "Always":
 		return false, ""
 	case "Never":
-		return false, fmt.Sprintf("destination file exists: %s (overwrite: Never)", key.Path)
+		return false, fmt.Sprintf("destination file exists: %s (overwrite: Never)", fsname.Show(key.Path))
 	default: // IfDifferent
 		if fi.Size() != key.Size || len(srcDigest) == 0 {
 			return false, ""
@@ -574,7 +575,7 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest []byte) (bool, string)
 		if readBack(f, 0, key.Size, buf, h) != nil || !bytes.Equal(h.Sum(nil), srcDigest) {
 			return false, ""
 		}
-		j.journal.Append(journal.Record{Kind: journal.KindFinal, Path: key.Path, Size: key.Size, MtimeNs: key.MtimeNs, Mode: uint32(fi.Mode().Perm()), Digest: hex.EncodeToString(srcDigest)})
+		j.journal.Append(journal.Record{Kind: journal.KindFinal, Path: fsname.Path(key.Path), Size: key.Size, MtimeNs: key.MtimeNs, Mode: uint32(fi.Mode().Perm()), Digest: hex.EncodeToString(srcDigest)})
 		j.journal.Sync()
 		return true, ""
 	}
@@ -641,13 +642,13 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		reply.Error, reply.Fatal = msg, fatal
 		s.send(wire.TypeChunkOpened, reply)
 	}
-	p, err := fsroot.Clean(m.Path, false)
+	p, err := fsroot.Clean(string(m.Path), false)
 	if err != nil {
-		fail(err.Error(), false)
+		fail(fsname.Message(err), false)
 		return
 	}
 	if m.BlockSize <= 0 || m.BlockSize > s.cfg.BlockSize || m.Length <= 0 || m.Offset < 0 || m.Offset+m.Length > m.FileSize || m.Chunks <= 0 || m.Index < 0 || m.Index >= m.Chunks {
-		fail(fmt.Sprintf("malformed chunk of %s", p), false)
+		fail(fmt.Sprintf("malformed chunk of %s", fsname.Show(p)), false)
 		return
 	}
 	key := journal.Key{Path: p, Size: m.FileSize, MtimeNs: m.MtimeNs}
@@ -686,7 +687,7 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 			if s.cfg.Overwrite == "Never" {
 				j.state.Refresh()
 				if f2 := j.state.File(key); f2 == nil || !f2.Final {
-					fail(fmt.Sprintf("destination file exists: %s (overwrite: Never)", p), false)
+					fail(fmt.Sprintf("destination file exists: %s (overwrite: Never)", fsname.Show(p)), false)
 					return
 				}
 			}
@@ -694,13 +695,13 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 	}
 	if dir := path.Dir(p); dir != "." {
 		if err := r.Root.MkdirAll(dir, 0o755); err != nil {
-			fail(fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", dir, err)).Error(), isFatal(err))
+			fail(fsname.Message(fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", fsname.Show(dir), err))), isFatal(err))
 			return
 		}
 	}
 	f, err := r.Root.OpenFile(c.tmp, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		fail(fsroot.Explain(p, fmt.Errorf("creating %s: %w", c.tmp, err)).Error(), isFatal(err))
+		fail(fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(c.tmp), err))), isFatal(err))
 		return
 	}
 	if fi, err := f.Stat(); err == nil && fi.Size() > m.FileSize {
@@ -807,9 +808,9 @@ func (s *rsession) verifyChunk(c *rchunk) {
 			c.have, c.journal, c.finished, c.ended = nil, nil, false, false
 			c.mu.Unlock()
 			// Forget the journaled blocks too, or a resumed chunk would skip them again.
-			s.job.journal.Append(journal.Record{Kind: journal.KindReset, Path: c.key.Path, Size: c.key.Size, MtimeNs: c.key.MtimeNs, ChunkSize: c.open.ChunkSize, Index: c.open.Index})
+			s.job.journal.Append(journal.Record{Kind: journal.KindReset, Path: fsname.Path(c.key.Path), Size: c.key.Size, MtimeNs: c.key.MtimeNs, ChunkSize: c.open.ChunkSize, Index: c.open.Index})
 			s.job.journal.Sync()
-			s.result(wire.Result{Chunk: c.open.ID, Retry: true, Error: "end-to-end digest mismatch on " + c.key.Path})
+			s.result(wire.Result{Chunk: c.open.ID, Retry: true, Error: "end-to-end digest mismatch on " + fsname.Show(c.key.Path)})
 			return
 		}
 		digest = hex.EncodeToString(c.digest)
@@ -821,9 +822,9 @@ func (s *rsession) verifyChunk(c *rchunk) {
 // finalize gives a file of several chunks its final name once every chunk is verified.
 func (s *rsession) finalize(m wire.Finalize) {
 	res := wire.Result{Unit: m.ID}
-	p, err := fsroot.Clean(m.Path, false)
+	p, err := fsroot.Clean(string(m.Path), false)
 	if err != nil {
-		res.Error = err.Error()
+		res.Error = fsname.Message(err)
 		s.result(res)
 		return
 	}
@@ -836,14 +837,14 @@ func (s *rsession) finalize(m wire.Finalize) {
 		return
 	}
 	if fst == nil || fst.ChunkSize != m.ChunkSize {
-		res.Error = fmt.Sprintf("finalizing %s: no verified chunks in the journal (is the destination root shared by all receivers of the job?)", p)
+		res.Error = fmt.Sprintf("finalizing %s: no verified chunks in the journal (is the destination root shared by all receivers of the job?)", fsname.Show(p))
 		res.Retry = true
 		s.result(res)
 		return
 	}
 	for i := int32(0); i < m.Chunks; i++ {
 		if cs := fst.Chunks[i]; cs == nil || !cs.Verified {
-			res.Error = fmt.Sprintf("finalizing %s: chunk %d is not verified in the journal", p, i)
+			res.Error = fmt.Sprintf("finalizing %s: chunk %d is not verified in the journal", fsname.Show(p), i)
 			res.Retry = true
 			s.result(res)
 			return
@@ -873,12 +874,12 @@ func (s *rsession) sendSummary() {
 		fs := states[i]
 		if fs.Final {
 			if s.redoRename(k) {
-				sum.Files = append(sum.Files, wire.DoneFile{Path: k.Path, Size: k.Size, MtimeNs: k.MtimeNs})
+				sum.Files = append(sum.Files, wire.DoneFile{Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs})
 			}
 		} else {
 			for idx, cs := range fs.Chunks {
 				if cs.Verified {
-					sum.Chunks = append(sum.Chunks, wire.DoneChunk{Path: k.Path, Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: fs.ChunkSize, Index: idx})
+					sum.Chunks = append(sum.Chunks, wire.DoneChunk{Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: fs.ChunkSize, Index: idx})
 				}
 			}
 		}

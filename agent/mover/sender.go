@@ -19,6 +19,7 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/auth"
 	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/fsname"
 	"github.com/dtnflow/dtnflow/agent/fsroot"
 	"github.com/dtnflow/dtnflow/agent/metrics"
 	"github.com/dtnflow/dtnflow/agent/wire"
@@ -694,7 +695,7 @@ func (s *ssession) results(rs []wire.Result) {
 			fl.attempts++
 			s.mu.Unlock()
 			metrics.Resent.Inc()
-			s.log.Warn("Sending again", "path", fl.unit.Source, "reason", r.Error, "attempt", fl.attempts)
+			s.log.Warn("Sending again", "path", fsname.Show(string(fl.unit.Source)), "reason", r.Error, "attempt", fl.attempts)
 			s.retry <- fl.unit
 			continue
 		}
@@ -809,7 +810,7 @@ func (s *ssession) run(u wire.Unit, again bool) {
 		}
 	}
 	if err != nil && s.ctx.Err() == nil {
-		s.finish(u, wire.UnitResult{ID: u.ID, Error: err.Error(), Fatal: isFatal(err)})
+		s.finish(u, wire.UnitResult{ID: u.ID, Error: fsname.Message(err), Fatal: isFatal(err)})
 	}
 }
 
@@ -827,14 +828,15 @@ func (s *ssession) finish(u wire.Unit, r wire.UnitResult) {
 
 // openSource opens a source file and checks that it is the version that was listed.
 func (s *ssession) openSource(u wire.Unit) (*os.File, error) {
-	dirName, base := split(u.Source)
+	src := string(u.Source)
+	dirName, base := split(src)
 	dir, err := s.dirs.get(dirName)
 	if err != nil {
-		return nil, fsroot.Explain(u.Source, fmt.Errorf("opening source %s: %w", u.Source, err))
+		return nil, fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err))
 	}
 	f, err := dir.Open(base)
 	if err != nil {
-		return nil, fsroot.Explain(u.Source, fmt.Errorf("opening source %s: %w", u.Source, err))
+		return nil, fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err))
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -843,7 +845,7 @@ func (s *ssession) openSource(u wire.Unit) (*os.File, error) {
 	}
 	if fi.Size() != u.Size || fi.ModTime().UnixNano() != u.MtimeNs {
 		f.Close()
-		return nil, fmt.Errorf("source file changed since it was listed: %s", u.Source)
+		return nil, fmt.Errorf("source file changed since it was listed: %s", fsname.Show(src))
 	}
 	return f, nil
 }
@@ -855,7 +857,7 @@ func (s *ssession) digest() hash.Hash {
 
 func (s *ssession) sendFile(u wire.Unit) error {
 	if u.Size > s.cfg.BlockSize {
-		return fmt.Errorf("file %s of %d bytes sent as a small file", u.Source, u.Size)
+		return fmt.Errorf("file %s of %d bytes sent as a small file", fsname.Show(string(u.Source)), u.Size)
 	}
 	f, err := s.openSource(u)
 	if err != nil {
@@ -869,9 +871,9 @@ func (s *ssession) sendFile(u wire.Unit) error {
 	data := (*bp)[:u.Size]
 	if _, err := io.ReadFull(f, data); err != nil {
 		s.bufs <- bp
-		return fmt.Errorf("reading source %s: %w", u.Source, err)
+		return fmt.Errorf("reading source %s: %w", fsname.Show(string(u.Source)), err)
 	}
-	meta := wire.FileMeta{Unit: u.ID, Size: uint64(u.Size), Mode: u.Mode, MtimeNs: u.MtimeNs, CRC: wire.CRC32C(data), Path: u.Dest}
+	meta := wire.FileMeta{Unit: u.ID, Size: uint64(u.Size), Mode: u.Mode, MtimeNs: u.MtimeNs, CRC: wire.CRC32C(data), Path: string(u.Dest)}
 	if s.cfg.Verify || s.cfg.Overwrite == "IfDifferent" {
 		h := s.digest()
 		h.Write(data)
@@ -959,7 +961,7 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 			s.mu.Lock()
 			delete(s.chunks, id)
 			s.mu.Unlock()
-			return fmt.Errorf("reading source %s at %d: %w", u.Source, off, err)
+			return fmt.Errorf("reading source %s at %d: %w", fsname.Show(string(u.Source)), off, err)
 		}
 		if h != nil {
 			h.Write(data)
@@ -1016,7 +1018,7 @@ func (s *ssession) resendBlock(m wire.BlockNack) {
 	}
 	f, err := s.openSource(u)
 	if err != nil {
-		s.finish(u, wire.UnitResult{ID: u.ID, Error: err.Error()})
+		s.finish(u, wire.UnitResult{ID: u.ID, Error: fsname.Message(err)})
 		return
 	}
 	defer f.Close()
@@ -1028,7 +1030,7 @@ func (s *ssession) resendBlock(m wire.BlockNack) {
 	data := (*bp)[:n]
 	if got, err := f.ReadAt(data, m.Offset); got < len(data) {
 		s.bufs <- bp
-		s.finish(u, wire.UnitResult{ID: u.ID, Error: fmt.Sprintf("reading source %s: %v", u.Source, err)})
+		s.finish(u, wire.UnitResult{ID: u.ID, Error: fmt.Sprintf("reading source %s: %v", fsname.Show(string(u.Source)), err)})
 		return
 	}
 	metrics.Resent.Inc()

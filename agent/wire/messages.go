@@ -1,6 +1,9 @@
 package wire
 
-import "github.com/dtnflow/dtnflow/agent/contract"
+import (
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/fsname"
+)
 
 // Role of a connection, declared in Hello.
 type Role string
@@ -62,17 +65,17 @@ type SocketLimits struct {
 // ChunkOpen announces a chunk of a large file; blocks follow on the data streams once
 // the receiver answers ChunkOpened.
 type ChunkOpen struct {
-	ID        uint64 `json:"id"`
-	Path      string `json:"path"` // destination path under the receiver's root
-	FileSize  int64  `json:"fileSize"`
-	Mode      uint32 `json:"mode"`
-	MtimeNs   int64  `json:"mtimeNs"`
-	Index     int32  `json:"index"`  // chunk index
-	Chunks    int32  `json:"chunks"` // chunks in the file
-	Offset    int64  `json:"offset"`
-	Length    int64  `json:"length"`
-	ChunkSize int64  `json:"chunkSize"`
-	BlockSize int64  `json:"blockSize"`
+	ID        uint64      `json:"id"`
+	Path      fsname.Path `json:"path"` // destination path under the receiver's root
+	FileSize  int64       `json:"fileSize"`
+	Mode      uint32      `json:"mode"`
+	MtimeNs   int64       `json:"mtimeNs"`
+	Index     int32       `json:"index"`  // chunk index
+	Chunks    int32       `json:"chunks"` // chunks in the file
+	Offset    int64       `json:"offset"`
+	Length    int64       `json:"length"`
+	ChunkSize int64       `json:"chunkSize"`
+	BlockSize int64       `json:"blockSize"`
 }
 
 // ChunkOpened answers ChunkOpen: which blocks the receiver already holds durably (by
@@ -122,29 +125,29 @@ type BlockNack struct {
 // Finalize asks the receiver to give a file of several chunks its final name once all
 // of its chunks are verified (by any receiver of the job).
 type Finalize struct {
-	ID        uint64 `json:"id"`
-	Path      string `json:"path"`
-	FileSize  int64  `json:"fileSize"`
-	Mode      uint32 `json:"mode"`
-	MtimeNs   int64  `json:"mtimeNs"`
-	Chunks    int32  `json:"chunks"`
-	ChunkSize int64  `json:"chunkSize"`
+	ID        uint64      `json:"id"`
+	Path      fsname.Path `json:"path"`
+	FileSize  int64       `json:"fileSize"`
+	Mode      uint32      `json:"mode"`
+	MtimeNs   int64       `json:"mtimeNs"`
+	Chunks    int32       `json:"chunks"`
+	ChunkSize int64       `json:"chunkSize"`
 }
 
 // DoneFile names a file already complete at the destination.
 type DoneFile struct {
-	Path    string `json:"p"`
-	Size    int64  `json:"s"`
-	MtimeNs int64  `json:"m"`
+	Path    fsname.Path `json:"p"`
+	Size    int64       `json:"s"`
+	MtimeNs int64       `json:"m"`
 }
 
 // DoneChunk names a verified chunk of a file not yet complete.
 type DoneChunk struct {
-	Path      string `json:"p"`
-	Size      int64  `json:"s"`
-	MtimeNs   int64  `json:"m"`
-	ChunkSize int64  `json:"cs"`
-	Index     int32  `json:"i"`
+	Path      fsname.Path `json:"p"`
+	Size      int64       `json:"s"`
+	MtimeNs   int64       `json:"m"`
+	ChunkSize int64       `json:"cs"`
+	Index     int32       `json:"i"`
 }
 
 // Summary is what the receivers' journals of a job say is done; sent in parts, the
@@ -179,18 +182,18 @@ type ErrorMsg struct {
 // Unit is one piece of work the coordinator hands a stripe: a small file, a chunk of a
 // large file, or the finalization of a large file.
 type Unit struct {
-	ID      uint64   `json:"id"`
-	Kind    UnitKind `json:"kind"`
-	Source  string   `json:"source"` // path under the source root
-	Dest    string   `json:"dest"`   // path under the destination root
-	Size    int64    `json:"size"`   // file size
-	Mode    uint32   `json:"mode"`
-	MtimeNs int64    `json:"mtimeNs"`
-	Index   int32    `json:"index,omitempty"`
-	Chunks  int32    `json:"chunks,omitempty"`
-	Offset  int64    `json:"offset,omitempty"`
-	Length  int64    `json:"length,omitempty"`
-	Class   string   `json:"class,omitempty"` // size class
+	ID      uint64      `json:"id"`
+	Kind    UnitKind    `json:"kind"`
+	Source  fsname.Path `json:"source"` // path under the source root
+	Dest    fsname.Path `json:"dest"`   // path under the destination root
+	Size    int64       `json:"size"`   // file size
+	Mode    uint32      `json:"mode"`
+	MtimeNs int64       `json:"mtimeNs"`
+	Index   int32       `json:"index,omitempty"`
+	Chunks  int32       `json:"chunks,omitempty"`
+	Offset  int64       `json:"offset,omitempty"`
+	Length  int64       `json:"length,omitempty"`
+	Class   string      `json:"class,omitempty"` // size class
 }
 
 // UnitKind says what a Unit is.

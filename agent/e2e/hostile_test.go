@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostileNames generates file names that are legal on Linux and hard on a data mover:
+// random bytes (anything but '/' and NUL, invalid UTF-8 included), names of 255 bytes,
+// groups sharing a prefix longer than any cut a temporary name could make, newlines,
+// pairs that differ only in an invalid byte or only in case, a name that ends like our
+// temporary files and one that starts like our journal directory. Every name is unique.
+func hostileNames(rng *rand.Rand) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(n string) {
+		if n == "" || n == "." || n == ".." || seen[n] || strings.ContainsAny(n, "/\x00") || len(n) > 255 {
+			return
+		}
+		seen[n] = true
+		out = append(out, n)
+	}
+	randomBytes := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			for b[i] == 0 || b[i] == '/' {
+				b[i] = byte(rng.UintN(256))
+			}
+		}
+		return string(b)
+	}
+	for range 12 {
+		add(randomBytes(1 + rng.IntN(40)))
+	}
+	for range 4 {
+		add(randomBytes(255))
+	}
+	// 44 names sharing a 200-byte prefix, the first byte after it telling them apart,
+	// some of them 255 bytes long.
+	prefix := strings.Repeat("p", 120) + randomBytes(80)
+	for i := range 44 {
+		n := prefix + fmt.Sprintf("%02d", i)
+		if i%3 == 0 {
+			n += strings.Repeat("s", 255-len(n))
+		}
+		add(n)
+	}
+	add("bad\xfe_big.bin")
+	add("bad\xff_big.bin")
+	add("bad\xfe_small")
+	add("bad\xff_small")
+	add("\xef\xbf\xbd") // U+FFFD itself next to the invalid bytes it would replace
+	add("two\nlines")
+	add("trailing\n")
+	add("Case.bin")
+	add("case.bin")
+	add("CASE.BIN")
+	add("looks.like.ours.dtnpart")
+	add(".dtnflowrc")
+	add("-starts-with-dash")
+	add(" space ")
+	return out
+}
+
+// TestHostileNames moves a tree of generated hostile names, large and small files
+// among them, and checks every destination file's digest, mode and mtime, that
+// nothing else exists, and that a second run finds everything done.
+func TestHostileNames(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	var files []fileSpec
+	names := hostileNames(rng)
+	for i, n := range names {
+		size := []int{0, 1, 5000, 128 << 10, 128<<10 + 1, 700 << 10}[i%6]
+		if strings.HasSuffix(n, "_big.bin") || i%17 == 0 {
+			size = 3 << 20
+		}
+		dir := "h"
+		if i%5 == 1 {
+			d := names[(i+7)%len(names)] // a hostile directory name too
+			dir = "h/" + d[:min(len(d), 200)] + ".d"
+		}
+		files = append(files, fileSpec{path: dir + "/" + n, size: size})
+	}
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, seed, files)
+	key := writeSecret(t, dir, "key", secret)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	addr := recv.waitListening()
+	for _, extra := range [][]string{{"--stripes", "2", "--streams", "3"}, {"--concurrency", "1", "--streams", "1", "--pipelining", "1", "--job", "serial"}} {
+		t.Run(strings.Join(extra, " "), func(t *testing.T) {
+			emptyDir(t, dst) // the receiver keeps its root open: empty it, do not replace it
+			send := start(t, nil, sendArgs(addr, src, key, append(extra, "h")...)...)
+			if err := send.wait(120 * time.Second); err != nil {
+				t.Fatalf("send: %v\n%s", err, send.output())
+			}
+			assertSameTree(t, src, dst, "h")
+			if want := fmt.Sprintf("Complete: %d files", len(files)); !strings.Contains(send.stdoutText(), want) {
+				t.Errorf("want %q, got %q", want, send.stdoutText())
+			}
+			again := start(t, nil, sendArgs(addr, src, key, append(extra, "h")...)...)
+			if err := again.wait(60 * time.Second); err != nil {
+				t.Fatalf("second send: %v\n%s", err, again.output())
+			}
+			if !strings.Contains(again.stdoutText(), "this run sent 0 bytes") {
+				t.Errorf("a second run of a finished job sent data: %q", again.stdoutText())
+			}
+		})
+	}
+}
+
+// emptyDir removes everything inside dir.
+func emptyDir(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
