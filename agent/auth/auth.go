@@ -9,10 +9,18 @@
 //
 // The two labels differ, so neither side can be used as an oracle for the other's
 // proof; fresh nonces on both sides stop replays.
+//
+// The handshake also gives the connection its session keys: HKDF-SHA256 of the secret
+// with both nonces as salt, one key per direction. Every frame that follows carries a
+// tag under them (package wire), so proving the secret once is not the end of the
+// protection: a relay on the path that rewrites a frame after the handshake is caught
+// at the next frame. Fresh nonces make the keys of every connection different, so a
+// frame recorded on one connection cannot be replayed on another.
 package auth
 
 import (
 	"bytes"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -28,8 +36,31 @@ import (
 // protocol from HTTP on the same port.
 const Magic = "DTNF"
 
-// Version is the protocol version.
-const Version = 1
+// Version is the protocol version. 2: every frame after the handshake carries a tag
+// under the session keys.
+const Version = 2
+
+// KeySize is the size of a session key (AES-256).
+const KeySize = 32
+
+// Keys are a connection's session keys, one per direction.
+type Keys struct {
+	ClientToServer, ServerToClient [KeySize]byte
+}
+
+// deriveKeys expands the secret into the session keys of the connection whose nonces
+// are cn and sn.
+func deriveKeys(secret, cn, sn []byte) (Keys, error) {
+	salt := append(append([]byte(nil), cn...), sn...)
+	b, err := hkdf.Key(sha256.New, secret, salt, "dtnflow/v2 frame keys", 2*KeySize)
+	if err != nil {
+		return Keys{}, err
+	}
+	var k Keys
+	copy(k.ClientToServer[:], b[:KeySize])
+	copy(k.ServerToClient[:], b[KeySize:])
+	return k, nil
+}
 
 // Timeout bounds the handshake.
 const Timeout = 10 * time.Second
@@ -39,6 +70,10 @@ const nonceSize = 32
 // ErrRefused is returned by Client when the server refused our proof, and by Server
 // for a peer whose proof was wrong.
 var ErrRefused = errors.New("authentication refused: the peer does not hold the same job secret")
+
+// ErrNotProtocol is returned by Server for a peer that does not open with the
+// protocol's magic and version.
+var ErrNotProtocol = errors.New("not dtnflow-agent protocol")
 
 // LoadSecret reads a secret file; surrounding whitespace (a trailing newline) is
 // dropped. A secret shorter than 16 bytes is refused.
@@ -62,49 +97,50 @@ func mac(secret []byte, label string, a, b []byte) []byte {
 	return m.Sum(nil)
 }
 
-// Client runs the client side of the handshake on c.
-func Client(c net.Conn, secret []byte) error {
+// Client runs the client side of the handshake on c and returns the session keys.
+func Client(c net.Conn, secret []byte) (Keys, error) {
 	c.SetDeadline(time.Now().Add(Timeout))
 	defer c.SetDeadline(time.Time{})
 	cn := make([]byte, nonceSize)
 	rand.Read(cn)
 	hello := append([]byte(Magic), Version)
 	if _, err := c.Write(append(hello, cn...)); err != nil {
-		return fmt.Errorf("handshake: %w", err)
+		return Keys{}, fmt.Errorf("handshake: %w", err)
 	}
 	resp := make([]byte, len(Magic)+1+nonceSize+sha256.Size)
 	if _, err := io.ReadFull(c, resp); err != nil {
-		return fmt.Errorf("handshake: %w (is the peer a dtnflow-agent that accepts this secret?)", err)
+		return Keys{}, fmt.Errorf("handshake: %w (is the peer a dtnflow-agent that accepts this secret?)", err)
 	}
 	if string(resp[:4]) != Magic || resp[4] != Version {
-		return fmt.Errorf("handshake: the peer does not speak dtnflow-agent protocol v%d", Version)
+		return Keys{}, fmt.Errorf("handshake: the peer does not speak dtnflow-agent protocol v%d", Version)
 	}
 	sn := resp[5 : 5+nonceSize]
 	if !hmac.Equal(resp[5+nonceSize:], mac(secret, "dtnflow/server", cn, sn)) {
-		return fmt.Errorf("handshake: the server's proof is wrong: %w", ErrRefused)
+		return Keys{}, fmt.Errorf("handshake: the server's proof is wrong: %w", ErrRefused)
 	}
 	if _, err := c.Write(mac(secret, "dtnflow/client", sn, cn)); err != nil {
-		return fmt.Errorf("handshake: %w", err)
+		return Keys{}, fmt.Errorf("handshake: %w", err)
 	}
 	var verdict [1]byte
 	if _, err := io.ReadFull(c, verdict[:]); err != nil || verdict[0] != 'K' {
-		return ErrRefused
+		return Keys{}, ErrRefused
 	}
-	return nil
+	return deriveKeys(secret, cn, sn)
 }
 
 // Server runs the server side on c, whose first bytes (the magic) may already have
-// been consumed by the caller's sniffing: pass them as seen (nil if none).
-func Server(c net.Conn, seen []byte, secret []byte) error {
+// been consumed by the caller's sniffing: pass them as seen (nil if none). It returns
+// the session keys.
+func Server(c net.Conn, seen []byte, secret []byte) (Keys, error) {
 	c.SetDeadline(time.Now().Add(Timeout))
 	defer c.SetDeadline(time.Time{})
 	hello := make([]byte, len(Magic)+1+nonceSize)
 	n := copy(hello, seen)
 	if _, err := io.ReadFull(c, hello[n:]); err != nil {
-		return fmt.Errorf("handshake: %w", err)
+		return Keys{}, fmt.Errorf("handshake: %w", err)
 	}
 	if string(hello[:4]) != Magic || hello[4] != Version {
-		return fmt.Errorf("handshake: not dtnflow-agent protocol v%d", Version)
+		return Keys{}, fmt.Errorf("handshake: %w v%d", ErrNotProtocol, Version)
 	}
 	cn := hello[5:]
 	sn := make([]byte, nonceSize)
@@ -112,16 +148,18 @@ func Server(c net.Conn, seen []byte, secret []byte) error {
 	resp := append(append([]byte(Magic), Version), sn...)
 	resp = append(resp, mac(secret, "dtnflow/server", cn, sn)...)
 	if _, err := c.Write(resp); err != nil {
-		return fmt.Errorf("handshake: %w", err)
+		return Keys{}, fmt.Errorf("handshake: %w", err)
 	}
 	proof := make([]byte, sha256.Size)
 	if _, err := io.ReadFull(c, proof); err != nil {
-		return fmt.Errorf("handshake: %w", err)
+		return Keys{}, fmt.Errorf("handshake: %w", err)
 	}
 	if !hmac.Equal(proof, mac(secret, "dtnflow/client", sn, cn)) {
 		c.Write([]byte{'R'})
-		return ErrRefused
+		return Keys{}, ErrRefused
 	}
-	_, err := c.Write([]byte{'K'})
-	return err
+	if _, err := c.Write([]byte{'K'}); err != nil {
+		return Keys{}, err
+	}
+	return deriveKeys(secret, cn, sn)
 }

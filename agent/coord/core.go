@@ -91,11 +91,14 @@ type Core struct {
 	built   bool
 
 	filesDone, filesFailed, bytesDone int64
-	dataset                           contract.Dataset
-	samples                           []contract.Sample
-	stats                             map[int32]wire.StripeStats
-	startBytes                        int64
-	startTime                         time.Time
+	// neededAtBuild is what the job had left to send when the receivers' journals
+	// were read: what a run with nothing lost would send.
+	neededAtBuild int64
+	dataset       contract.Dataset
+	samples       []contract.Sample
+	stats         map[int32]wire.StripeStats
+	startBytes    int64
+	startTime     time.Time
 }
 
 // New lists the source paths and returns a Core in phase Starting. Paths are checked
@@ -209,6 +212,18 @@ func ListDataset(root *os.Root, paths []string) (contract.Dataset, error) {
 		ds.Bytes += f.f.Size
 	}
 	return ds, nil
+}
+
+// Resent is how much of sent (this run's payload bytes) went beyond what the job had
+// left when it started: data sent again after a failure. Blocks of a chunk that the
+// journals held count as left to send, so this is a lower bound.
+func (c *Core) Resent(sent int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.built {
+		return 0
+	}
+	return max(sent-c.neededAtBuild, 0)
 }
 
 // Dataset is the dataset's summary.
@@ -364,6 +379,7 @@ func chunkLen(size, chunk int64, i int32) int64 {
 // in order), then small files, so the long tails start early.
 func (c *Core) buildLocked() {
 	c.built = true
+	c.neededAtBuild = c.dataset.Bytes - c.bytesDone
 	order := make([]*cfile, 0, len(c.files))
 	for _, f := range c.files {
 		if !f.done {

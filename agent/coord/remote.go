@@ -1,10 +1,8 @@
 package coord
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"sync"
 
 	"github.com/dtnflow/dtnflow/agent/mover"
@@ -14,9 +12,9 @@ import (
 // ServeConn serves one sender connected to the coordinator (after the handshake).
 // The sender's stripe is a member while the connection lives; when it drops, the
 // stripe's leases go back to the others.
-func (c *Core) ServeConn(conn net.Conn) {
+func (c *Core) ServeConn(conn *wire.Conn) {
 	defer conn.Close()
-	rd := wire.NewReader(bufio.NewReader(conn))
+	rd := conn.Reader(64 << 10)
 	h, meta, err := rd.Next()
 	if err != nil || h.Type != wire.TypeHello {
 		return
@@ -25,7 +23,7 @@ func (c *Core) ServeConn(conn net.Conn) {
 	if wire.DecodeJSON(meta, &hello) != nil || hello.Role != wire.RoleSender {
 		return
 	}
-	w := wire.NewWriter(conn)
+	w := conn.Writer()
 	m := c.Join(hello.Stripe)
 	defer m.Leave()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -104,7 +102,7 @@ func (c *Core) ServeConn(conn net.Conn) {
 
 // Remote is a coordinator across a connection, as a stripe's WorkSource.
 type Remote struct {
-	conn    net.Conn
+	conn    *wire.Conn
 	w       *wire.Writer
 	configs chan wire.JobConfig
 	probes  chan wire.ProbeRequest
@@ -122,7 +120,7 @@ func DialRemote(ctx context.Context, addr string, secret []byte, stripe int32) (
 	if err != nil {
 		return nil, fmt.Errorf("coordinator %s: %w", addr, err)
 	}
-	r := &Remote{conn: c, w: wire.NewWriter(c), configs: make(chan wire.JobConfig, 1), probes: make(chan wire.ProbeRequest, 1),
+	r := &Remote{conn: c, w: c.Writer(), configs: make(chan wire.JobConfig, 1), probes: make(chan wire.ProbeRequest, 1),
 		grants: make(chan wire.WorkGrant, 1), dead: make(chan struct{})}
 	if err := r.w.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleSender, Stripe: stripe}); err != nil {
 		c.Close()
@@ -134,7 +132,7 @@ func DialRemote(ctx context.Context, addr string, secret []byte, stripe int32) (
 
 func (r *Remote) read() {
 	defer r.Close()
-	rd := wire.NewReader(bufio.NewReader(r.conn))
+	rd := r.conn.Reader(64 << 10)
 	for {
 		h, meta, err := rd.Next()
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +62,11 @@ type proc struct {
 
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	if len(args) > 0 && args[0] != "plan" && !slices.Contains(args, "--metrics-addr") {
+		// /metrics and /status on a port of their own (never the default, which
+		// parallel tests would fight over); waitListening learns it.
+		args = append(args, "--metrics-addr", "127.0.0.1:0")
+	}
 	p := &proc{t: t, cmd: exec.Command(agentBin, args...), lines: make(chan string, 1024), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	stderr, _ := p.cmd.StderrPipe()
@@ -142,16 +148,30 @@ func (p *proc) exited() bool {
 	}
 }
 
-var listenRE = regexp.MustCompile(`listen=(\S+)`)
+var (
+	listenRE  = regexp.MustCompile(`listen=(\S+)`)
+	metricsRE = regexp.MustCompile(`metricsAddr=(\S+)`)
+	// metricsOf maps an agent's protocol address to the address of its /metrics and
+	// /status, as the agent last started on it logged.
+	metricsOf sync.Map
+)
 
-// waitListening waits for the "Receiving"/"Coordinating" log line and returns the address.
+// waitListening waits for the "Receiving"/"Coordinating" log line and returns the
+// address; the /metrics address logged before it is remembered for httpGet.
 func (p *proc) waitListening() string {
 	p.t.Helper()
 	deadline := time.After(20 * time.Second)
+	var maddr string
 	for {
 		select {
 		case l := <-p.lines:
+			if m := metricsRE.FindStringSubmatch(l); m != nil {
+				maddr = m[1]
+			}
 			if m := listenRE.FindStringSubmatch(l); m != nil {
+				if maddr != "" {
+					metricsOf.Store(m[1], maddr)
+				}
 				return m[1]
 			}
 		case <-p.done:
@@ -289,8 +309,13 @@ func assertSameTree(t *testing.T, src, dst, sub string) {
 	}
 }
 
+// httpGet gets path from the /metrics and /status address of the agent listening on
+// addr.
 func httpGet(t *testing.T, addr, path string) string {
 	t.Helper()
+	if m, ok := metricsOf.Load(addr); ok {
+		addr = m.(string)
+	}
 	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get("http://" + addr + path)
 	if err != nil {

@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -156,21 +159,80 @@ func TestResumeSendsOnlyWhatIsMissing(t *testing.T) {
 	assertSameTree(t, src, dst, "big")
 }
 
-func TestCorruptBlocksAreCaughtAndResent(t *testing.T) {
+var repairsRE = regexp.MustCompile(`(\d+) integrity failures and (\d+) stalls repaired`)
+
+// TestBitFlipsAnywhere sends a dataset through a relay that flips single bits at random
+// places of random connections, both ways — handshakes, headers, meta, data, tags — and
+// checks that the job ends Complete with every file byte-identical and nothing else,
+// the sender saying how many sessions it repaired.
+func TestBitFlipsAnywhere(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 	os.MkdirAll(dst, 0o755)
-	makeTree(t, src, 4, mixed("c", 40, 2, 2<<20))
+	makeTree(t, src, seed, mixed("c", 60, 3, 2<<20))
 	key := writeSecret(t, dir, "key", secret)
 	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
 	addr := recv.waitListening()
-	send := start(t, []string{"DTNFLOW_TEST_CORRUPT_EVERY=9"}, sendArgs(addr, src, key, "--streams", "3", "c")...)
-	if err := send.wait(60 * time.Second); err != nil {
-		t.Fatalf("send: %v\n%s", err, send.output())
+	fl := &flipper{rng: rand.New(rand.NewPCG(seed, 3)), p: 0.7, window: 256 << 10, budget: 16, inHandshake: 1}
+	via := startRelay(t, addr, fl.damage)
+	send := start(t, nil, sendArgs(via, src, key, "--streams", "3", "--stall-timeout", "2s", "c")...)
+	if err := send.wait(180 * time.Second); err != nil {
+		t.Fatalf("send: %v\n%s\nreceiver:\n%s", err, send.output(), recv.output())
 	}
 	assertSameTree(t, src, dst, "c")
-	if n := metric(t, addr, "dtnflow_agent_corrupt_blocks_total"); n < 2 {
-		t.Errorf("receiver caught %v corrupt blocks; the hook corrupts every 9th frame", n)
+	m := repairsRE.FindStringSubmatch(send.stdoutText())
+	if m == nil {
+		t.Fatalf("the final line does not say what was repaired: %q", send.stdoutText())
+	}
+	fl.mu.Lock()
+	flipped := fl.flipped
+	fl.mu.Unlock()
+	t.Logf("%d bits flipped; %s", flipped, m[0])
+	if flipped < 3 {
+		t.Fatalf("the relay flipped %d bits: too few for the test to prove anything", flipped)
+	}
+}
+
+// TestTamperingRelayFailsTheJob puts a relay on the path that rewrites the content of
+// every file and block the sender sends (it does not hold the secret, so it cannot
+// forge the frames' tags). The job must fail saying why, and nothing it wrote may hold
+// the relay's bytes.
+func TestTamperingRelayFailsTheJob(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 4, mixed("c", 20, 1, 2<<20))
+	key := writeSecret(t, dir, "key", secret)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	addr := recv.waitListening()
+	via := startRelay(t, addr, rewriter)
+	send := start(t, nil, sendArgs(via, src, key, "--streams", "2", "c")...)
+	err := send.wait(120 * time.Second)
+	if err == nil || strings.Contains(send.output(), "Complete:") {
+		t.Fatalf("a job whose data was rewritten on the way did not fail: %v\n%s", err, send.output())
+	}
+	if !strings.Contains(send.output(), "integrity") {
+		t.Errorf("the failure does not say the data was damaged on the way:\n%s", send.output())
+	}
+	// Partial temporary files stay for a resume; every file at a final name must be
+	// the source's.
+	want := tree(t, src, "c")
+	filepath.WalkDir(filepath.Join(dst, "c"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(d.Name(), ".dtnpart") {
+			return err
+		}
+		b, _ := os.ReadFile(p)
+		sum := sha256.Sum256(b)
+		rel, _ := filepath.Rel(filepath.Join(dst, "c"), p)
+		if w, ok := want[rel]; !ok || w.sum != hex.EncodeToString(sum[:]) {
+			t.Errorf("%q at the destination does not hold the source's bytes", rel)
+		}
+		return nil
+	})
+	if n := metric(t, addr, "dtnflow_agent_integrity_failures_total"); n < 1 {
+		t.Errorf("the receiver counted %v integrity failures", n)
 	}
 }
 

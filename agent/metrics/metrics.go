@@ -4,7 +4,10 @@
 package metrics
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -51,11 +54,15 @@ var (
 	}, []string{"stripe"})
 	// AuthRefused counts connections refused before any frame was read.
 	AuthRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dtnflow_agent_connections_refused_total", Help: "Connections refused, by reason (auth, protocol).",
+		Name: "dtnflow_agent_connections_refused_total", Help: "Connections refused before any frame was read, by reason (auth: wrong secret; protocol: not the dtnflow handshake or too slow; busy: too many connections not yet authenticated).",
 	}, []string{"reason"})
-	// CorruptBlocks counts blocks or files whose in-flight CRC32C did not match.
-	CorruptBlocks = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "dtnflow_agent_corrupt_blocks_total", Help: "Blocks or small files whose in-flight CRC32C failed; each was sent again.",
+	// IntegrityFailures counts frames that arrived other than they were sent.
+	IntegrityFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dtnflow_agent_integrity_failures_total", Help: "Frames whose tag did not match or whose header broke the protocol (corrupted or tampered with in flight); each ended its session and what it carried was sent again.",
+	})
+	// Stalls counts sessions ended because they made no progress for the stall timeout.
+	Stalls = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dtnflow_agent_stalls_total", Help: "Stripe sessions ended (and retried) because nothing progressed for the stall timeout.",
 	})
 	// VerifyFailures counts chunks or files whose end-to-end digest did not match.
 	VerifyFailures = prometheus.NewCounter(prometheus.CounterOpts{
@@ -73,7 +80,7 @@ var (
 
 func init() {
 	Registry.MustRegister(BytesTotal, FilesTotal, StreamBitsPerSecond, StripeBitsPerSecond, RTTSeconds,
-		LossRatio, RetransmitsTotal, AuthRefused, CorruptBlocks, VerifyFailures, Resent, CPUSecondsTotal,
+		LossRatio, RetransmitsTotal, AuthRefused, IntegrityFailures, Stalls, VerifyFailures, Resent, CPUSecondsTotal,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 
@@ -105,8 +112,12 @@ type TCPInfo struct {
 	OK bool
 }
 
-// ReadTCPInfo reads TCP_INFO of c (zero if c is not a TCP connection).
+// ReadTCPInfo reads TCP_INFO of c (zero if c is not a TCP connection). A wrapper
+// with a NetConn method (an authenticated connection) is read through.
 func ReadTCPInfo(c net.Conn) TCPInfo {
+	if w, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = w.NetConn()
+	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return TCPInfo{}
@@ -138,4 +149,31 @@ func Handler(status func() any) http.Handler {
 	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	return mux
+}
+
+// DefaultAddr is where an agent serves /metrics and /status unless told otherwise:
+// loopback only, because /status names the job's paths and errors.
+const DefaultAddr = "127.0.0.1:9750"
+
+// Serve serves Handler(status) on addr until ctx ends and returns the address it
+// listens on. Slow or idle clients are cut off (header, read, write and idle
+// timeouts), so that held-open connections cannot pile up.
+func Serve(ctx context.Context, addr string, status func() any, log *slog.Logger) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: Handler(status), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("Metrics server stopped", "err", err.Error())
+		}
+	}()
+	log.Info("Serving metrics and status", "metricsAddr", ln.Addr().String())
+	return ln.Addr(), nil
 }

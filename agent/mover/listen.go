@@ -3,79 +3,88 @@ package mover
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"sync"
 	"time"
 
 	"github.com/dtnflow/dtnflow/agent/auth"
 	"github.com/dtnflow/dtnflow/agent/metrics"
+	"github.com/dtnflow/dtnflow/agent/wire"
 )
 
-// Serve accepts connections on ln until ctx ends. Each connection is told apart by its
-// first four bytes: the protocol's magic goes through the handshake and then to proto;
-// an HTTP method goes to httpHandler (metrics and status share the one port an agent
-// takes on a host network); anything else, or a failed handshake, is refused and
-// counted.
-func Serve(ctx context.Context, ln net.Listener, secret []byte, httpHandler http.Handler, proto func(net.Conn), log *slog.Logger) error {
-	hl := &chanListener{addr: ln.Addr(), ch: make(chan net.Conn), done: make(chan struct{})}
-	srv := &http.Server{Handler: httpHandler, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(hl)
+// MaxUnauthenticated bounds the connections that have not yet proved the secret: each
+// costs a goroutine and a file descriptor for at most auth.Timeout, so a flood of
+// connections that never speak cannot take the descriptors the job needs.
+const MaxUnauthenticated = 64
+
+// Serve accepts connections on ln until ctx ends. Each runs the handshake (bounded by
+// auth.Timeout; at most MaxUnauthenticated at once, the rest closed at once and
+// counted) and then goes to proto with its session keys. Only the dtnflow protocol is
+// spoken here: /metrics and /status, which name paths and errors, are served on their
+// own address (ServeMetrics). An accept error (out of file descriptors, say) is waited
+// out with back-off rather than ending the receiver.
+func Serve(ctx context.Context, ln net.Listener, secret []byte, proto func(*wire.Conn), log *slog.Logger) error {
 	go func() {
 		<-ctx.Done()
 		ln.Close()
-		hl.Close()
-		srv.Close()
 	}()
+	pending := make(chan struct{}, MaxUnauthenticated)
+	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return err
 			}
-			return err
+			// EMFILE, ENFILE, ENOBUFS, ECONNABORTED...: wait, then accept again.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			if backoff == time.Second {
+				log.Warn("Accepting connections failed; retrying", "err", err.Error())
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			continue
+		}
+		backoff = 0
+		select {
+		case pending <- struct{}{}:
+		default:
+			metrics.AuthRefused.WithLabelValues("busy").Inc()
+			c.Close()
+			continue
 		}
 		go func() {
-			var first [4]byte
-			c.SetReadDeadline(time.Now().Add(auth.Timeout))
-			if _, err := io.ReadFull(c, first[:]); err != nil {
-				metrics.AuthRefused.WithLabelValues("protocol").Inc()
+			keys, err := auth.Server(c, nil, secret)
+			<-pending
+			if err != nil {
+				// A peer with another secret gives up on our proof before sending its
+				// own, so anything but a wrong opening counts as an authentication
+				// failure.
+				reason := "auth"
+				var ne net.Error
+				if errors.Is(err, auth.ErrNotProtocol) || errors.As(err, &ne) && ne.Timeout() {
+					reason = "protocol"
+				}
+				metrics.AuthRefused.WithLabelValues(reason).Inc()
+				log.Warn("Refused a connection", "peer", c.RemoteAddr().String(), "reason", err.Error())
 				c.Close()
 				return
 			}
-			c.SetReadDeadline(time.Time{})
-			switch string(first[:]) {
-			case auth.Magic:
-				if err := auth.Server(c, first[:], secret); err != nil {
-					metrics.AuthRefused.WithLabelValues("auth").Inc()
-					log.Warn("Refused a connection", "peer", c.RemoteAddr().String(), "reason", err.Error())
-					c.Close()
-					return
-				}
-				proto(c)
-			case "GET ", "HEAD", "POST":
-				select {
-				case hl.ch <- &prefixConn{Conn: c, prefix: first[:]}:
-				case <-hl.done:
-					c.Close()
-				}
-			default:
-				metrics.AuthRefused.WithLabelValues("protocol").Inc()
-				log.Warn("Refused a connection that speaks neither dtnflow nor HTTP", "peer", c.RemoteAddr().String())
-				c.Close()
-			}
+			proto(wire.NewConn(c, keys.ServerToClient[:], keys.ClientToServer[:]))
 		}()
 	}
 }
 
 // Dial connects to addr and runs the client handshake.
-func Dial(ctx context.Context, addr string, secret []byte, bufferBytes int64) (net.Conn, error) {
+func Dial(ctx context.Context, addr string, secret []byte, bufferBytes int64) (*wire.Conn, error) {
 	d := net.Dialer{Timeout: 10 * time.Second}
 	if bufferBytes > 0 {
 		// Set before connect so the window scale is chosen for the buffer.
@@ -85,41 +94,10 @@ func Dial(ctx context.Context, addr string, secret []byte, bufferBytes int64) (n
 	if err != nil {
 		return nil, err
 	}
-	if err := auth.Client(c, secret); err != nil {
+	keys, err := auth.Client(c, secret)
+	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	return c, nil
+	return wire.NewConn(c, keys.ClientToServer[:], keys.ServerToClient[:]), nil
 }
-
-type prefixConn struct {
-	net.Conn
-	prefix []byte
-}
-
-func (p *prefixConn) Read(b []byte) (int, error) {
-	if len(p.prefix) > 0 {
-		n := copy(b, p.prefix)
-		p.prefix = p.prefix[n:]
-		return n, nil
-	}
-	return p.Conn.Read(b)
-}
-
-type chanListener struct {
-	addr net.Addr
-	ch   chan net.Conn
-	once sync.Once
-	done chan struct{}
-}
-
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-func (l *chanListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
-func (l *chanListener) Addr() net.Addr { return l.addr }

@@ -1,7 +1,6 @@
 package mover
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/hex"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path"
@@ -92,13 +92,16 @@ func (r *Receiver) Status() any {
 }
 
 // HandleConn serves one authenticated connection.
-func (r *Receiver) HandleConn(c net.Conn) {
+func (r *Receiver) HandleConn(c *wire.Conn) {
 	defer c.Close()
 	// A small buffer: bulk data is read straight into its destination, and only what
 	// the header read brings along is copied once more.
-	rd := wire.NewReader(bufio.NewReaderSize(c, 16<<10))
+	rd := c.Reader(16 << 10)
 	h, meta, err := rd.Next()
 	if err != nil || h.Type != wire.TypeHello {
+		if wire.IsIntegrity(err) {
+			metrics.IntegrityFailures.Inc()
+		}
 		return
 	}
 	var hello wire.Hello
@@ -110,7 +113,7 @@ func (r *Receiver) HandleConn(c net.Conn) {
 		r.serveControl(c, rd, hello)
 	case wire.RoleData:
 		if receiveBufferHelps(hello.BufferBytes, r.socketLimits()) {
-			if tc, ok := c.(*net.TCPConn); ok {
+			if tc, ok := c.NetConn().(*net.TCPConn); ok {
 				tc.SetReadBuffer(int(hello.BufferBytes))
 			}
 		}
@@ -208,6 +211,7 @@ type rsession struct {
 
 	mu     sync.Mutex
 	chunks map[uint64]*rchunk
+	conns  map[*wire.Conn]struct{} // the control connection and the data streams
 	done   chan struct{}
 	dead   atomic.Bool
 
@@ -224,13 +228,54 @@ func (s *rsession) send(t wire.Type, v any) {
 	}
 }
 
-func (r *Receiver) serveControl(c net.Conn, rd *wire.Reader, hello wire.Hello) {
-	w := wire.NewWriter(c)
+// abort ends a session whose frames can no longer be trusted: the sender hears why (and
+// that it may retry), what arrived intact before is journaled so that it is not sent
+// again, and every connection of the session is closed.
+func (s *rsession) abort(why error) {
+	if !s.dead.Load() {
+		metrics.IntegrityFailures.Inc()
+		s.r.Log.Warn("Ending a session: a frame failed its integrity check", "session", s.id, "err", why.Error())
+		s.ctrl.WriteJSON(wire.TypeError, wire.ErrorMsg{Error: "receiver: " + why.Error(), Integrity: true})
+	}
+	s.dead.Store(true)
+	if s.job != nil {
+		s.job.commit.journalBlocks()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+// addConn registers a data stream with its session; false if the session has ended.
+func (s *rsession) addConn(c *wire.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead.Load() {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *rsession) dropConn(c *wire.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+}
+
+func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello) {
+	w := c.Writer()
 	h, meta, err := rd.Next()
 	if err != nil || h.Type != wire.TypeSession {
+		if wire.IsIntegrity(err) {
+			metrics.IntegrityFailures.Inc()
+		}
 		return
 	}
-	s := &rsession{id: hello.Session, r: r, ctrl: w, chunks: map[uint64]*rchunk{}, done: make(chan struct{}), memMore: make(chan struct{}, 1)}
+	s := &rsession{id: hello.Session, r: r, ctrl: w, chunks: map[uint64]*rchunk{}, conns: map[*wire.Conn]struct{}{c: {}},
+		done: make(chan struct{}), memMore: make(chan struct{}, 1)}
 	if err := wire.DecodeJSON(meta, &s.cfg); err != nil {
 		return
 	}
@@ -255,40 +300,58 @@ func (r *Receiver) serveControl(c net.Conn, rd *wire.Reader, hello wire.Hello) {
 		r.mu.Lock()
 		delete(r.sessions, s.id)
 		r.mu.Unlock()
+		if s.job != nil {
+			// Whatever arrived is journaled now, not at the next tick: the sender that
+			// left (or was killed) resumes at once and must not send it again.
+			s.job.commit.journalBlocks()
+		}
 		s.mu.Lock()
 		for id, ch := range s.chunks {
 			ch.release()
 			delete(s.chunks, id)
+		}
+		for dc := range s.conns {
+			if dc != c {
+				dc.Close() // the data streams end with their session
+			}
 		}
 		s.mu.Unlock()
 	}()
 	limits := r.socketLimits()
 	s.send(wire.TypeSessionOK, wire.SessionOK{Receiver: r.ID, Limits: &limits})
 	go s.statsLoop()
+	if err := s.readControl(rd); err != nil && wire.IsIntegrity(err) {
+		s.abort(fmt.Errorf("control connection: %w", err))
+	}
+}
+
+// readControl serves a session's control frames until the connection ends or a frame
+// breaks the protocol.
+func (s *rsession) readControl(rd *wire.Reader) error {
 	for {
 		h, meta, err := rd.Next()
 		if err != nil {
-			return
+			return err
 		}
 		switch h.Type {
 		case wire.TypeSummaryQuery:
 			s.sendSummary()
 		case wire.TypeChunkOpen:
 			var m wire.ChunkOpen
-			if wire.DecodeJSON(meta, &m) != nil {
-				return
+			if err := wire.DecodeJSON(meta, &m); err != nil {
+				return err
 			}
 			s.openChunk(m)
 		case wire.TypeChunkEnd:
 			var m wire.ChunkEnd
-			if wire.DecodeJSON(meta, &m) != nil {
-				return
+			if err := wire.DecodeJSON(meta, &m); err != nil {
+				return err
 			}
 			s.endChunk(m)
 		case wire.TypeFinalize:
 			var m wire.Finalize
-			if wire.DecodeJSON(meta, &m) != nil {
-				return
+			if err := wire.DecodeJSON(meta, &m); err != nil {
+				return err
 			}
 			go s.finalize(m)
 		case wire.TypeFlush:
@@ -298,12 +361,12 @@ func (r *Receiver) serveControl(c net.Conn, rd *wire.Reader, hello wire.Hello) {
 			s.send(wire.TypeFlushed, struct{}{})
 		case wire.TypeMemEnd:
 			var m wire.MemEnd
-			if wire.DecodeJSON(meta, &m) != nil {
-				return
+			if err := wire.DecodeJSON(meta, &m); err != nil {
+				return err
 			}
 			go s.memEnd(m.Bytes)
 		default:
-			return
+			return fmt.Errorf("%w: frame type %d on a control connection", wire.ErrFrame, h.Type)
 		}
 	}
 }
@@ -352,11 +415,23 @@ var (
 	receivedCounter = metrics.BytesTotal.WithLabelValues("received")
 )
 
-func (r *Receiver) serveData(c net.Conn, rd *wire.Reader, hello wire.Hello) {
+func (r *Receiver) serveData(c *wire.Conn, rd *wire.Reader, hello wire.Hello) {
 	s := r.session(hello.Session)
-	if s == nil {
+	if s == nil || !s.addConn(c) {
 		return
 	}
+	defer s.dropConn(c)
+	// A frame that fails its check or breaks the protocol ends the session (abort):
+	// nothing in it, nor in the frames after it on this stream, can be trusted, and a
+	// stream left reading a damaged length would wait forever.
+	if err := s.readData(rd); err != nil && wire.IsIntegrity(err) {
+		s.abort(fmt.Errorf("data stream %d: %w", hello.Stream, err))
+	}
+}
+
+// readData reads a data stream's frames until it ends or one breaks the protocol.
+func (s *rsession) readData(rd *wire.Reader) error {
+	r := s.r
 	var buf []byte
 	grow := func(n uint32) []byte {
 		if cap(buf) < int(n) {
@@ -371,23 +446,19 @@ func (r *Receiver) serveData(c net.Conn, rd *wire.Reader, hello wire.Hello) {
 	for {
 		h, meta, err := rd.Next()
 		if err != nil {
-			return
+			return err
 		}
 		if h.DataLen > limit {
-			return
+			return fmt.Errorf("%w: frame of %d bytes over the session's block size %d", wire.ErrFrame, h.DataLen, limit)
 		}
 		switch h.Type {
 		case wire.TypeMem:
-			m, err := wire.ParseMemMeta(meta)
-			if err != nil {
-				return
+			if _, err := wire.ParseMemMeta(meta); err != nil {
+				return err
 			}
 			data := grow(h.DataLen)
-			if rd.ReadData(data) != nil {
-				return
-			}
-			if s.cfg.MemoryCheck && wire.CRC32C(data) != m.CRC {
-				metrics.CorruptBlocks.Inc()
+			if err := rd.ReadData(data); err != nil {
+				return err
 			}
 			r.bytes.Add(int64(len(data)))
 			s.memBytes.Add(int64(len(data)))
@@ -399,27 +470,30 @@ func (r *Receiver) serveData(c net.Conn, rd *wire.Reader, hello wire.Hello) {
 		case wire.TypeBlock:
 			m, err := wire.ParseBlockMeta(meta)
 			if err != nil {
-				return
+				return err
 			}
 			data := grow(h.DataLen)
-			if rd.ReadData(data) != nil {
-				return
+			if err := rd.ReadData(data); err != nil {
+				return err
 			}
-			if !s.block(m, data) {
-				return
+			if err := s.block(m, data); err != nil {
+				return err
 			}
 		case wire.TypeFile:
 			m, err := wire.ParseFileMeta(meta)
-			if err != nil || m.Size != uint64(h.DataLen) {
-				return
+			if err != nil {
+				return err
+			}
+			if m.Size != uint64(h.DataLen) {
+				return fmt.Errorf("%w: file frame of %d bytes announces %d", wire.ErrFrame, h.DataLen, m.Size)
 			}
 			data := grow(h.DataLen)
-			if rd.ReadData(data) != nil {
-				return
+			if err := rd.ReadData(data); err != nil {
+				return err
 			}
 			s.smallFile(m, data)
 		default:
-			return
+			return fmt.Errorf("%w: frame type %d on a data stream", wire.ErrFrame, h.Type)
 		}
 	}
 }
@@ -433,12 +507,6 @@ func (s *rsession) result(res wire.Result) {
 func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	r := s.r
 	res := wire.Result{Unit: m.Unit}
-	if wire.CRC32C(data) != m.CRC {
-		metrics.CorruptBlocks.Inc()
-		res.Retry, res.Error = true, "in-flight CRC32C mismatch"
-		s.result(res)
-		return
-	}
 	r.bytes.Add(int64(len(data)))
 	receivedCounter.Add(float64(len(data)))
 	p, err := fsroot.Clean(string(m.Path), false)
@@ -724,36 +792,35 @@ func (s *rsession) chunk(id uint64) *rchunk {
 	return s.chunks[id]
 }
 
-// block writes one block; false means the session is broken.
-func (s *rsession) block(m wire.BlockMeta, data []byte) bool {
+// block writes one block; an error means the session is broken (a block that does not
+// belong where it says, after its frame passed the check: a peer that breaks the
+// protocol).
+func (s *rsession) block(m wire.BlockMeta, data []byte) error {
 	c := s.chunk(m.Chunk)
 	if c == nil {
-		return false
+		return fmt.Errorf("%w: block for unknown chunk %d", wire.ErrFrame, m.Chunk)
+	}
+	if m.Offset > math.MaxInt64 {
+		return fmt.Errorf("%w: block offset %d", wire.ErrFrame, m.Offset)
 	}
 	off := int64(m.Offset)
 	rel := off - c.open.Offset
-	if rel < 0 || rel%c.open.BlockSize != 0 || rel+int64(len(data)) > c.open.Length {
-		return false
+	if rel < 0 || rel%c.open.BlockSize != 0 || rel >= c.open.Length {
+		return fmt.Errorf("%w: block at %d outside chunk %d [%d, +%d)", wire.ErrFrame, off, m.Chunk, c.open.Offset, c.open.Length)
 	}
 	idx := rel / c.open.BlockSize
-	want := min(c.open.BlockSize, c.open.Length-rel)
-	if int64(len(data)) != want {
-		return false
-	}
-	if wire.CRC32C(data) != m.CRC {
-		metrics.CorruptBlocks.Inc()
-		s.send(wire.TypeBlockNack, wire.BlockNack{Chunk: m.Chunk, Offset: off})
-		return true
+	if want := min(c.open.BlockSize, c.open.Length-rel); int64(len(data)) != want {
+		return fmt.Errorf("%w: block at %d of %d bytes, want %d", wire.ErrFrame, off, len(data), want)
 	}
 	c.mu.Lock()
 	f := c.f
 	c.mu.Unlock()
 	if f == nil {
-		return false
+		return errors.New("chunk closed")
 	}
 	if _, err := f.WriteAt(data, off); err != nil {
 		s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err)})
-		return true
+		return nil
 	}
 	s.r.bytes.Add(int64(len(data)))
 	receivedCounter.Add(float64(len(data)))
@@ -767,7 +834,7 @@ func (s *rsession) block(m wire.BlockMeta, data []byte) bool {
 	if ready {
 		go s.verifyChunk(c)
 	}
-	return true
+	return nil
 }
 
 func (s *rsession) endChunk(m wire.ChunkEnd) {

@@ -1,18 +1,19 @@
 package mover
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
+	_ "io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/dtnflow/dtnflow/agent/auth"
 	"github.com/dtnflow/dtnflow/agent/wire"
 )
 
@@ -21,10 +22,43 @@ const testSecret = "receiver-test-secret-0123456789"
 // hostile is a peer that speaks the protocol but ignores the sender's own checks.
 type hostile struct {
 	t     *testing.T
-	ctrl  net.Conn
+	ctrl  *wire.Conn
 	ctrlW *wire.Writer
 	ctrlR *wire.Reader
 	data  *wire.Writer
+	// flip damages the next write on the data stream, after its tag was computed:
+	// a bit changed in flight.
+	flip *flipConn
+}
+
+// flipConn flips one bit of the next write once armed.
+type flipConn struct {
+	net.Conn
+	armed atomic.Int64 // byte offset+1 in the next write to flip (0: none)
+}
+
+func (f *flipConn) Write(b []byte) (int, error) {
+	if at := f.armed.Swap(0); at > 0 && int(at-1) < len(b) {
+		c := append([]byte(nil), b...)
+		c[at-1] ^= 0x10
+		return f.Conn.Write(c)
+	}
+	return f.Conn.Write(b)
+}
+
+// dialFlip dials addr through a flipConn.
+func dialFlip(t *testing.T, addr string) (*wire.Conn, *flipConn) {
+	t.Helper()
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := &flipConn{Conn: raw}
+	keys, err := auth.Client(raw, []byte(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wire.NewConn(fc, keys.ClientToServer[:], keys.ServerToClient[:]), fc
 }
 
 func startReceiver(t *testing.T) (string, string) {
@@ -41,8 +75,8 @@ func startReceiver(t *testing.T) (string, string) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rcv := &Receiver{Root: r, ID: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	go Serve(ctx, ln, []byte(testSecret), nil, rcv.HandleConn, rcv.Log)
+	rcv := &Receiver{Root: r, ID: "test", Log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+	go Serve(ctx, ln, []byte(testSecret), rcv.HandleConn, rcv.Log)
 	t.Cleanup(func() { cancel(); r.Close() })
 	return ln.Addr().String(), dir
 }
@@ -60,15 +94,12 @@ func connectSession(t *testing.T, addr string, session uint64) *hostile {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &hostile{t: t, ctrl: c, ctrlW: wire.NewWriter(c), ctrlR: wire.NewReader(bufio.NewReader(c))}
+	h := &hostile{t: t, ctrl: c, ctrlW: c.Writer(), ctrlR: c.Reader(4096)}
 	h.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: session})
 	h.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: "evil-job", Checksum: "SHA256", Overwrite: "Always", BlockSize: 1 << 20, ChunkSize: 1 << 20})
 	h.expect(wire.TypeSessionOK)
-	d, err := Dial(ctx, addr, []byte(testSecret), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.data = wire.NewWriter(d)
+	d, flip := dialFlip(t, addr)
+	h.data, h.flip = d.Writer(), flip
 	h.data.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: session})
 	t.Cleanup(func() { c.Close(); d.Close() })
 	return h
@@ -96,7 +127,7 @@ func TestReceiverRefusesPathsOutsideItsRoot(t *testing.T) {
 	os.Symlink(filepath.Join(dir, "outside"), filepath.Join(dir, "root", "link"))
 	for i, p := range []string{"../escaped", "/tmp/absolute-escape", "a/../../escaped2", "link/through-symlink"} {
 		data := []byte("payload")
-		meta, _ := wire.FileMeta{Unit: uint64(i + 1), Size: uint64(len(data)), Mode: 0o644, CRC: wire.CRC32C(data), Path: p}.Append(nil)
+		meta, _ := wire.FileMeta{Unit: uint64(i + 1), Size: uint64(len(data)), Mode: 0o644, Path: p}.Append(nil)
 		if err := h.data.WriteFrame(wire.TypeFile, meta, data); err != nil {
 			t.Fatal(err)
 		}
@@ -121,22 +152,33 @@ func TestReceiverRefusesPathsOutsideItsRoot(t *testing.T) {
 	}
 }
 
+// TestReceiverChecksEveryFrame flips one bit of a File frame in flight — in its
+// header, its meta (the path), its data or its tag — and checks that the receiver
+// writes nothing and ends the session saying why (so that the sender retries), and
+// that the same file sent intact on a new session arrives.
 func TestReceiverChecksEveryFrame(t *testing.T) {
 	addr, dir := startReceiver(t)
-	h := connect(t, addr)
 	data := []byte("the real content")
-	meta, _ := wire.FileMeta{Unit: 1, Size: uint64(len(data)), Mode: 0o640, MtimeNs: 1e18, CRC: wire.CRC32C(data) ^ 1, Path: "f"}.Append(nil)
+	meta, _ := wire.FileMeta{Unit: 1, Size: uint64(len(data)), Mode: 0o640, MtimeNs: 1e18, Path: "file0.txt"}.Append(nil)
+	frameLen := wire.HeaderSize + len(meta) + len(data) + wire.TagSize
+	for _, at := range []int{2, 9, wire.HeaderSize + 3, wire.HeaderSize + len(meta) - 1, wire.HeaderSize + len(meta) + 4, frameLen - 1} {
+		h := connectSession(t, addr, uint64(100+at))
+		h.flip.armed.Store(int64(at + 1))
+		h.data.WriteFrame(wire.TypeFile, meta, data)
+		var m wire.ErrorMsg
+		if err := wire.DecodeJSON(h.expect(wire.TypeError), &m); err != nil || !m.Integrity {
+			t.Fatalf("byte %d flipped: %+v %v, want an integrity error", at, m, err)
+		}
+		for _, name := range []string{"file0.txt", "file0.txu", "file0.tzt"} {
+			if _, err := os.Lstat(filepath.Join(dir, "root", name)); err == nil {
+				t.Fatalf("byte %d flipped: %s was written", at, name)
+			}
+		}
+	}
+	h := connect(t, addr)
+	meta, _ = wire.FileMeta{Unit: 2, Size: uint64(len(data)), Mode: 0o640, MtimeNs: 1e18, Path: "f"}.Append(nil)
 	h.data.WriteFrame(wire.TypeFile, meta, data)
 	var res wire.Results
-	wire.DecodeJSON(h.expect(wire.TypeResult), &res)
-	if r := res.Results[0]; r.OK || !r.Retry {
-		t.Fatalf("a file with a bad CRC32C: %+v, want a retry", r)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "root", "f")); err == nil {
-		t.Fatal("a damaged file took its final name")
-	}
-	meta, _ = wire.FileMeta{Unit: 2, Size: uint64(len(data)), Mode: 0o640, MtimeNs: 1e18, CRC: wire.CRC32C(data), Path: "f"}.Append(nil)
-	h.data.WriteFrame(wire.TypeFile, meta, data)
 	wire.DecodeJSON(h.expect(wire.TypeResult), &res)
 	if r := res.Results[0]; !r.OK {
 		t.Fatalf("a good file: %+v", r)
@@ -160,7 +202,7 @@ func TestReceiverSameSmallFileTwice(t *testing.T) {
 		for i := range files {
 			data := content(i)
 			meta, _ := wire.FileMeta{Unit: unitBase + uint64(i), Size: uint64(len(data)), Mode: 0o640, MtimeNs: 1e18 + int64(i),
-				CRC: wire.CRC32C(data), Path: fmt.Sprintf("d/f%03d", i)}.Append(nil)
+				Path: fmt.Sprintf("d/f%03d", i)}.Append(nil)
 			if err := h.data.WriteFrame(wire.TypeFile, meta, data); err != nil {
 				t.Error(err)
 				return

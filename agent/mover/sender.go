@@ -1,14 +1,12 @@
 package mover
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"strconv"
 	"sync"
@@ -35,12 +33,15 @@ type Stripe struct {
 	Log      *slog.Logger
 	// RetryFor is how long the stripe keeps trying to reach its receiver.
 	RetryFor time.Duration
-	// CorruptEvery, when > 0, flips a bit in every n-th bulk frame after its CRC is
-	// computed: a test hook for the in-flight check (DTNFLOW_TEST_CORRUPT_EVERY).
-	CorruptEvery int64
+	// StallTimeout ends a session that has work on its way and sees no progress (no
+	// result, no byte delivered) for this long, and retries it (0: DefaultStallTimeout).
+	StallTimeout time.Duration
 
-	frames    atomic.Int64
 	bytesSent atomic.Int64
+	// integrityFailures counts sessions ended because a frame failed its check, at
+	// either end; stalls counts sessions ended for making no progress.
+	integrityFailures atomic.Int64
+	stalls            atomic.Int64
 
 	// cur is the connected session, for Transport; retiredAcked is what the data
 	// streams that have closed had delivered; peerLimits is what the receiver said
@@ -121,12 +122,19 @@ func (s *ssession) retire(x *stream) {
 }
 
 var (
-	totalSent   atomic.Int64
-	sentCounter = metrics.BytesTotal.WithLabelValues("sent")
+	totalSent      atomic.Int64
+	totalIntegrity atomic.Int64
+	totalStalls    atomic.Int64
+	sentCounter    = metrics.BytesTotal.WithLabelValues("sent")
 )
 
 // BytesSent is the payload this process has sent over data streams so far.
 func BytesSent() int64 { return totalSent.Load() }
+
+// Repairs are how many sessions of this process's stripes ended because a frame failed
+// its integrity check, and how many because they stalled; what they carried was sent
+// again.
+func Repairs() (integrity, stalls int64) { return totalIntegrity.Load(), totalStalls.Load() }
 
 // errFinished ends a session whose job is done.
 var errFinished = errors.New("finished")
@@ -135,6 +143,25 @@ var errFinished = errors.New("finished")
 type FatalError struct{ Msg string }
 
 func (e *FatalError) Error() string { return e.Msg }
+
+// DefaultStallTimeout is how long a session with work on its way may see no progress.
+const DefaultStallTimeout = time.Minute
+
+// Retry bounds: a receiver that refuses the secret this many times in a row has
+// another secret (one refusal may be a damaged handshake); this many sessions in a
+// row that end on a failed integrity check or a stall, none moving any work, mean the
+// path corrupts or holds what it carries, and the stripe gives up saying so.
+const (
+	maxRefusals   = 3
+	maxBadSession = 8
+)
+
+// IntegrityFailures is how many of this stripe's sessions ended because a frame
+// failed its integrity check (the frames' data was sent again).
+func (st *Stripe) IntegrityFailures() int64 { return st.integrityFailures.Load() }
+
+// Stalls is how many of this stripe's sessions ended for making no progress.
+func (st *Stripe) Stalls() int64 { return st.stalls.Load() }
 
 // Run moves units until the job is finished, ctx ends, or the receiver stays
 // unreachable for RetryFor.
@@ -147,8 +174,9 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 	}
 	var failingSince time.Time
 	backoff := 100 * time.Millisecond
+	refusals, bad := 0, 0
 	for {
-		connected, err := st.session(ctx, src, &cfg)
+		end, err := st.session(ctx, src, &cfg)
 		if err == nil || errors.Is(err, errFinished) {
 			return nil
 		}
@@ -159,7 +187,24 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 		if errors.As(err, &fe) || errors.Is(err, ErrSourceLost) {
 			return err
 		}
-		if connected {
+		if errors.Is(err, auth.ErrRefused) {
+			if refusals++; refusals >= maxRefusals {
+				return &FatalError{Msg: fmt.Sprintf("receiver %s: %v", st.Receiver, err)}
+			}
+		} else {
+			refusals = 0
+		}
+		var ie *IntegrityError
+		switch {
+		case end.progressed:
+			bad = 0
+		case errors.As(err, &ie) || errors.Is(err, errStalled):
+			if bad++; bad >= maxBadSession {
+				return &FatalError{Msg: fmt.Sprintf("stripe %d: %d sessions in a row with receiver %s ended without moving any work (last: %v): the path corrupts, tampers with or holds what it carries",
+					st.Index, bad, st.Receiver, err)}
+			}
+		}
+		if end.connected {
 			failingSince, backoff = time.Time{}, 100*time.Millisecond
 		}
 		if failingSince.IsZero() {
@@ -212,7 +257,7 @@ type ssession struct {
 	stop context.CancelFunc
 	id   uint64
 
-	ctrl       net.Conn
+	ctrl       *wire.Conn
 	ctrlW      *wire.Writer
 	ctrlReader *wire.Reader
 	queue      chan *outFrame
@@ -232,6 +277,10 @@ type ssession struct {
 	peer      atomic.Pointer[wire.PeerStats]
 	flushed   chan struct{}
 	dirs      *dirCache
+	// progressAt is when the session last moved forward (unix ns); unitsDone counts
+	// units the receiver confirmed in this session.
+	progressAt atomic.Int64
+	unitsDone  atomic.Int64
 
 	workMu      sync.Mutex
 	concurrency atomic.Int32
@@ -256,7 +305,7 @@ func (s *ssession) setConcurrency(n int32) {
 
 type stream struct {
 	idx   int32
-	conn  net.Conn
+	conn  *wire.Conn
 	w     *wire.Writer
 	bytes atomic.Int64
 	quit  chan struct{}
@@ -276,19 +325,35 @@ func (s *ssession) fail(err error) {
 	s.stop()
 }
 
-func (st *Stripe) session(ctx context.Context, src WorkSource, cfg *wire.JobConfig) (connected bool, err error) {
+// sessionEnd says how a session went.
+type sessionEnd struct {
+	connected  bool // the receiver accepted the session
+	progressed bool // at least one unit was done
+}
+
+// IntegrityError ends a session in which a frame failed its check at either end.
+type IntegrityError struct{ Err error }
+
+func (e *IntegrityError) Error() string { return "integrity check failed: " + e.Err.Error() }
+func (e *IntegrityError) Unwrap() error { return e.Err }
+
+// errStalled ends a session that made no progress for the stall timeout.
+var errStalled = errors.New("no progress")
+
+func (st *Stripe) session(ctx context.Context, src WorkSource, cfg *wire.JobConfig) (end sessionEnd, err error) {
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	s := &ssession{st: st, src: src, cfg: *cfg, log: st.Log, ctx: sctx, stop: stop,
 		id: randomID(), flights: map[uint64]*flight{}, chunks: map[uint64]*flight{}, retry: make(chan wire.Unit, 1024), flushed: make(chan struct{}, 1), dirs: newDirCache(st.Root, false),
 		live: map[*stream]struct{}{}}
 	if err := s.connect(); err != nil {
-		return false, err
+		return end, err
 	}
 	defer s.ctrl.Close()
 	st.cur.Store(s)
 	defer st.cur.CompareAndSwap(s, nil)
-	connected = true
+	end.connected = true
+	s.progressed()
 	depth := int(max(s.cfg.Pipelining, 1) * max(s.cfg.Concurrency, 1))
 	// Small files are acknowledged only once durable at the destination: keep enough
 	// of them unacknowledged that the commit round trip never stalls the pipeline.
@@ -302,12 +367,13 @@ func (st *Stripe) session(ctx context.Context, src WorkSource, cfg *wire.JobConf
 	s.limiter = rate.NewLimiter(rate.Inf, int(max(s.cfg.BlockSize, 1)))
 	s.setRate(s.cfg.MaxBitsPerSecond)
 	if err := s.setStreams(s.cfg.Streams, s.cfg.BufferBytes); err != nil {
-		return true, err
+		return end, err
 	}
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); s.readControl() }()
 	go func() { defer wg.Done(); s.sample() }()
+	go func() { defer wg.Done(); s.watch() }()
 	fetchDone := make(chan error, 1)
 	go func() { defer wg.Done(); fetchDone <- s.work() }()
 	// Configuration changes and probes while the session runs.
@@ -359,7 +425,59 @@ loop:
 	if result == nil {
 		result = errors.New("session ended")
 	}
-	return connected, result
+	end.progressed = s.unitsDone.Load() > 0
+	var ie *IntegrityError
+	if errors.As(result, &ie) {
+		st.integrityFailures.Add(1)
+		totalIntegrity.Add(1)
+	}
+	return end, result
+}
+
+// progressed records that the session moved forward now.
+func (s *ssession) progressed() { s.progressAt.Store(time.Now().UnixNano()) }
+
+// watch ends the session when it has work on its way and nothing moves for the stall
+// timeout: no result, no reply, no byte acknowledged by the receiver's TCP. A frame
+// whose length was damaged on the way, a receiver that stopped reading, a path that
+// holds packets: each would otherwise wait forever; the retry resends what is not
+// journaled.
+func (s *ssession) watch() {
+	timeout := s.st.StallTimeout
+	if timeout <= 0 {
+		timeout = DefaultStallTimeout
+	}
+	t := time.NewTicker(max(timeout/8, 50*time.Millisecond))
+	defer t.Stop()
+	var lastDelivered int64
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		var delivered int64
+		s.mu.Lock()
+		busy := len(s.flights) > 0
+		for x := range s.live {
+			acked, _ := x.readAcked()
+			delivered += acked
+		}
+		s.mu.Unlock()
+		if !busy || delivered > lastDelivered {
+			lastDelivered = delivered
+			s.progressed()
+			continue
+		}
+		if idle := time.Since(time.Unix(0, s.progressAt.Load())); idle > timeout {
+			s.st.stalls.Add(1)
+			totalStalls.Add(1)
+			metrics.Stalls.Inc()
+			s.log.Warn("Stripe session made no progress; starting it again", "stripe", s.st.Index, "receiver", s.st.Receiver, "idle", idle.Round(time.Millisecond).String())
+			s.fail(fmt.Errorf("%w for %v with work on its way (receiver %s)", errStalled, timeout, s.st.Receiver))
+			return
+		}
+	}
 }
 
 func randomID() uint64 {
@@ -371,14 +489,17 @@ func randomID() uint64 {
 func (s *ssession) connect() error {
 	st := s.st
 	c, err := Dial(s.ctx, st.Receiver, st.Secret, 0)
-	if errors.Is(err, auth.ErrRefused) {
-		return &FatalError{Msg: fmt.Sprintf("receiver %s: %v", st.Receiver, err)}
-	}
 	if err != nil {
+		return err // a refusal (auth.ErrRefused) is counted by Run
+	}
+	s.ctrl, s.ctrlW = c, c.Writer()
+	fail := func(err error) error {
+		c.Close()
+		if wire.IsIntegrity(err) {
+			return &IntegrityError{Err: err}
+		}
 		return err
 	}
-	s.ctrl, s.ctrlW = c, wire.NewWriter(c)
-	fail := func(err error) error { c.Close(); return err }
 	if err := s.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: s.id, Stripe: st.Index, Agent: agentName()}); err != nil {
 		return fail(err)
 	}
@@ -386,7 +507,7 @@ func (s *ssession) connect() error {
 		Overwrite: s.cfg.Overwrite, BlockSize: s.cfg.BlockSize, ChunkSize: s.cfg.ChunkSize}); err != nil {
 		return fail(err)
 	}
-	rd := wire.NewReader(bufio.NewReader(c))
+	rd := c.Reader(64 << 10)
 	s.ctrlReader = rd
 	for {
 		h, meta, err := rd.Next()
@@ -397,6 +518,9 @@ func (s *ssession) connect() error {
 		case wire.TypeError:
 			var m wire.ErrorMsg
 			wire.DecodeJSON(meta, &m)
+			if m.Integrity {
+				return fail(&IntegrityError{Err: errors.New(m.Error)})
+			}
 			return fail(&FatalError{Msg: "receiver refused the session: " + m.Error})
 		case wire.TypeStats:
 			continue
@@ -459,7 +583,7 @@ func (s *ssession) setStreams(n int32, buffer int64) error {
 	// an authentication handshake, several round trips on a long path), and without
 	// the lock, which Transport and the results take. Only the session's own loop
 	// calls setStreams, so nobody else adds streams meanwhile.
-	conns := make([]net.Conn, n-have)
+	conns := make([]*wire.Conn, n-have)
 	errs := make([]error, n-have)
 	var wg sync.WaitGroup
 	for i := range conns {
@@ -469,7 +593,7 @@ func (s *ssession) setStreams(n int32, buffer int64) error {
 			idx := have + int32(i)
 			c, err := Dial(s.ctx, s.st.Receiver, s.st.Secret, buffer)
 			if err == nil {
-				err = wire.NewWriter(c).WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: s.id, Stripe: s.st.Index, Stream: idx, BufferBytes: buffer})
+				err = c.Writer().WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: s.id, Stripe: s.st.Index, Stream: idx, BufferBytes: buffer})
 				if err != nil {
 					c.Close()
 				}
@@ -489,7 +613,7 @@ func (s *ssession) setStreams(n int32, buffer int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, c := range conns {
-		st := &stream{idx: have + int32(i), conn: c, w: wire.NewWriter(c), quit: make(chan struct{})}
+		st := &stream{idx: have + int32(i), conn: c, w: c.Writer(), quit: make(chan struct{})}
 		s.streams = append(s.streams, st)
 		s.live[st] = struct{}{}
 		go s.runStream(st)
@@ -524,9 +648,6 @@ func (s *ssession) runStream(st *stream) {
 				s.release(f)
 				return
 			}
-		}
-		if s.st.CorruptEvery > 0 && len(f.data) > 0 && s.st.frames.Add(1)%s.st.CorruptEvery == 0 {
-			f.data[len(f.data)/2] ^= 0x20 // the CRC in the meta no longer matches
 		}
 		err := st.w.WriteFrame(f.typ, f.meta, f.data)
 		n := int64(len(f.data))
@@ -628,10 +749,18 @@ func (s *ssession) readControl() {
 	for {
 		h, meta, err := rd.Next()
 		if err != nil {
-			if s.ctx.Err() == nil {
+			switch {
+			case s.ctx.Err() != nil:
+			case wire.IsIntegrity(err):
+				metrics.IntegrityFailures.Inc()
+				s.fail(&IntegrityError{Err: fmt.Errorf("control connection from the receiver: %w", err)})
+			default:
 				s.fail(fmt.Errorf("control connection: %w", err))
 			}
 			return
+		}
+		if h.Type != wire.TypeStats {
+			s.progressed()
 		}
 		switch h.Type {
 		case wire.TypeChunkOpened:
@@ -653,12 +782,6 @@ func (s *ssession) readControl() {
 				return
 			}
 			s.results(m.Results)
-		case wire.TypeBlockNack:
-			var m wire.BlockNack
-			if wire.DecodeJSON(meta, &m) != nil {
-				return
-			}
-			go s.resendBlock(m)
 		case wire.TypeStats:
 			var m wire.PeerStats
 			if wire.DecodeJSON(meta, &m) == nil {
@@ -669,7 +792,11 @@ func (s *ssession) readControl() {
 		case wire.TypeError:
 			var m wire.ErrorMsg
 			wire.DecodeJSON(meta, &m)
-			s.fail(errors.New("receiver: " + m.Error))
+			if m.Integrity {
+				s.fail(&IntegrityError{Err: errors.New(m.Error)})
+			} else {
+				s.fail(errors.New("receiver: " + m.Error))
+			}
 			return
 		}
 	}
@@ -703,8 +830,11 @@ func (s *ssession) results(rs []wire.Result) {
 		s.mu.Unlock()
 		<-s.inflight
 		ur := wire.UnitResult{ID: fl.unit.ID, OK: r.OK, Error: r.Error, Fatal: r.Fatal, Bytes: r.Bytes}
-		if r.OK && fl.unit.Kind != wire.UnitChunk {
-			metrics.FilesTotal.WithLabelValues("sender").Inc()
+		if r.OK {
+			s.unitsDone.Add(1)
+			if fl.unit.Kind != wire.UnitChunk {
+				metrics.FilesTotal.WithLabelValues("sender").Inc()
+			}
 		}
 		if r.Fatal {
 			fatal = &FatalError{Msg: r.Error}
@@ -873,7 +1003,7 @@ func (s *ssession) sendFile(u wire.Unit) error {
 		s.bufs <- bp
 		return fmt.Errorf("reading source %s: %w", fsname.Show(string(u.Source)), err)
 	}
-	meta := wire.FileMeta{Unit: u.ID, Size: uint64(u.Size), Mode: u.Mode, MtimeNs: u.MtimeNs, CRC: wire.CRC32C(data), Path: string(u.Dest)}
+	meta := wire.FileMeta{Unit: u.ID, Size: uint64(u.Size), Mode: u.Mode, MtimeNs: u.MtimeNs, Path: string(u.Dest)}
 	if s.cfg.Verify || s.cfg.Overwrite == "IfDifferent" {
 		h := s.digest()
 		h.Write(data)
@@ -978,7 +1108,7 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 		}
 		fr := framePool.Get().(*outFrame)
 		fr.typ, fr.data, fr.buf = wire.TypeBlock, data, bp
-		fr.meta = wire.BlockMeta{Chunk: id, Offset: uint64(off), CRC: wire.CRC32C(data)}.Put(fr.metaArr[:])
+		fr.meta = wire.BlockMeta{Chunk: id, Offset: uint64(off)}.Put(fr.metaArr[:])
 		fr.slots = slots
 		if !s.enqueue(fr) {
 			return nil
@@ -1002,42 +1132,6 @@ func (s *ssession) parallelism(u wire.Unit) int {
 		}
 	}
 	return streams * 2
-}
-
-func (s *ssession) resendBlock(m wire.BlockNack) {
-	s.mu.Lock()
-	fl := s.chunks[m.Chunk]
-	s.mu.Unlock()
-	if fl == nil {
-		return
-	}
-	u := fl.unit
-	if m.Offset < u.Offset || m.Offset >= u.Offset+u.Length || (m.Offset-u.Offset)%s.cfg.BlockSize != 0 {
-		s.fail(fmt.Errorf("receiver asked for a block outside chunk %d", m.Chunk))
-		return
-	}
-	f, err := s.openSource(u)
-	if err != nil {
-		s.finish(u, wire.UnitResult{ID: u.ID, Error: fsname.Message(err)})
-		return
-	}
-	defer f.Close()
-	bp := s.getBuf()
-	if bp == nil {
-		return
-	}
-	n := min(s.cfg.BlockSize, u.Offset+u.Length-m.Offset)
-	data := (*bp)[:n]
-	if got, err := f.ReadAt(data, m.Offset); got < len(data) {
-		s.bufs <- bp
-		s.finish(u, wire.UnitResult{ID: u.ID, Error: fmt.Sprintf("reading source %s: %v", fsname.Show(string(u.Source)), err)})
-		return
-	}
-	metrics.Resent.Inc()
-	fr := framePool.Get().(*outFrame)
-	fr.typ, fr.data, fr.buf = wire.TypeBlock, data, bp
-	fr.meta = wire.BlockMeta{Chunk: m.Chunk, Offset: uint64(m.Offset), CRC: wire.CRC32C(data)}.Put(fr.metaArr[:])
-	s.enqueue(fr)
 }
 
 // ---- measurements ----

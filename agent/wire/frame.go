@@ -1,6 +1,7 @@
 // Package wire is dtnflow-agent's protocol: a connection starts with the authenticated
 // handshake of package auth, then carries frames. A frame is a 12-byte header (type,
-// meta length, data length), a small meta part and an optional bulk data part. Hot
+// meta length, data length), a small meta part, an optional bulk data part and a
+// 16-byte tag over all of them under the connection's session key (conn.go). Hot
 // frames (Block, File, Mem) have binary meta; control frames carry JSON meta and no
 // data. The Reader never allocates from an unchecked length: every length is compared
 // with the limits of its frame type before a byte is read.
@@ -21,14 +22,14 @@ type Type uint8
 
 // Control frames (JSON meta, no data).
 const (
-	TypeHello        Type = 1  // first frame on every connection: Hello
-	TypeSession      Type = 2  // sender→receiver on a control connection: Session
-	TypeSessionOK    Type = 3  // receiver→sender: SessionOK
-	TypeChunkOpen    Type = 4  // sender→receiver: ChunkOpen
-	TypeChunkOpened  Type = 5  // receiver→sender: ChunkOpened
-	TypeChunkEnd     Type = 6  // sender→receiver: ChunkEnd
-	TypeResult       Type = 7  // receiver→sender: Results (chunks and small files)
-	TypeBlockNack    Type = 8  // receiver→sender: BlockNack (in-flight check failed)
+	TypeHello       Type = 1 // first frame on every connection: Hello
+	TypeSession     Type = 2 // sender→receiver on a control connection: Session
+	TypeSessionOK   Type = 3 // receiver→sender: SessionOK
+	TypeChunkOpen   Type = 4 // sender→receiver: ChunkOpen
+	TypeChunkOpened Type = 5 // receiver→sender: ChunkOpened
+	TypeChunkEnd    Type = 6 // sender→receiver: ChunkEnd
+	TypeResult      Type = 7 // receiver→sender: Results (chunks and small files)
+	// 8 was BlockNack (a block whose CRC32C failed) before frames were authenticated.
 	TypeFinalize     Type = 9  // sender→receiver: Finalize (a file of several chunks)
 	TypeSummaryQuery Type = 10 // sender→receiver: ask for the journal summary
 	TypeSummary      Type = 11 // receiver→sender, sender→coordinator: Summary
@@ -134,23 +135,28 @@ func ParseHeader(b []byte) (Header, error) {
 	return h, h.Check()
 }
 
-// Reader reads frames. Meta is read into a buffer that grows only up to the checked
-// length of the frame in hand; data is left for the caller to read into its own buffer
-// (ReadData) or to skip (Discard).
+// Reader reads frames and checks their tags. Meta is read into a buffer that grows
+// only up to the checked length of the frame in hand; data is left for the caller to
+// read into its own buffer (ReadData) or to skip (Discard). A control frame (no data)
+// is checked before Next returns it; a bulk frame's meta must not be acted on before
+// ReadData has checked the whole frame.
 type Reader struct {
 	r       io.Reader
+	mac     *frameMAC
 	hdr     [HeaderSize]byte
+	cur     Header
 	meta    []byte
+	tag     [TagSize]byte
 	pending int64 // data bytes of the current frame not yet read
+	tagDue  bool  // the current frame's tag is not yet read
 }
 
-// NewReader returns a Reader on r (buffer r yourself if it is a raw connection).
-func NewReader(r io.Reader) *Reader { return &Reader{r: r} }
+func newReader(r io.Reader, mac *frameMAC) *Reader { return &Reader{r: r, mac: mac} }
 
 // Next reads the next frame's header and meta, first skipping any unread data of the
 // previous frame. The meta slice is valid until the next call.
 func (r *Reader) Next() (Header, []byte, error) {
-	if r.pending > 0 {
+	if r.tagDue {
 		if err := r.Discard(); err != nil {
 			return Header{}, nil, err
 		}
@@ -169,29 +175,63 @@ func (r *Reader) Next() (Header, []byte, error) {
 	if _, err := io.ReadFull(r.r, meta); err != nil {
 		return Header{}, nil, unexpected(err)
 	}
-	r.pending = int64(h.DataLen)
+	r.cur, r.pending, r.tagDue = h, int64(h.DataLen), true
+	if h.DataLen == 0 {
+		if err := r.finish(nil); err != nil {
+			return Header{}, nil, err
+		}
+	}
 	return h, meta, nil
 }
 
-// ReadData reads the current frame's data into dst, which must be exactly DataLen long.
-func (r *Reader) ReadData(dst []byte) error {
-	if int64(len(dst)) != r.pending {
-		return fmt.Errorf("wire: ReadData of %d bytes, frame has %d", len(dst), r.pending)
+// finish reads the current frame's tag and checks it against data.
+func (r *Reader) finish(data []byte) error {
+	r.tagDue = false
+	if _, err := io.ReadFull(r.r, r.tag[:]); err != nil {
+		return unexpected(err)
 	}
-	_, err := io.ReadFull(r.r, dst)
-	r.pending = 0
-	return unexpected(err)
+	meta := r.meta[:r.cur.MetaLen]
+	if !r.mac.check(r.tag[:], r.hdr[:], meta, data, macsData(r.cur.Type, meta)) {
+		return fmt.Errorf("%w: frame type %d", ErrAuth, r.cur.Type)
+	}
+	return nil
 }
 
-// Discard skips the current frame's unread data.
-func (r *Reader) Discard() error {
-	n := r.pending
+// ReadData reads the current frame's data into dst, which must be exactly DataLen
+// long, and checks the frame's tag: an error means neither the data nor the meta may
+// be used.
+func (r *Reader) ReadData(dst []byte) error {
+	if len(dst) == 0 && r.pending == 0 && !r.tagDue {
+		return nil // a frame without data was checked by Next
+	}
+	if int64(len(dst)) != r.pending || !r.tagDue {
+		return fmt.Errorf("wire: ReadData of %d bytes, frame has %d", len(dst), r.pending)
+	}
 	r.pending = 0
-	if n == 0 {
+	if _, err := io.ReadFull(r.r, dst); err != nil {
+		r.tagDue = false
+		return unexpected(err)
+	}
+	return r.finish(dst)
+}
+
+// Discard skips the current frame's unread data, still checking its tag (a frame
+// numbered but never checked would let a forged one through unnoticed).
+func (r *Reader) Discard() error {
+	if !r.tagDue {
 		return nil
 	}
-	_, err := io.CopyN(io.Discard, r.r, n)
-	return unexpected(err)
+	n := r.pending
+	r.pending = 0
+	var data []byte
+	if n > 0 {
+		data = make([]byte, n) // n is bounded by Check
+		if _, err := io.ReadFull(r.r, data); err != nil {
+			r.tagDue = false
+			return unexpected(err)
+		}
+	}
+	return r.finish(data)
 }
 
 func unexpected(err error) error {
@@ -201,19 +241,22 @@ func unexpected(err error) error {
 	return err
 }
 
-// Writer writes frames to one connection. It is safe for concurrent use: a frame is
-// written whole, by one writev when it has data.
+// Writer writes frames to one connection, each ending with its tag. It is safe for
+// concurrent use: a frame is written whole, by one writev when it has data.
 type Writer struct {
 	mu  sync.Mutex
 	w   io.Writer
+	mac *frameMAC
 	buf []byte
+	tag [TagSize]byte
 	vec net.Buffers
 }
 
-// NewWriter returns a Writer on w.
-func NewWriter(w io.Writer) *Writer { return &Writer{w: w, buf: make([]byte, 0, 512)} }
+func newWriter(w io.Writer, mac *frameMAC) *Writer {
+	return &Writer{w: w, mac: mac, buf: make([]byte, 0, 512)}
+}
 
-// WriteFrame writes one frame: header, meta and data.
+// WriteFrame writes one frame: header, meta, data and tag.
 func (w *Writer) WriteFrame(t Type, meta, data []byte) error {
 	h := Header{Type: t, MetaLen: uint32(len(meta)), DataLen: uint32(len(data))}
 	if err := h.Check(); err != nil || len(meta) > MaxMeta || len(data) > MaxData {
@@ -224,16 +267,13 @@ func (w *Writer) WriteFrame(t Type, meta, data []byte) error {
 	w.buf = w.buf[:HeaderSize]
 	PutHeader(w.buf, h)
 	w.buf = append(w.buf, meta...)
-	if len(data) == 0 {
-		_, err := w.w.Write(w.buf)
-		return err
-	}
+	tag := w.mac.sum(w.tag[:0], w.buf[:HeaderSize], meta, data, macsData(t, meta))
 	if len(data) < 32<<10 {
-		w.buf = append(w.buf, data...)
+		w.buf = append(append(w.buf, data...), tag...)
 		_, err := w.w.Write(w.buf)
 		return err
 	}
-	w.vec = append(w.vec[:0], w.buf, data)
+	w.vec = append(w.vec[:0], w.buf, data, tag)
 	v := w.vec // WriteTo consumes the slice; keep w.vec's backing array
 	_, err := v.WriteTo(w.w)
 	return err

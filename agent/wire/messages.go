@@ -27,17 +27,13 @@ type Hello struct {
 
 // Session configures a stripe session on its control connection.
 type Session struct {
-	Job    string `json:"job"`
-	Memory bool   `json:"memory,omitempty"` // memory-to-memory: data is discarded
-	// MemoryCheck asks the receiver to check the CRC32C of memory-to-memory frames
-	// (off by default: the data is generated and discarded, so the check protects
-	// nothing; it is there to measure its cost).
-	MemoryCheck bool   `json:"memoryCheck,omitempty"`
-	Checksum    string `json:"checksum,omitempty"`
-	Verify      bool   `json:"verify"`
-	Overwrite   string `json:"overwrite,omitempty"`
-	BlockSize   int64  `json:"blockSize,omitempty"`
-	ChunkSize   int64  `json:"chunkSize,omitempty"`
+	Job       string `json:"job"`
+	Memory    bool   `json:"memory,omitempty"` // memory-to-memory: data is discarded
+	Checksum  string `json:"checksum,omitempty"`
+	Verify    bool   `json:"verify"`
+	Overwrite string `json:"overwrite,omitempty"`
+	BlockSize int64  `json:"blockSize,omitempty"`
+	ChunkSize int64  `json:"chunkSize,omitempty"`
 }
 
 // SessionOK accepts a Session.
@@ -116,12 +112,6 @@ type Results struct {
 	Results []Result `json:"results"`
 }
 
-// BlockNack asks for one block again.
-type BlockNack struct {
-	Chunk  uint64 `json:"chunk"`
-	Offset int64  `json:"offset"`
-}
-
 // Finalize asks the receiver to give a file of several chunks its final name once all
 // of its chunks are verified (by any receiver of the job).
 type Finalize struct {
@@ -177,6 +167,9 @@ type MemEnd struct {
 // ErrorMsg explains why a peer is closing the connection.
 type ErrorMsg struct {
 	Error string `json:"error"`
+	// Integrity says a frame arrived other than it was sent: the session may be
+	// retried, and what it carried is sent again.
+	Integrity bool `json:"integrity,omitempty"`
 }
 
 // Unit is one piece of work the coordinator hands a stripe: a small file, a chunk of a

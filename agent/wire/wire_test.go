@@ -8,11 +8,18 @@ import (
 	"testing"
 )
 
+// pair is a writer and a reader of one direction of a connection, as the handshake
+// would key them.
+func pair(w io.Writer, r io.Reader) (*Writer, *Reader) {
+	key := bytes.Repeat([]byte{7}, 32)
+	return newWriter(w, newFrameMAC(key)), newReader(r, newFrameMAC(key))
+}
+
 func TestRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
-	w := NewWriter(&buf)
+	w, r := pair(&buf, &buf)
 	data := bytes.Repeat([]byte("x"), 100<<10)
-	fm, err := FileMeta{Unit: 9, Size: uint64(len(data)), Mode: 0o640, MtimeNs: 123, CRC: CRC32C(data), Flags: FileVerify, Digest: []byte{1, 2, 3}, Path: "a/b.dat"}.Append(nil)
+	fm, err := FileMeta{Unit: 9, Size: uint64(len(data)), Mode: 0o640, MtimeNs: 123, Flags: FileVerify, Digest: []byte{1, 2, 3}, Path: "a/b.dat"}.Append(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +29,6 @@ func TestRoundTrip(t *testing.T) {
 	if err := w.WriteJSON(TypeChunkEnd, ChunkEnd{ID: 4, Blocks: 2}); err != nil {
 		t.Fatal(err)
 	}
-	r := NewReader(&buf)
 	h, meta, err := r.Next()
 	if err != nil || h.Type != TypeFile {
 		t.Fatalf("first frame: %+v %v", h, err)
@@ -32,7 +38,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("file meta %+v %v", m, err)
 	}
 	got := make([]byte, h.DataLen)
-	if err := r.ReadData(got); err != nil || CRC32C(got) != m.CRC {
+	if err := r.ReadData(got); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("data: %v", err)
 	}
 	h, meta, err = r.Next()
@@ -54,11 +60,116 @@ func TestReaderRefusesOversizedLengths(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := make([]byte, HeaderSize)
 			PutHeader(b, h)
-			_, _, err := NewReader(bytes.NewReader(b)).Next()
-			if !errors.Is(err, ErrFrame) {
+			_, r := pair(nil, bytes.NewReader(b))
+			if _, _, err := r.Next(); !errors.Is(err, ErrFrame) {
 				t.Fatalf("Next() = %v, want ErrFrame", err)
 			}
 		})
+	}
+}
+
+// sampleStream is a connection's worth of frames of every kind.
+func sampleStream(t testing.TB) []byte {
+	var buf bytes.Buffer
+	w, _ := pair(&buf, nil)
+	w.WriteJSON(TypeHello, Hello{Role: RoleData, Session: 5})
+	empty, _ := FileMeta{Unit: 2, Path: "empty"}.Append(nil)
+	w.WriteFrame(TypeFile, empty, nil)
+	fm, _ := FileMeta{Unit: 1, Size: 3, Path: "file0.txt"}.Append(nil)
+	w.WriteFrame(TypeFile, fm, []byte("abc"))
+	w.WriteFrame(TypeBlock, BlockMeta{Chunk: 1, Offset: 1 << 20}.Put(make([]byte, 32)), bytes.Repeat([]byte("z"), 40<<10))
+	w.WriteJSON(TypeChunkOpen, ChunkOpen{ID: 1, Path: "x", Length: 10})
+	w.WriteJSON(TypeResult, Results{Results: []Result{{Unit: 1, OK: true}}})
+	w.WriteFrame(TypeMem, MemMeta{Tagged: true}.Put(make([]byte, 4)), []byte("tagged"))
+	w.WriteFrame(TypeMem, MemMeta{}.Put(make([]byte, 4)), []byte("generated"))
+	return buf.Bytes()
+}
+
+// readAll reads every frame of a stream, data included, and returns them re-encoded
+// as (type, meta, data) triples, or the first error.
+func readAll(in []byte) ([][3][]byte, error) {
+	_, r := pair(nil, bytes.NewReader(in))
+	var out [][3][]byte
+	for {
+		h, meta, err := r.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		data := make([]byte, h.DataLen)
+		if h.Type >= TypeBlock { // bulk frames are read as the agents read them, empty or not
+			if err := r.ReadData(data); err != nil {
+				return out, err
+			}
+		}
+		out = append(out, [3][]byte{{byte(h.Type)}, append([]byte(nil), meta...), data})
+	}
+}
+
+// TestEveryBitFlipIsCaught flips each bit of a stream of frames in turn — headers,
+// meta, data and tags — and checks that the reader never hands out a frame that
+// differs from what was sent: it fails, on the flipped frame or before.
+func TestEveryBitFlipIsCaught(t *testing.T) {
+	orig := sampleStream(t)
+	want, err := readAll(orig)
+	if err != nil || len(want) != 8 {
+		t.Fatalf("clean stream: %d frames, %v", len(want), err)
+	}
+	for bit := 0; bit < len(orig)*8; bit++ {
+		if bit > 4096*8 && bit%97 != 0 {
+			continue // the bulk of the 40 KiB block: a sample of its bits
+		}
+		in := append([]byte(nil), orig...)
+		in[bit/8] ^= 1 << (bit % 8)
+		got, err := readAll(in)
+		for i := range got {
+			if !bytes.Equal(got[i][0], want[i][0]) || !bytes.Equal(got[i][1], want[i][1]) {
+				// The last Mem frame's data is outside its tag by design; nothing else may differ.
+				t.Fatalf("bit %d: frame %d came out altered", bit, i)
+			}
+			if i != len(want)-1 && !bytes.Equal(got[i][2], want[i][2]) {
+				t.Fatalf("bit %d: frame %d's data came out altered", bit, i)
+			}
+		}
+		// The stream ends with the Mem frame: its 9 bytes of data, then its tag.
+		inMemData := bit/8 >= len(orig)-TagSize-9 && bit/8 < len(orig)-TagSize
+		if err == nil && !inMemData {
+			t.Fatalf("bit %d: the stream was read without an error", bit)
+		}
+	}
+}
+
+// TestDroppedReorderedAndReplayedFramesAreCaught: frames are numbered, so a frame cut
+// out, two frames swapped, or a frame sent twice fails the next check.
+func TestDroppedReorderedAndReplayedFramesAreCaught(t *testing.T) {
+	var frames [][]byte
+	for i := range 3 {
+		var buf bytes.Buffer
+		w, _ := pair(&buf, nil)
+		// each writer starts at frame 0: write i frames first so this one is frame i
+		for range i {
+			w.WriteJSON(TypeStats, PeerStats{})
+		}
+		buf.Reset()
+		w.WriteJSON(TypeWorkRequest, WorkRequest{N: int32(i + 1)})
+		frames = append(frames, append([]byte(nil), buf.Bytes()...))
+	}
+	cat := func(idx ...int) []byte {
+		var b []byte
+		for _, i := range idx {
+			b = append(b, frames[i]...)
+		}
+		return b
+	}
+	if got, err := readAll(cat(0, 1, 2)); err != nil || len(got) != 3 {
+		t.Fatalf("in order: %d frames, %v", len(got), err)
+	}
+	for name, order := range map[string][]int{"dropped": {0, 2}, "reordered": {0, 2, 1}, "replayed": {0, 1, 1, 2}, "first dropped": {1, 2}} {
+		if _, err := readAll(cat(order...)); !errors.Is(err, ErrAuth) {
+			t.Errorf("%s: %v, want ErrAuth", name, err)
+		}
 	}
 }
 
@@ -71,31 +182,27 @@ func TestProbeRequestSettle(t *testing.T) {
 		t.Errorf("older request decoded as %+v (%v)", old, err)
 	}
 	var buf bytes.Buffer
+	w, r := pair(&buf, &buf)
 	want := ProbeRequest{Streams: 4, Seconds: 5, Settle: true}
-	NewWriter(&buf).WriteJSON(TypeProbeRequest, want)
-	h, meta, err := NewReader(&buf).Next()
+	w.WriteJSON(TypeProbeRequest, want)
+	h, meta, err := r.Next()
 	var got ProbeRequest
 	if err != nil || h.Type != TypeProbeRequest || DecodeJSON(meta, &got) != nil || got != want {
 		t.Errorf("round trip: %+v (%v), want %+v", got, err, want)
 	}
 }
 
-// FuzzReader feeds arbitrary bytes to the decoder: it must never panic, and never
-// hold a meta buffer larger than the limits allow.
+// FuzzReader feeds arbitrary bytes to the decoder: it must never panic, never hold a
+// meta buffer larger than the limits allow, and never accept a frame it was not sent
+// (the key is the test's; the fuzzer does not know it, so any frame that passes must
+// be one of the seed's, unchanged).
 func FuzzReader(f *testing.F) {
-	var seed bytes.Buffer
-	w := NewWriter(&seed)
-	fm, _ := FileMeta{Unit: 1, Size: 3, Path: "p"}.Append(nil)
-	w.WriteFrame(TypeFile, fm, []byte("abc"))
-	w.WriteFrame(TypeBlock, BlockMeta{Chunk: 1, Offset: 8, CRC: 5}.Put(make([]byte, 32)), []byte("zz"))
-	w.WriteJSON(TypeChunkOpen, ChunkOpen{ID: 1, Path: "x", Length: 10})
-	w.WriteJSON(TypeResult, Results{Results: []Result{{Unit: 1, OK: true}}})
-	w.WriteJSON(TypeProbeRequest, ProbeRequest{Streams: 2, BufferBytes: 1 << 20, Seconds: 5, Settle: true})
-	w.WriteJSON(TypeProbeResult, ProbeResult{Seconds: 1.5, Settled: true})
-	f.Add(seed.Bytes())
+	seed := sampleStream(f)
+	want, _ := readAll(seed)
+	f.Add(seed)
 	f.Add([]byte{0x41, 0, 0, 0, 0, 0, 0, 36, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		r := NewReader(bytes.NewReader(in))
+		_, r := pair(nil, bytes.NewReader(in))
 		for i := 0; i < 64; i++ {
 			h, meta, err := r.Next()
 			if err != nil {
@@ -104,39 +211,16 @@ func FuzzReader(f *testing.F) {
 			if cap(r.meta) > MaxMeta {
 				t.Fatalf("meta buffer of %d bytes", cap(r.meta))
 			}
-			switch h.Type {
-			case TypeFile:
-				if m, err := ParseFileMeta(meta); err == nil && (len(m.Path) > MaxPath || len(m.Digest) > MaxDigest) {
-					t.Fatalf("accepted oversized file meta")
-				}
-			case TypeBlock:
-				ParseBlockMeta(meta)
-			case TypeMem:
-				ParseMemMeta(meta)
-			case TypeChunkOpen:
-				var m ChunkOpen
-				DecodeJSON(meta, &m)
-			case TypeResult:
-				var m Results
-				DecodeJSON(meta, &m)
-			case TypeSummary:
-				var m Summary
-				DecodeJSON(meta, &m)
-			case TypeProbeRequest:
-				var m ProbeRequest
-				DecodeJSON(meta, &m)
-			case TypeProbeResult:
-				var m ProbeResult
-				DecodeJSON(meta, &m)
+			if h.DataLen > MaxData {
+				t.Fatalf("data length %d passed the check", h.DataLen)
 			}
-			if h.DataLen > 0 {
-				// Read into a buffer sized by the checked length, as the agents do.
-				if h.DataLen > MaxData {
-					t.Fatalf("data length %d passed the check", h.DataLen)
-				}
-				if err := r.Discard(); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-					return
-				}
+			data := make([]byte, h.DataLen)
+			if h.DataLen > 0 && r.ReadData(data) != nil {
+				return
+			}
+			if i >= len(want) || h.Type != Type(want[i][0][0]) || !bytes.Equal(meta, want[i][1]) ||
+				(i != len(want)-1 && !bytes.Equal(data, want[i][2])) {
+				t.Fatalf("frame %d (type %d) accepted but never sent", i, h.Type)
 			}
 		}
 	})

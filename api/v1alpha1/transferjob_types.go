@@ -25,8 +25,11 @@ type TransferJobSpec struct {
 	// +optional
 	Tuning TransferTuning `json:"tuning,omitempty"`
 
-	// integrity chooses the end-to-end checksum. Every block is also checked in flight
-	// with CRC32C, whatever is chosen here.
+	// integrity chooses the end-to-end checksum. Whatever is chosen here, every frame
+	// between the agents (data and control alike) also carries an AES-GMAC tag under
+	// keys that each connection derives from the job's secret, checked on arrival: a
+	// frame damaged, dropped, replayed or rewritten on the way ends its session and
+	// what it carried is sent again.
 	// +kubebuilder:default={checksum: SHA256, verify: true}
 	// +optional
 	Integrity TransferIntegrity `json:"integrity,omitempty"`

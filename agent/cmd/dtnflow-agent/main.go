@@ -12,7 +12,8 @@ import (
 )
 
 const usage = `dtnflow-agent moves datasets between data transfer nodes: parallel TCP streams,
-stripes, pipelined small files, per-block CRC32C, end-to-end SHA-256, resume.
+stripes, pipelined small files, every frame authenticated (AES-GMAC), end-to-end
+SHA-256, resume.
 
 Usage:
   dtnflow-agent receive    --listen :7000 --root DIR --secret-file FILE

@@ -293,7 +293,7 @@ func run() error {
 		err := runCase(false, *memBytes, 0,
 			contender{tool: "dtnflow", name: "mem-to-mem", streams: n, srv: recv, parse: agentSeconds,
 				cmd: fixed(agentPath, "send", "--mem", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem)},
-			contender{tool: "dtnflow", name: "mem-to-mem+crc", streams: n, srv: recv, parse: agentSeconds,
+			contender{tool: "dtnflow", name: "mem-to-mem+tag", streams: n, srv: recv, parse: agentSeconds,
 				cmd: fixed(agentPath, "send", "--mem", "--mem-check", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem)},
 			contender{tool: "iperf3", name: "mem-to-mem", streams: n, srv: iperf,
 				cmd: fixed("iperf3", "-c", "127.0.0.1", "-p", strconv.Itoa(iperfPort), "-P", ns, "-n", mem, "-J"),
@@ -420,7 +420,7 @@ func report(rs []Result) error {
 	for _, r := range rs {
 		ratioG, ratioI := "", ""
 		if r.Tool == "dtnflow" {
-			peerCase := strings.TrimSuffix(r.Case, "+crc")
+			peerCase := strings.TrimSuffix(r.Case, "+tag")
 			if g := find("gridftp", peerCase, map[bool]int{true: 0, false: r.Streams}[r.Case == "small-files"], r.Verify); g != nil {
 				if r.FilesPerSecond > 0 {
 					ratioG = fmt.Sprintf("%.2f× files/s", r.FilesPerSecond/g.FilesPerSecond)
