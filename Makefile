@@ -173,6 +173,14 @@ bench-controller: deps kube-assets ## The manager under load: BENCH_CONTROLLER_J
 	DTNFLOW_BENCH_JOBS=$(BENCH_CONTROLLER_JOBS) DTNFLOW_MANAGER_BIN=$(BIN)/manager KUBEBUILDER_ASSETS=$$(hack/build-kube.sh kube-apiserver etcd kubectl) \
 	  flock /tmp/dtnflow-bench.lock go test -count=1 -timeout 30m -run '^$$' -bench BenchmarkManagerLoad -benchtime=1x ./test/integration/controllers/
 
+##@ Set-up checks
+
+FRESH_FLAGS ?=
+
+.PHONY: check-fresh
+check-fresh: ## Prove the set-up on a machine nobody prepared: make deps, make -n test and make test-unit in a debootstrapped minimal Debian (FRESH_FLAGS=--integration adds test-integration; not part of test).
+	hack/fresh-check.sh $(FRESH_FLAGS)
+
 ##@ Tools
 
 $(HELM):
