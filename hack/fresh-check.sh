@@ -118,6 +118,9 @@ $integration && steps+=$'\nmake test-integration'
 # Inside: a private mount namespace, then the chroot with a clean environment.
 inner='
 run=$1 kube=$2 gomodcache=$3 gocache=$4 ca=$5 steps=$6
+# the root a mount of its own, as on a machine: unshare --propagation and ip netns exec
+# change the propagation of /, which fails (EINVAL) on a directory that is not a mount
+mount --bind "$run" "$run"
 mount -t proc proc "$run/proc"
 mount --rbind /sys "$run/sys"
 mount --rbind /dev "$run/dev"
