@@ -23,7 +23,7 @@
 #                                .cache is otherwise empty: bin/ and the tools start anew)
 #   the host's CA bundle         as SSL_CERT_FILE, for the Go module proxy: the machine's
 #                                egress CA is part of the machine, not of the project
-#   /etc/apt sources, resolv.conf  the machine's Debian mirror and name service
+#   /etc/apt sources, resolv.conf, hosts  the machine's Debian mirror and name service
 #   /proc, /sys, /dev            the kernel; /run is a fresh tmpfs (ip netns keeps its
 #                                namespaces in /run/netns)
 # Everything runs in a private mount namespace, so the mounts (and any network namespace
@@ -92,7 +92,10 @@ rm -f "$run/etc/apt/sources.list"
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
   [ -f "$f" ] && cp "$f" "$run$f"
 done
-cp /etc/resolv.conf "$run/etc/resolv.conf"
+# /etc/hosts too: the chroot shares the machine's hostname (UTS), and GridFTP looks its
+# own host name up (globus_libc_gethostaddr fails without it; debootstrap writes only
+# localhost).
+cp /etc/resolv.conf /etc/hosts "$run/etc/"
 ca=
 for f in "${SSL_CERT_FILE:-}" /etc/ssl/certs/ca-certificates.crt; do
   [ -n "$f" ] && [ -f "$f" ] && { cp "$f" "$run/etc/host-ca.crt"; ca=/etc/host-ca.crt; break; }
