@@ -178,7 +178,7 @@ bench-controller: deps kube-assets ## The manager under load: BENCH_CONTROLLER_J
 FRESH_FLAGS ?=
 
 .PHONY: check-fresh
-check-fresh: ## Prove the set-up on a machine nobody prepared: make deps, make -n test and make test-unit in a debootstrapped minimal Debian (FRESH_FLAGS=--integration adds test-integration; not part of test).
+check-fresh: ## Prove the set-up on a machine nobody prepared: make deps, make -n test, make verify and make test-unit in a debootstrapped minimal Debian (FRESH_FLAGS=--integration adds test-integration; not part of test).
 	hack/fresh-check.sh $(FRESH_FLAGS)
 
 ##@ Tools

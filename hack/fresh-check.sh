@@ -7,6 +7,7 @@
 #   hack/deps.sh              what .ci/run runs first (it installs make itself)
 #   make deps                 again: must find everything and run no apt at all
 #   make -n test              printed: the package installation comes first
+#   make verify               generated files and formatting (git, controller-gen)
 #   make test-unit            (and make test-integration with --integration)
 #
 # usage: hack/fresh-check.sh [--integration] [--keep] [--rebuild]
@@ -115,6 +116,7 @@ mkdir -p "$run/usr/local/go" "$run/gomodcache" "$run/gocache" "$run/root/dtnflow
 steps='hack/deps.sh
 make deps
 make -n test
+make verify
 make test-unit'
 $integration && steps+=$'\nmake test-integration'
 
