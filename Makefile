@@ -1,6 +1,7 @@
 # dtnflow Makefile. `make demo` and `make test` do all the set-up they need on a fresh
-# machine; tools are installed into ./bin and slow builds are cached in ./.cache (both
-# git-ignored).
+# machine: `deps` (the Debian packages of every program run, hack/deps.txt) comes first in
+# each target that runs programs; tools are installed into ./bin and slow builds are
+# cached in ./.cache (both git-ignored).
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -54,11 +55,15 @@ verify: manifests generate chart-sync ## Fail when generated files, formatting o
 
 ##@ Tests
 
+.PHONY: deps
+deps: ## Install the Debian packages of every program the tests, the demo, the benchmarks and hack/ run (hack/deps.txt), when any is missing.
+	hack/deps.sh
+
 .PHONY: test
-test: verify vet test-unit test-integration test-e2e ## Everything CI runs: verify, unit, integration and e2e tests (the e2e on the local cluster).
+test: deps verify vet test-unit test-integration test-e2e ## Everything CI runs: verify, unit, integration and e2e tests (the e2e on the local cluster).
 
 .PHONY: test-unit
-test-unit: ## Unit tests (no API server).
+test-unit: deps ## Unit tests (no API server).
 	go test -count=1 $$(go list ./... | grep -v -e /test/integration -e /test/e2e)
 
 .PHONY: kube-assets
@@ -66,7 +71,7 @@ kube-assets: ## Build kube-apiserver, etcd and kubectl from the module proxy int
 	@hack/build-kube.sh kube-apiserver etcd kubectl >/dev/null
 
 .PHONY: test-integration
-test-integration: kube-assets ## Integration tests against a real kube-apiserver + etcd built from source.
+test-integration: deps kube-assets ## Integration tests against a real kube-apiserver + etcd built from source.
 	KUBEBUILDER_ASSETS=$$(hack/build-kube.sh kube-apiserver etcd kubectl) go test -count=1 ./test/integration/...
 
 ##@ Local cluster, images, chart and demo
@@ -98,13 +103,12 @@ helm-lint: chart-sync $(HELM) ## helm lint --strict and helm template the chart.
 	$(HELM) lint --strict charts/dtnflow
 	$(HELM) template dtnflow charts/dtnflow --namespace dtnflow-system >/dev/null
 
-.PHONY: cluster-deps
-cluster-deps: ## Install the Debian packages and build the Kubernetes components the local cluster needs.
-	hack/cluster/deps.sh
+.PHONY: kube-cluster-assets
+kube-cluster-assets: ## Build the Kubernetes components the local cluster runs (kubelet, scheduler, controller-manager too) into .cache (reused).
 	@hack/build-kube.sh $(KUBE_CLUSTER_COMPONENTS) >/dev/null
 
 .PHONY: cluster-up
-cluster-up: cluster-deps images ## Start the local two-site cluster (no dtnflow installed; see demo).
+cluster-up: deps kube-cluster-assets images ## Start the local two-site cluster (no dtnflow installed; see demo).
 	DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/up.sh
 
 .PHONY: cluster-down
@@ -112,13 +116,13 @@ cluster-down: ## Stop the local cluster and remove everything it created.
 	DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh
 
 .PHONY: test-e2e
-test-e2e: cluster-deps images chart-sync $(HELM) ## e2e on the local cluster: chart, Helm install, transfers, failures, re-plans.
+test-e2e: deps kube-cluster-assets images chart-sync $(HELM) ## e2e on the local cluster: chart, Helm install, transfers, failures, re-plans.
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -count=1 ./test/e2e/chart/...
 	rc=0; DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/cluster/... $(E2E_FLAGS) || rc=$$?; \
 	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
 
 .PHONY: demo
-demo: cluster-deps images chart-sync $(HELM) ## Run the main job on the local two-site cluster (set-up included); leaves it running.
+demo: deps kube-cluster-assets images chart-sync $(HELM) ## Run the main job on the local two-site cluster (set-up included); leaves it running.
 	DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) hack/demo.sh
 
 .PHONY: demo-down
@@ -129,7 +133,7 @@ BENCH_CLUSTER_FLAGS ?= -rate 1G -rtt 50ms -loss 0 -dataset large -large-size 4Gi
 BENCH_CLUSTER_ENV ?= DTN_STORAGE_DIR=/dev/shm/dtnflow-bench-cluster DTN_SITE_A_NIC_BPS=10000000000 DTN_SITE_B_NIC_BPS=10000000000 DTN_SITE_A_CPU_MILLI=2000 DTN_SITE_B_CPU_MILLI=2000
 
 .PHONY: bench-cluster
-bench-cluster: cluster-deps images chart-sync $(HELM) ## bench-wan's WAN scenarios through the operator on the local cluster (BENCH_CLUSTER_FLAGS; table, JSON lines in .cache/).
+bench-cluster: deps kube-cluster-assets images chart-sync $(HELM) ## bench-wan's WAN scenarios through the operator on the local cluster (BENCH_CLUSTER_FLAGS; table, JSON lines in .cache/).
 	@mkdir -p $(BIN) $(CACHE)
 	go build -o $(BIN)/bench-cluster ./test/e2e/cmd/bench-cluster
 	# down.sh inside the lock: the next benchmark waiting for it must not start its cluster
@@ -139,43 +143,43 @@ bench-cluster: cluster-deps images chart-sync $(HELM) ## bench-wan's WAN scenari
 
 ##@ Benchmarks
 
-BENCH_PEERS_PKGS := iperf3 globus-gridftp-server-progs globus-gass-copy-progs
-
 .PHONY: bench-peers
-bench-peers: ## dtnflow-agent side by side with iperf3 and GridFTP on loopback (table on stdout, JSON lines in .cache/).
-	@missing=; for b in iperf3 globus-gridftp-server globus-url-copy; do command -v $$b >/dev/null || missing=1; done; \
-	  if [ -n "$$missing" ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(BENCH_PEERS_PKGS); fi
+bench-peers: deps ## dtnflow-agent side by side with iperf3 and GridFTP on loopback (table on stdout, JSON lines in .cache/).
 	@mkdir -p $(BIN) $(CACHE)
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
 	go build -o $(BIN)/bench-peers ./test/bench/peers
 	flock /tmp/dtnflow-bench.lock $(BIN)/bench-peers -agent $(BIN)/dtnflow-agent -json $(CACHE)/bench-peers.jsonl $(BENCH_PEERS_FLAGS)
 
-BENCH_WAN_PKGS := iperf3 iputils-ping globus-gridftp-server-progs globus-gass-copy-progs
 BENCH_WAN_TOOLS ?= iperf3,gridftp-default,gridftp-preset,gridftp-grid,dtnflow-grid,dtnflow-auto
 BENCH_WAN_FLAGS ?= -rate 1G -rtt 50ms -loss 0 -dataset large
 
 .PHONY: bench-wan
-bench-wan: ## Tools side by side on an emulated WAN (test/wanem): BENCH_WAN_FLAGS picks scenarios; table, JSON lines, plots in .cache/bench-wan/.
-	@missing=; for b in iperf3 ping globus-gridftp-server globus-url-copy; do command -v $$b >/dev/null || missing=1; done; \
-	  if [ -n "$$missing" ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(BENCH_WAN_PKGS); fi
+bench-wan: deps ## Tools side by side on an emulated WAN (test/wanem): BENCH_WAN_FLAGS picks scenarios; table, JSON lines, plots in .cache/bench-wan/.
 	@mkdir -p $(BIN) $(CACHE)/bench-wan
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
 	go build -o $(BIN)/bench-wan ./test/bench/wan/cmd/bench-wan
 	flock /tmp/dtnflow-bench.lock $(BIN)/bench-wan -agent $(BIN)/dtnflow-agent -tools $(BENCH_WAN_TOOLS) $(BENCH_WAN_FLAGS)
 
 .PHONY: bench-wanem
-bench-wanem: ## Accuracy of the WAN emulator (rate, RTT, loss with iperf3 and ping; minutes).
-	@command -v iperf3 >/dev/null && command -v ping >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3 iputils-ping; }
+bench-wanem: deps ## Accuracy of the WAN emulator (rate, RTT, loss with iperf3 and ping; minutes).
 	flock /tmp/dtnflow-bench.lock go test -count=1 -timeout 30m -run Accuracy -v ./test/wanem -wanem.accuracy
 
 BENCH_CONTROLLER_JOBS ?= 500
 
 .PHONY: bench-controller
-bench-controller: kube-assets ## The manager under load: BENCH_CONTROLLER_JOBS (500) TransferJobs planned and reconciled on a real API server; time to steady state, manager RSS.
+bench-controller: deps kube-assets ## The manager under load: BENCH_CONTROLLER_JOBS (500) TransferJobs planned and reconciled on a real API server; time to steady state, manager RSS.
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager .
 	DTNFLOW_BENCH_JOBS=$(BENCH_CONTROLLER_JOBS) DTNFLOW_MANAGER_BIN=$(BIN)/manager KUBEBUILDER_ASSETS=$$(hack/build-kube.sh kube-apiserver etcd kubectl) \
 	  flock /tmp/dtnflow-bench.lock go test -count=1 -timeout 30m -run '^$$' -bench BenchmarkManagerLoad -benchtime=1x ./test/integration/controllers/
+
+##@ Set-up checks
+
+FRESH_FLAGS ?=
+
+.PHONY: check-fresh
+check-fresh: ## Prove the set-up on a machine nobody prepared: make deps, make -n test, make verify and make test-unit in a debootstrapped minimal Debian (FRESH_FLAGS=--integration adds test-integration; not part of test).
+	hack/fresh-check.sh $(FRESH_FLAGS)
 
 ##@ Tools
 

@@ -8,7 +8,7 @@
 #
 # usage: hack/cluster/up.sh      (as root; settings from the environment, see lib.sh)
 # Needs: the Kubernetes binaries in $KBIN (hack/build-kube.sh), the images in
-# $DTN_IMAGES_DIR (hack/images/build.sh), and the Debian packages of hack/cluster/deps.sh.
+# $DTN_IMAGES_DIR (hack/images/build.sh), and the Debian packages of hack/deps.txt (make deps).
 # Writes $B/cluster.json (what the e2e tests read), $B/endpoints.yaml (the two
 # TransferEndpoints) and $B/env (exports for a shell).
 set -euo pipefail
@@ -17,9 +17,9 @@ source "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || die "the local cluster needs root (network namespaces, cgroups, containerd)"
 lock_cluster
 for c in containerd ctr runc jq curl bc openssl nsenter unshare flock ip tc setsid sha256sum ping; do
-  command -v "$c" >/dev/null || die "missing $c: run hack/cluster/deps.sh"
+  command -v "$c" >/dev/null || die "missing $c: run make deps"
 done
-[ -x /usr/lib/cni/bridge ] || die "missing /usr/lib/cni/bridge: run hack/cluster/deps.sh"
+[ -x /usr/lib/cni/bridge ] || die "missing /usr/lib/cni/bridge: run make deps"
 for c in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
   [ -x "$KBIN/$c" ] || die "missing $KBIN/$c: run hack/build-kube.sh kube-apiserver etcd kubectl kubelet kube-scheduler kube-controller-manager"
 done
