@@ -130,3 +130,36 @@ func emptyDir(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestTopLevelDotNames: at the top of the source root only the journal directory
+// (.dtnflow) is reserved, and the sender says it left it out; names that merely start
+// the same way are data like any other.
+func TestTopLevelDotNames(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 9, []fileSpec{{path: ".dtnflowrc", size: 100}, {path: ".dtnflow-notes/a", size: 5000}, {path: ".dtnflow/old-job/x.log", size: 10}, {path: "data/b", size: 300 << 10}})
+	key := writeSecret(t, dir, "key", secret)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	addr := recv.waitListening()
+	send := start(t, nil, sendArgs(addr, src, key, "--dest-path", "copy", ".")...)
+	if err := send.wait(60 * time.Second); err != nil {
+		t.Fatalf("send: %v\n%s", err, send.output())
+	}
+	if !strings.Contains(send.stdoutText(), "Complete: 3 files") {
+		t.Errorf("want 3 files: %q", send.stdoutText())
+	}
+	if !strings.Contains(send.output(), `path=.dtnflow reason="the receivers' journal directory, reserved"`) {
+		t.Errorf("the sender did not say it left .dtnflow out:\n%s", send.output())
+	}
+	for _, p := range []string{".dtnflowrc", ".dtnflow-notes/a", "data/b"} {
+		a, _ := os.ReadFile(filepath.Join(src, p))
+		b, err := os.ReadFile(filepath.Join(dst, "copy", p))
+		if err != nil || string(a) != string(b) {
+			t.Errorf("%s: %v, or its content differs", p, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dst, "copy", ".dtnflow")); err == nil {
+		t.Error("the source's journal directory was sent")
+	}
+}

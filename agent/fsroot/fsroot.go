@@ -14,6 +14,10 @@ import (
 	"strings"
 )
 
+// JournalDir is the directory at the top of a root that holds receivers' journals
+// (package journal); Walk leaves it out.
+const JournalDir = ".dtnflow"
+
 // ErrEscape marks a path refused because it leads outside the root.
 var ErrEscape = errors.New("leads outside the root")
 
@@ -97,8 +101,11 @@ func walkDir(root *os.Root, dir string, fn func(File) error, skipped func(path, 
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	for _, e := range entries {
 		p := path.Join(dir, e.Name())
-		if dir == "." && strings.HasPrefix(e.Name(), ".dtnflow") {
-			continue // the agents' own journals
+		if dir == "." && e.Name() == JournalDir && e.IsDir() {
+			// The receivers' journals, when this root is also a destination: never
+			// data, and said so.
+			skipped(p, "the receivers' journal directory, reserved")
+			continue
 		}
 		switch {
 		case e.Type()&fs.ModeSymlink != 0:

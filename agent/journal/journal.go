@@ -33,13 +33,14 @@ import (
 	"sync"
 
 	"github.com/dtnflow/dtnflow/agent/fsname"
+	"github.com/dtnflow/dtnflow/agent/fsroot"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Dir is the directory, relative to the destination root, that holds the journals of
 // all jobs.
-const Dir = ".dtnflow"
+const Dir = fsroot.JournalDir
 
 // maxRecord bounds one record.
 const maxRecord = 1 << 20

@@ -32,6 +32,8 @@ type Receiver struct {
 	// ID names this process's journal file; unique per process start.
 	ID  string
 	Log *slog.Logger
+	// MaxFileSize is the largest file accepted (0: DefaultMaxFileSize).
+	MaxFileSize int64
 
 	mu       sync.Mutex
 	sessions map[uint64]*rsession
@@ -43,6 +45,13 @@ type Receiver struct {
 
 	limitsOnce sync.Once
 	limits     wire.SocketLimits
+}
+
+func (r *Receiver) maxFileSize() int64 {
+	if r.MaxFileSize > 0 {
+		return r.MaxFileSize
+	}
+	return DefaultMaxFileSize
 }
 
 // socketLimits are this host's socket buffer limits, read once.
@@ -509,7 +518,7 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	res := wire.Result{Unit: m.Unit}
 	r.bytes.Add(int64(len(data)))
 	receivedCounter.Add(float64(len(data)))
-	p, err := fsroot.Clean(string(m.Path), false)
+	p, err := wirePath(fsname.Path(m.Path))
 	if err != nil {
 		res.Error = fsname.Message(err)
 		s.result(res)
@@ -710,13 +719,13 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		reply.Error, reply.Fatal = msg, fatal
 		s.send(wire.TypeChunkOpened, reply)
 	}
-	p, err := fsroot.Clean(string(m.Path), false)
+	p, err := wirePath(m.Path)
 	if err != nil {
 		fail(fsname.Message(err), false)
 		return
 	}
-	if m.BlockSize <= 0 || m.BlockSize > s.cfg.BlockSize || m.Length <= 0 || m.Offset < 0 || m.Offset+m.Length > m.FileSize || m.Chunks <= 0 || m.Index < 0 || m.Index >= m.Chunks {
-		fail(fmt.Sprintf("malformed chunk of %s", fsname.Show(p)), false)
+	if err := checkChunkOpen(m, s.cfg.BlockSize, s.cfg.ChunkSize, r.maxFileSize()); err != nil {
+		fail(fmt.Sprintf("malformed chunk of %s: %v", fsname.Show(p), err), false)
 		return
 	}
 	key := journal.Key{Path: p, Size: m.FileSize, MtimeNs: m.MtimeNs}
@@ -889,9 +898,14 @@ func (s *rsession) verifyChunk(c *rchunk) {
 // finalize gives a file of several chunks its final name once every chunk is verified.
 func (s *rsession) finalize(m wire.Finalize) {
 	res := wire.Result{Unit: m.ID}
-	p, err := fsroot.Clean(string(m.Path), false)
+	p, err := wirePath(m.Path)
 	if err != nil {
 		res.Error = fsname.Message(err)
+		s.result(res)
+		return
+	}
+	if err := checkFinalize(m, s.cfg.BlockSize, s.cfg.ChunkSize, s.r.maxFileSize()); err != nil {
+		res.Error = fmt.Sprintf("malformed finalization of %s: %v", fsname.Show(p), err)
 		s.result(res)
 		return
 	}

@@ -240,3 +240,41 @@ func TestReceiverSameSmallFileTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiverRefusesImpossibleChunks: chunks announced by an authenticated peer that
+// do not fit the file they name (an overflowing offset, a chunk far past the end, a
+// file over the limit) and paths inside the journal directory are refused, and no
+// file — sparse or not — is created for them.
+func TestReceiverRefusesImpossibleChunks(t *testing.T) {
+	addr, dir := startReceiver(t)
+	h := connect(t, addr) // a session of 1 MiB blocks and chunks
+	cases := map[string]wire.ChunkOpen{
+		"overflow":      {Path: "big", FileSize: 4 << 20, Chunks: 4, Index: 0, Offset: 1 << 62, Length: 1 << 62, ChunkSize: 1 << 20, BlockSize: 1 << 20},
+		"sparse 2^40":   {Path: "big", FileSize: 4 << 20, Chunks: 4, Index: 1, Offset: 1 << 40, Length: 1 << 20, ChunkSize: 1 << 20, BlockSize: 1 << 20},
+		"over the max":  {Path: "big", FileSize: DefaultMaxFileSize + 1<<20, Chunks: DefaultMaxFileSize>>20 + 1, Index: 0, Length: 1 << 20, ChunkSize: 1 << 20, BlockSize: 1 << 20},
+		"journal dir":   {Path: ".dtnflow/evil-job/x.log", FileSize: 4 << 20, Chunks: 4, Length: 1 << 20, ChunkSize: 1 << 20, BlockSize: 1 << 20},
+		"journal entry": {Path: ".dtnflow", FileSize: 4 << 20, Chunks: 4, Length: 1 << 20, ChunkSize: 1 << 20, BlockSize: 1 << 20},
+	}
+	id := uint64(0)
+	for name, m := range cases {
+		id++
+		m.ID = id
+		h.ctrlW.WriteJSON(wire.TypeChunkOpen, m)
+		var op wire.ChunkOpened
+		if err := wire.DecodeJSON(h.expect(wire.TypeChunkOpened), &op); err != nil || op.Error == "" || op.ID != id {
+			t.Errorf("%s: %+v %v, want a refusal", name, op, err)
+		}
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, "root"))
+	for _, e := range ents {
+		if e.Name() != ".dtnflow" {
+			t.Errorf("%s was created", e.Name())
+		}
+	}
+	logs, _ := os.ReadDir(filepath.Join(dir, "root", ".dtnflow", "evil-job"))
+	for _, e := range logs {
+		if e.Name() != "test.log" {
+			t.Errorf("journal directory holds %s", e.Name())
+		}
+	}
+}

@@ -56,6 +56,8 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	secretFile := fs.String("secret-file", "", "file holding the job's shared secret (at least 16 bytes)")
 	stripe := fs.Int32("stripe", 0, "stripe index, for metrics and journal names")
 	metricsAddr := fs.String("metrics-addr", metrics.DefaultAddr, metricsAddrUsage)
+	maxFile := byteSize(mover.DefaultMaxFileSize)
+	fs.Var(&maxFile, "max-file-size", "largest file a sender may announce")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -71,7 +73,7 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	r := &mover.Receiver{Root: root, Stripe: *stripe, Log: log,
+	r := &mover.Receiver{Root: root, Stripe: *stripe, Log: log, MaxFileSize: int64(maxFile),
 		ID: fmt.Sprintf("%s-s%d-%d-%d", hostname(), *stripe, os.Getpid(), time.Now().UnixNano())}
 	serveMetrics(ctx, *metricsAddr, r.Status, log)
 	log.Info("Receiving", "listen", ln.Addr().String(), "root", *rootDir, "stripe", *stripe)
