@@ -62,12 +62,24 @@ type proc struct {
 
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	return startEnvWrapped(t, env, nil, args...)
+}
+
+// startWrapped starts the agent under a wrapper command (prlimit, say).
+func startWrapped(t *testing.T, wrapper []string, args ...string) *proc {
+	t.Helper()
+	return startEnvWrapped(t, nil, wrapper, args...)
+}
+
+func startEnvWrapped(t *testing.T, env, wrapper []string, args ...string) *proc {
+	t.Helper()
 	if len(args) > 0 && args[0] != "plan" && !slices.Contains(args, "--metrics-addr") {
 		// /metrics and /status on a port of their own (never the default, which
 		// parallel tests would fight over); waitListening learns it.
 		args = append(args, "--metrics-addr", "127.0.0.1:0")
 	}
-	p := &proc{t: t, cmd: exec.Command(agentBin, args...), lines: make(chan string, 1024), done: make(chan struct{})}
+	argv := append(append(append([]string(nil), wrapper...), agentBin), args...)
+	p := &proc{t: t, cmd: exec.Command(argv[0], argv[1:]...), lines: make(chan string, 1024), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	stderr, _ := p.cmd.StderrPipe()
 	stdout, _ := p.cmd.StdoutPipe()

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,5 +162,62 @@ func TestTopLevelDotNames(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dst, "copy", ".dtnflow")); err == nil {
 		t.Error("the source's journal directory was sent")
+	}
+}
+
+// TestConnectionFlood: a receiver with few file descriptors (prlimit) is flooded with
+// connections that never speak. It must not exit (accept's EMFILE is waited out), and
+// once the flood is gone a transfer runs to Complete. A second flood on a receiver
+// with room: beyond MaxUnauthenticated pending handshakes, connections are closed at
+// once and counted as busy.
+func TestConnectionFlood(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 12, mixed("f", 20, 1, 2<<20))
+	key := writeSecret(t, dir, "key", secret)
+	recv := startWrapped(t, []string{"prlimit", "--nofile=40:40", "--"}, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	addr := recv.waitListening()
+	var flood []net.Conn
+	for range 200 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			break // the backlog is full: flooded enough
+		}
+		flood = append(flood, c)
+	}
+	pollUntil(t, 20*time.Second, "EMFILE", func() bool { return strings.Contains(recv.output(), "Accepting connections failed") })
+	if !strings.Contains(recv.output(), "too many open files") {
+		t.Fatalf("the flood did not exhaust the receiver's descriptors (%d connections):\n%s", len(flood), recv.output())
+	}
+	for _, c := range flood {
+		c.Close()
+	}
+	if recv.exited() {
+		t.Fatalf("the receiver exited under the flood:\n%s", recv.output())
+	}
+	send := start(t, nil, sendArgs(addr, src, key, "--streams", "2", "f")...)
+	if err := send.wait(60 * time.Second); err != nil {
+		t.Fatalf("send after the flood: %v\n%s", err, send.output())
+	}
+	assertSameTree(t, src, dst, "f")
+
+	roomy := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	raddr := roomy.waitListening()
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range 150 {
+		if c, err := net.Dial("tcp", raddr); err == nil {
+			idle = append(idle, c)
+		}
+	}
+	if !pollUntil(t, 20*time.Second, "busy refusals", func() bool {
+		return metric(t, raddr, `dtnflow_agent_connections_refused_total{reason="busy"}`) >= 50
+	}) {
+		t.Errorf("connections beyond the pending limit were not refused: %v", metric(t, raddr, `dtnflow_agent_connections_refused_total{reason="busy"}`))
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -267,6 +269,23 @@ func TestRefusals(t *testing.T) {
 		c.Run()
 		if after := metric(t, addr, `dtnflow_agent_connections_refused_total{reason="protocol"}`); after <= before {
 			t.Errorf("a non-protocol connection was not refused and counted")
+		}
+	})
+	t.Run("HTTP on the data port", func(t *testing.T) {
+		// /status names paths and errors: it is not served where senders connect.
+		before := metric(t, addr, `dtnflow_agent_connections_refused_total{reason="protocol"}`)
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET /status HTTP/1.1\r\nHost: x\r\nUser-Agent: curl/8\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if b, _ := io.ReadAll(c); len(b) != 0 {
+			t.Errorf("the data port answered HTTP: %q", b)
+		}
+		if after := metric(t, addr, `dtnflow_agent_connections_refused_total{reason="protocol"}`); after <= before {
+			t.Errorf("an HTTP request on the data port was not refused and counted")
 		}
 	})
 	cases := map[string]struct {

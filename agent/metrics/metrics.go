@@ -151,6 +151,9 @@ func Handler(status func() any) http.Handler {
 	return mux
 }
 
+// idleTimeout closes a keep-alive connection that sends no request for this long.
+var idleTimeout = 30 * time.Second
+
 // DefaultAddr is where an agent serves /metrics and /status unless told otherwise:
 // loopback only, because /status names the job's paths and errors.
 const DefaultAddr = "127.0.0.1:9750"
@@ -164,7 +167,7 @@ func Serve(ctx context.Context, addr string, status func() any, log *slog.Logger
 		return nil, err
 	}
 	srv := &http.Server{Handler: Handler(status), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
+		WriteTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
 	go func() {
 		<-ctx.Done()
 		srv.Close()

@@ -40,10 +40,10 @@ func Serve(ctx context.Context, ln net.Listener, secret []byte, proto func(*wire
 				return err
 			}
 			// EMFILE, ENFILE, ENOBUFS, ECONNABORTED...: wait, then accept again.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			if backoff == time.Second {
-				log.Warn("Accepting connections failed; retrying", "err", err.Error())
+			if backoff == 0 {
+				log.Warn("Accepting connections failed; backing off and retrying", "err", err.Error())
 			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
