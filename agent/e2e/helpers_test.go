@@ -62,24 +62,29 @@ type proc struct {
 
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	return startEnvWrapped(t, env, nil, args...)
+	args = withMetricsAddr(args)
+	return startCmd(t, env, exec.Command(agentBin, args...))
 }
 
-// startWrapped starts the agent under a wrapper command (prlimit, say).
-func startWrapped(t *testing.T, wrapper []string, args ...string) *proc {
+// startLimited starts the agent with at most nofile file descriptors.
+func startLimited(t *testing.T, nofile int, args ...string) *proc {
 	t.Helper()
-	return startEnvWrapped(t, nil, wrapper, args...)
+	args = withMetricsAddr(args)
+	return startCmd(t, nil, exec.Command("prlimit", append([]string{fmt.Sprintf("--nofile=%d:%d", nofile, nofile), "--", agentBin}, args...)...))
 }
 
-func startEnvWrapped(t *testing.T, env, wrapper []string, args ...string) *proc {
-	t.Helper()
+func withMetricsAddr(args []string) []string {
 	if len(args) > 0 && args[0] != "plan" && !slices.Contains(args, "--metrics-addr") {
 		// /metrics and /status on a port of their own (never the default, which
 		// parallel tests would fight over); waitListening learns it.
 		args = append(args, "--metrics-addr", "127.0.0.1:0")
 	}
-	argv := append(append(append([]string(nil), wrapper...), agentBin), args...)
-	p := &proc{t: t, cmd: exec.Command(argv[0], argv[1:]...), lines: make(chan string, 1024), done: make(chan struct{})}
+	return args
+}
+
+func startCmd(t *testing.T, env []string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: cmd, lines: make(chan string, 1024), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	stderr, _ := p.cmd.StderrPipe()
 	stdout, _ := p.cmd.StdoutPipe()
