@@ -540,6 +540,15 @@ func describePlan(plan *dtnflowv1alpha1.TransferPlan) string {
 			s += fmt.Sprintf(", bound by %s", plan.BindingResource)
 		}
 	}
+	if plan.PathBitsPerSecond > 0 {
+		s += fmt.Sprintf("; the path carries %s as far as the samples show", formatRate(plan.PathBitsPerSecond))
+	}
+	if m := plan.Model; m != nil {
+		s += fmt.Sprintf("; stream model %s, %s per stripe at %d stream(s)", m.Name, formatRate(m.PeakBitsPerSecond), m.OptimalStreams)
+		if m.Reason != "" {
+			s += ": " + m.Reason
+		}
+	}
 	return s
 }
 

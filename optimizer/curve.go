@@ -3,8 +3,8 @@ package optimizer
 import "math"
 
 // Curve is the throughput of one stripe as a function of its stream count: a fitted
-// StreamFit, the measured points themselves (EmpiricalCurve) when no model fits, or a
-// flat guess (FlatCurve) when nothing was measured.
+// StreamFit (one of the papers' models or Plateau), the measured points themselves
+// (EmpiricalCurve, Fixed mode), or a flat guess (FlatCurve) when nothing was measured.
 type Curve interface {
 	// BitsPerSecond is the predicted rate of a stripe with the given streams.
 	BitsPerSecond(streams int) float64
@@ -19,9 +19,9 @@ var (
 )
 
 // EmpiricalCurve is the measured points, joined by straight lines and flat beyond the
-// first and last. It stands in for a model when BestCmb finds no valid fit (the papers
-// are silent on that case): the plan then uses what was measured rather than nothing.
-// The points must be sorted by stream count (StreamPoints returns them so).
+// first and last. Fixed mode predicts a fixed shape from it when BestCmb finds no
+// valid fit; Auto mode fits Plateau instead (FitStreams), which is a model it can
+// store. The points must be sorted by stream count (StreamPoints returns them so).
 type EmpiricalCurve []StreamPoint
 
 // BitsPerSecond interpolates linearly between measured points.

@@ -55,11 +55,15 @@
 //
 // # Planning
 //
-// MakePlan chains the steps: buffer (Prober.Buffer), stream model (BestCmb, falling
-// back to a stored model or the measured points), CPU model per side (FitCPUModel,
-// falling back to a stored model or DefaultCPUModel), nodes × stripes × streams and
-// CPU per agent (OptB), and size classes with Algorithm 1 parameters and channel
-// shares (PlanChunks: Partition, Algorithm1, AllocateChannels). Its input:
+// MakePlan chains the steps: buffer (Prober.Buffer), stream model (FitStreams: BestCmb,
+// else the measured plateau, FitPlateau, when no model of the papers fits; a stored
+// model only when the samples give neither), CPU model per side (FitCPUModel, falling
+// back to a stored model or DefaultCPUModel), the path's capacity as far as the
+// samples show it (PathCapacity: the stream curve's plateau, raised only by stripe
+// counts measured to pay), nodes × stripes × streams within it and CPU per agent
+// (OptB: the fewest stripes, nodes and streams within 2 % of the best rate), and size
+// classes with Algorithm 1 parameters and channel shares (PlanChunks: Partition,
+// Algorithm1, AllocateChannels). Its input:
 //
 //	PlanInput{
 //		Samples:    probe samples (streams, buffer, bit/s, CPU millicores at each end),
@@ -69,6 +73,7 @@
 //		            stripes of other jobs, the endpoint's stripe cap},
 //		Limits:     max nodes, stripes/node, streams/stripe, concurrency, bit/s,
 //		Dataset:    Histogram (HistogramOf for a list of sizes; contract.Dataset's buckets),
+//		StripeRates: aggregate rates measured with 1, 2, 4, … stripes (optional),
 //		RTT, PathBitsPerSecond (optional), Scheduler (SC, MC, ProMC; default ProMC),
 //	}
 //
@@ -87,7 +92,8 @@
 // # While a transfer runs
 //
 // RescalePolicy.Decide takes the current shape, the latest measurement (aggregate and
-// per stripe), the limits, the stream curve and OPT_B's planned stripes and rate, and
+// per stripe), the limits, the stream curve, OPT_B's planned stripes and rate and the
+// path's capacity the samples showed (which it never climbs or probes beyond), and
 // returns an Intent — AddStripes k, RemoveStripes k, ChangeStreams, or Hold — with a
 // CamelCase Reason and a Message for people, plus the state for the next round.
 // Reallocate moves ProMC channels between size classes every ReallocationPeriod.

@@ -236,11 +236,15 @@ func FuzzMakePlan(f *testing.F) {
 		pi := PlanInput{Samples: in.samples(16), Prober: Prober{BufferSizes: BufferCandidates(int64(in.intn(1<<20)), 0)},
 			SourceNodes: in.nodes("s"), DestinationNodes: in.nodes("d"), Limits: in.limits(), Dataset: in.histogram(),
 			RTT: time.Duration(in.intn(500)) * time.Millisecond, Scheduler: []Scheduler{"", SingleChunk, MultiChunk, ProActiveMultiChunk}[in.intn(4)]}
+		for i := in.intn(5); i > 0; i-- {
+			pi.StripeRates = append(pi.StripeRates, StreamPoint{Streams: in.intn(20) - 1, BitsPerSecond: in.rate()})
+		}
 		plan, err := MakePlan(pi)
 		if err != nil {
 			return
 		}
 		checkFlow(t, plan.Flow, FlowInput{Curve: plan.Curve, SourceNodes: pi.SourceNodes, DestinationNodes: pi.DestinationNodes, Limits: pi.Limits})
+		checkWithinSamples(t, plan, pi)
 		if plan.BufferBytes < 0 || bad(plan.BDPBytes) || plan.BDPBytes < 0 {
 			t.Fatalf("buffer %d, BDP %g", plan.BufferBytes, plan.BDPBytes)
 		}
@@ -268,6 +272,45 @@ func FuzzMakePlan(f *testing.F) {
 			t.Fatalf("%d channels over maxCC %d", channels, lim.MaxConcurrency)
 		}
 	})
+}
+
+// checkWithinSamples asserts that a plan predicts no more than the samples support:
+// one stripe's best measured rate at the plan's buffer, or the model's rate within
+// its trusted extrapolation (up to one doubling beyond the largest sample, Optimum's
+// ceiling), times the largest gain measured with more stripes.
+func checkWithinSamples(t *testing.T, plan Plan, in PlanInput) {
+	t.Helper()
+	if plan.Fit == nil {
+		t.Fatalf("a plan from samples without a model: %+v", plan)
+	}
+	if x := plan.Path.Max(); bad(x) || !(x > 0) {
+		t.Fatalf("path capacity %g", x)
+	}
+	pts := StreamPoints(in.Samples, plan.BufferBytes)
+	stripe := 0.0
+	for _, p := range pts {
+		stripe = math.Max(stripe, p.BitsPerSecond)
+	}
+	for n := 1; n <= optimumCeiling(plan.Fit.MaxSampledStreams); n++ {
+		stripe = math.Max(stripe, plan.Fit.BitsPerSecond(n))
+	}
+	gain := 1.0
+	levels := normalizePoints(append([]StreamPoint(nil), in.StripeRates...))
+	if len(levels) > 0 {
+		ref := plan.Path.StripeBitsPerSecond
+		if levels[0].Streams == 1 {
+			ref = levels[0].BitsPerSecond
+		}
+		for _, l := range levels {
+			gain = math.Max(gain, l.BitsPerSecond/ref)
+		}
+	}
+	if limit := stripe * gain * (1 + 1e-9); plan.Flow.PredictedBitsPerSecond > limit || plan.Path.Max() > limit {
+		t.Fatalf("predicted %g, path %s: above what the samples support (%g per stripe × %g measured gain)", plan.Flow.PredictedBitsPerSecond, plan.Path, stripe, gain)
+	}
+	if plan.Flow.PredictedBitsPerSecond > plan.Path.Max()*(1+1e-9) {
+		t.Fatalf("predicted %g above the path's capacity %s", plan.Flow.PredictedBitsPerSecond, plan.Path)
+	}
 }
 
 func FuzzPartition(f *testing.F) {

@@ -60,11 +60,13 @@ type FlowInput struct {
 	SourceNodes, DestinationNodes []Node
 	// Limits are the user's limits (unset fields take the Default* ceilings).
 	Limits Limits
-	// PathBitsPerSecond is the path's capacity when known; 0 means unknown. The
-	// stream curve of one stripe says little about the aggregate a path carries
-	// (Condor Week 2011: U_network is "found by the model", not given), so only a
-	// measured or configured figure belongs here.
+	// PathBitsPerSecond is a capacity of the path known whatever the stripe count
+	// (configured, or stored in a plan); 0 means unknown.
 	PathBitsPerSecond float64
+	// Path is the path's capacity as the samples show it, by stripe count
+	// (NewPathCapacity: one stripe's plateau, more only where more stripes were
+	// measured to pay); nil means unknown. MakePlan always sets it.
+	Path *PathCapacity
 }
 
 // FlowPlan is OPT_B's answer.
@@ -99,10 +101,12 @@ var ErrNoNodes = errors.New("optimizer: a side has no usable node (NIC capacity 
 // curve at 0, or CPU budgets below the CPU model's intercept).
 var ErrNoCapacity = errors.New("optimizer: no plan is predicted to move any data")
 
-// planTolerance: among shapes within 1 % of the best predicted rate, the one with the
-// fewest stripes (then the fewest nodes) is chosen, so that a stripe or node that adds
-// next to nothing is not spent.
-const planTolerance = 0.01
+// planTolerance: among shapes within 2 % of the best predicted rate, the one with the
+// fewest stripes, then the fewest nodes, then the fewest streams is chosen, so that a
+// stripe, node or stream that adds next to nothing is not spent: fewer connections and
+// less CPU for the same rate (issue 11). 2 % is below what a probe sample resolves
+// (ExpSelection's α is 5 %).
+const planTolerance = 0.02
 
 // OptB plans streams per stripe, stripes per node and nodes per side — OPT_B of
 // Yildirim & Kosar (Condor Week 2011, "Flow Model of End-to-end Throughput" and
@@ -116,11 +120,14 @@ const planTolerance = 0.01
 //     U_cpu = a + b·Th. The intercept a makes each stripe cost CPU of its own, so
 //     stripes stop paying once the CPU budget binds.
 //  3. N nodes at each side carry N times the weakest chosen node; the aggregate is the
-//     smaller side, capped by the path (when known) and maxBitsPerSecond.
-//  4. Every (N, k) within the limits and the nodes' free slots is evaluated; the plan
-//     is the one with the fewest stripes, then fewest nodes, within 1 % of the best.
-//     The case study fills stripes on one node before adding the second, which this
-//     order reproduces.
+//     smaller side, capped by the path (U_network: Path by stripe count, and
+//     PathBitsPerSecond) and maxBitsPerSecond. With the path's capacity from the
+//     samples, stripes stop being added once the aggregate reaches it.
+//  4. Every (N, k) within the limits and the nodes' free slots is evaluated at N_opt;
+//     the best of them sets the rate to reach. The plan is then the shape with the
+//     fewest stripes, then fewest nodes, then fewest streams (n ≤ N_opt) that comes
+//     within 2 % of it (planTolerance). The case study fills stripes on one node
+//     before adding the second, which this order reproduces.
 //
 // Where the slides are silent we choose:
 //   - Heterogeneous nodes (OPT_B assumes homogeneous ones): the N best nodes are used
@@ -134,8 +141,8 @@ func OptB(in FlowInput) (FlowPlan, error) {
 	}
 	in.SourceCPU, in.DestinationCPU = in.SourceCPU.sanitized(), in.DestinationCPU.sanitized()
 	lim := in.Limits.WithDefaults()
-	streams := bestStreamsWithin(in.Curve, lim.MaxStreamsPerStripe)
-	u := in.Curve.BitsPerSecond(streams)
+	top := bestStreamsWithin(in.Curve, lim.MaxStreamsPerStripe)
+	u := in.Curve.BitsPerSecond(top)
 	if !(u > 0) {
 		return FlowPlan{}, ErrNoCapacity
 	}
@@ -146,37 +153,64 @@ func OptB(in FlowInput) (FlowPlan, error) {
 		return FlowPlan{}, ErrNoNodes
 	}
 
-	type shape struct{ n, k int }
-	var best shape
+	// the best rate any shape reaches, at N_opt: a stripe that carries more never
+	// lowers the aggregate
+	type shape struct{ n, k, streams int }
+	best := shape{streams: top}
 	bestRate := -1.0
-	rates := make([]float64, 0, maxK*8)
-	shapes := make([]shape, 0, maxK*8)
 	for k := 1; k <= maxK; k++ {
 		maxN := min(lim.MaxNodes, src.usable(k), dst.usable(k))
 		for n := 1; n <= maxN; n++ {
-			r := in.aggregate(src, dst, n, k, lim)
-			rates = append(rates, r)
-			shapes = append(shapes, shape{n, k})
-			if r > bestRate {
-				bestRate, best = r, shape{n, k}
+			if r := in.aggregate(src, dst, n, k, lim); r > bestRate {
+				bestRate, best = r, shape{n, k, top}
 			}
 		}
 	}
 	if !(bestRate > 0) {
 		return FlowPlan{}, ErrNoCapacity
 	}
+	// the fewest stripes, nodes and streams within the tolerance: streams from one up,
+	// each with the side tables of its stripe rate
+	target := (1 - planTolerance) * bestRate
 	chosen := best
-	for i, s := range shapes {
-		if rates[i] < (1-planTolerance)*bestRate {
-			continue
+	chosenSrc, chosenDst := src, dst
+	fewer := func(a, b shape) bool {
+		if a.n*a.k != b.n*b.k {
+			return a.n*a.k < b.n*b.k
 		}
-		if s.n*s.k < chosen.n*chosen.k || (s.n*s.k == chosen.n*chosen.k && s.n < chosen.n) {
-			chosen = s
+		if a.n != b.n {
+			return a.n < b.n
+		}
+		return a.streams < b.streams
+	}
+	prevU := 0.0
+	for streams := 1; streams <= top; streams++ {
+		us := in.Curve.BitsPerSecond(streams)
+		if streams < top && !(us > prevU) {
+			continue // no more than fewer streams carry
+		}
+		prevU = us
+		s, d := src, dst
+		if streams != top {
+			s = newSideTable(in.SourceNodes, in.SourceCPU, us, maxK)
+			d = newSideTable(in.DestinationNodes, in.DestinationCPU, us, maxK)
+		}
+		for k := 1; k <= maxK; k++ {
+			maxN := min(lim.MaxNodes, s.usable(k), d.usable(k))
+			for n := 1; n <= maxN; n++ {
+				cand := shape{n, k, streams}
+				if !fewer(cand, chosen) {
+					continue
+				}
+				if in.aggregate(s, d, n, k, lim) >= target {
+					chosen, chosenSrc, chosenDst = cand, s, d
+				}
+			}
 		}
 	}
-	plan := in.planFor(src, dst, chosen.n, chosen.k, streams, lim)
+	plan := in.planFor(chosenSrc, chosenDst, chosen.n, chosen.k, chosen.streams, lim)
 	// What binds is what stops the best shape from going higher.
-	plan.Binding = in.binding(src, dst, best.n, best.k, streams, lim)
+	plan.Binding = in.binding(src, dst, best.n, best.k, top, lim)
 	plan.Reason = plan.describe()
 	return plan, nil
 }
@@ -302,8 +336,8 @@ func (in FlowInput) aggregate(src, dst *sideTable, n, k int, lim Limits) float64
 	s, _ := src.weakest(n, k)
 	d, _ := dst.weakest(n, k)
 	r := float64(n) * math.Min(s, d)
-	if in.PathBitsPerSecond > 0 {
-		r = math.Min(r, in.PathBitsPerSecond)
+	if p := in.pathAt(n * k); p > 0 {
+		r = math.Min(r, p)
 	}
 	if lim.MaxBitsPerSecond > 0 {
 		r = math.Min(r, lim.MaxBitsPerSecond)
@@ -312,6 +346,23 @@ func (in FlowInput) aggregate(src, dst *sideTable, n, k int, lim Limits) float64
 		return 0
 	}
 	return r
+}
+
+// pathAt is the path's capacity with the given stripes, 0 when unknown.
+func (in FlowInput) pathAt(stripes int) float64 {
+	p := math.Inf(1)
+	if in.PathBitsPerSecond > 0 {
+		p = in.PathBitsPerSecond
+	}
+	if in.Path != nil {
+		if v := in.Path.BitsPerSecond(stripes); v > 0 {
+			p = math.Min(p, v)
+		}
+	}
+	if math.IsInf(p, 0) || math.IsNaN(p) {
+		return 0
+	}
+	return p
 }
 
 func (in FlowInput) planFor(src, dst *sideTable, n, k, streams int, lim Limits) FlowPlan {
@@ -338,11 +389,14 @@ func (in FlowInput) binding(src, dst *sideTable, n, k, streams int, lim Limits) 
 	}
 	r := float64(n) * side
 	const eps = 1e-9
+	path := in.pathAt(n * k)
 	if lim.MaxBitsPerSecond > 0 && lim.MaxBitsPerSecond <= r*(1+eps) &&
-		(in.PathBitsPerSecond <= 0 || lim.MaxBitsPerSecond <= in.PathBitsPerSecond) {
+		(path <= 0 || lim.MaxBitsPerSecond <= path) {
 		return BindingUserLimit
 	}
-	if in.PathBitsPerSecond > 0 && in.PathBitsPerSecond <= r*(1+eps) {
+	// a capacity the stripes were still rising towards binds only where it is below
+	// what they carry: it is what was measured, not where the path ends
+	if path > 0 && path <= r*(1+eps) && (in.Path == nil || !in.Path.StillRising || path < r*(1-eps)) {
 		return BindingPath
 	}
 	if term != bindingStripes {

@@ -16,8 +16,9 @@ func nodes(prefix string, n int, nd Node) []Node {
 	return out
 }
 
-// flat is a stripe that carries 1 Gbit/s whatever its streams, peaking at 4 streams.
-var flat = FlatCurve{Rate: 1e9, Streams: 4}
+// flat is a stripe that carries 1 Gbit/s from 4 streams on (0.4 and 0.7 Gbit/s with 1
+// and 2): its plateau. The plan takes the fewest streams within 2 % of it, 4.
+var flat = EmpiricalCurve{{Streams: 1, BitsPerSecond: 0.4e9}, {Streams: 2, BitsPerSecond: 0.7e9}, {Streams: 4, BitsPerSecond: 1e9}}
 
 func TestOptBTable(t *testing.T) {
 	tenG := Node{NICBitsPerSecond: 10e9}
@@ -43,10 +44,12 @@ func TestOptBTable(t *testing.T) {
 				DestinationNodes: nodes("d", 1, tenG)},
 			wantNodes: 1, wantStripes: 4, wantStreams: 4, wantRate: 4e9, wantBinding: BindingCPU,
 		},
+		// 3 stripes per node fill the 2.5 Gbit/s disk with 3 streams each (0.85 Gbit/s
+		// per stripe on the curve), so the fourth stream is not spent
 		"disk bound at the destination": {
 			in: FlowInput{Curve: flat, SourceNodes: nodes("s", 3, tenG),
 				DestinationNodes: nodes("d", 3, Node{NICBitsPerSecond: 10e9, DiskBitsPerSecond: 2.5e9})},
-			wantNodes: 3, wantStripes: 3, wantStreams: 4, wantRate: 7.5e9, wantBinding: BindingDisk,
+			wantNodes: 3, wantStripes: 3, wantStreams: 3, wantRate: 7.5e9, wantBinding: BindingDisk,
 		},
 		"user rate cap": {
 			in:        FlowInput{Curve: flat, SourceNodes: nodes("s", 4, tenG), DestinationNodes: nodes("d", 4, tenG), Limits: Limits{MaxBitsPerSecond: 3e9}},
@@ -74,10 +77,33 @@ func TestOptBTable(t *testing.T) {
 		},
 		// other jobs' 2 stripes take an equal share: with k of ours the node gives us
 		// min(k, 10·k/(k+2)) Gbit/s, rising to the endpoint's 12 slots (k = 10:
-		// 8.33 Gbit/s, the best)
+		// 8.33 Gbit/s, the best); k = 9 carries 8.18 Gbit/s, within 2 % of it, with a
+		// stripe less
 		"placed stripes share the node": {
 			in:        FlowInput{Curve: flat, SourceNodes: nodes("s", 1, Node{NICBitsPerSecond: 10e9, PlacedStripes: 2, MaxStripes: 12}), DestinationNodes: nodes("d", 1, tenG)},
-			wantNodes: 1, wantStripes: 10, wantStreams: 4, wantRate: 10e9 * 10 / 12, wantBinding: BindingNIC,
+			wantNodes: 1, wantStripes: 9, wantStreams: 4, wantRate: 10e9 * 9 / 11, wantBinding: BindingNIC,
+		},
+		// the path carried 1 Gbit/s with one stripe and 1.8 with two, and four did not
+		// pay: two stripes, bound by the path, though the NIC would take ten
+		"path capacity measured by stripe": {
+			in: FlowInput{Curve: flat, SourceNodes: nodes("s", 1, tenG), DestinationNodes: nodes("d", 1, tenG),
+				Path: &PathCapacity{StripeBitsPerSecond: 1e9, Gains: []StripeGain{{1, 1}, {2, 1.8}}}},
+			wantNodes: 1, wantStripes: 2, wantStreams: 4, wantRate: 1.8e9, wantBinding: BindingPath,
+		},
+		// the same path with the stripes still rising at two: the path caps the
+		// prediction (2.7 Gbit/s at most, measured), but the user's limit of two
+		// stripes is what binds
+		"path still rising at the stripe limit": {
+			in: FlowInput{Curve: flat, SourceNodes: nodes("s", 1, tenG), DestinationNodes: nodes("d", 1, tenG), Limits: Limits{MaxStripesPerNode: 2},
+				Path: &PathCapacity{StripeBitsPerSecond: 1e9, Gains: []StripeGain{{1, 1}, {2, 2}}, StillRising: true}},
+			wantNodes: 1, wantStripes: 2, wantStreams: 4, wantRate: 2e9, wantBinding: BindingUserLimit,
+		},
+		// one stripe's plateau is the path's capacity when no stripe count beyond one
+		// was measured: one stripe, and the fewest streams within 2 % of the plateau
+		"one stripe's plateau": {
+			in: FlowInput{Curve: EmpiricalCurve{{1, 0.5e9}, {2, 0.985e9}, {4, 1e9}}, SourceNodes: nodes("s", 2, tenG), DestinationNodes: nodes("d", 2, tenG),
+				Path: &PathCapacity{StripeBitsPerSecond: 1e9, Gains: []StripeGain{{1, 1}}}},
+			wantNodes: 1, wantStripes: 1, wantStreams: 2, wantRate: 0.985e9, wantBinding: BindingPath,
 		},
 	}
 	for name, tc := range tests {
@@ -198,8 +224,10 @@ func TestOptBLONIDirection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Nodes != 2 || p.StripesPerNode < 2 || p.StreamsPerStripe < 2 || p.StreamsPerStripe > 4 || p.Binding != BindingDisk {
-		t.Errorf("plan %s [%s]: want both nodes, several stripes each, 2–4 streams, bound by disk", p.Reason, p.Binding)
+	// the disk binds at 3 stripes per node whatever the streams (3 × 733 Mbit/s = 2.2
+	// Gbit/s, one stream alone carries 903), so the fewest streams carry the same: 1
+	if p.Nodes != 2 || p.StripesPerNode != 3 || p.StreamsPerStripe != 1 || p.Binding != BindingDisk {
+		t.Errorf("plan %s [%s]: want both nodes, 3 stripes each, 1 stream, bound by disk", p.Reason, p.Binding)
 	}
 	if !relClose(p.PredictedBitsPerSecond, 4229.33e6, 0.1) {
 		t.Errorf("predicted %s, measured 4.23 Gbit/s with 8 stripes", FormatBitsPerSecond(p.PredictedBitsPerSecond))

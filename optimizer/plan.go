@@ -31,8 +31,18 @@ type PlanInput struct {
 	Dataset Histogram
 	// RTT is the path's round-trip time; 0 when unknown.
 	RTT time.Duration
-	// PathBitsPerSecond is the path's capacity when known (see FlowInput).
+	// PathBitsPerSecond is a capacity of the path known whatever the stripe count
+	// (configured); 0 means unknown. What the samples show is read from them and
+	// StripeRates (see PathCapacity).
 	PathBitsPerSecond float64
+	// StripeRates are aggregate rates measured with 1, 2, 4, … stripes at the plan's
+	// buffer and streams (Streams holds the stripe count): send --auto's stripe
+	// doubling. Without them the plan has one stripe per the path's capacity that the
+	// stream curve shows (PathCapacity).
+	StripeRates []StreamPoint
+	// StripeAccuracy is the gain a doubling of the stripes must bring to count (the
+	// probe's accuracy); 0 means DefaultAccuracy.
+	StripeAccuracy float64
 	// Scheduler shares channels among size classes; "" means ProActiveMultiChunk.
 	Scheduler Scheduler
 }
@@ -57,10 +67,14 @@ type ChunkPlan struct {
 
 // Plan is the planner's decision.
 type Plan struct {
-	// Fit is the stream model, nil when no model fitted (the plan then follows
-	// Curve, the measured points).
-	Fit   *StreamFit
-	Curve Curve
+	// Fit is the stream model: one of the papers' (BestCmb), or Plateau when none of
+	// theirs fits (FitStreams); Curve is the same fit. FitReason says which and why.
+	Fit       *StreamFit
+	Curve     Curve
+	FitReason string
+	// Path is the path's capacity the plan stays within: the stream curve's plateau,
+	// raised only by stripes measured to pay.
+	Path PathCapacity
 	// BufferBytes is the socket buffer per stream; 0 is kernel autotuning.
 	BufferBytes int64
 	// Flow is OPT_B's nodes × stripes × streams.
@@ -82,8 +96,10 @@ type Plan struct {
 var ErrNoSamples = errors.New("optimizer: no usable probe sample and no stored model to plan from")
 
 // MakePlan plans a transfer: the buffer (DADC'09 §4.2.2, buffer first), the stream
-// model (BestCmb, §3.2), the CPU model of each side (least squares, Condor Week 2011),
-// nodes × stripes × streams (OPT_B), CPU per agent, and size classes with Algorithm 1
+// model (BestCmb, §3.2, or Plateau when no model of the papers fits), the CPU model of
+// each side (least squares, Condor Week 2011), the path's capacity as far as the
+// samples show it (PathCapacity), nodes × stripes × streams within it (OPT_B), CPU
+// per agent, and size classes with Algorithm 1
 // parameters and channel shares (Arslan & Kosar). Each step's source and choices are
 // documented on the function that does it; MakePlan only chains them and records
 // fallbacks in Notes.
@@ -113,30 +129,33 @@ func MakePlan(in PlanInput) (Plan, error) {
 		plan.Notes = append(plan.Notes, "buffer sampling unfinished: using the best buffer sampled so far")
 	}
 
-	// 2. stream model
+	// 2. stream model: the papers' best, or the measured plateau when none fits; a
+	// stored model only when the samples give neither
 	pts := StreamPoints(in.Samples, plan.BufferBytes)
-	fit, err := BestCmb(pts)
+	fit, why, err := FitStreams(pts)
 	switch {
 	case err == nil:
-		plan.Fit, plan.Curve = &fit, fit
+		plan.Fit, plan.Curve, plan.FitReason = &fit, fit, why
 	case in.Warm.Fit != nil:
 		w := *in.Warm.Fit
-		plan.Fit, plan.Curve = &w, w
+		plan.Fit, plan.Curve, plan.FitReason = &w, w, "the stored model of the path"
 		plan.Notes = append(plan.Notes, fmt.Sprintf("no stream model from the samples (%v): using the stored model", err))
-	case len(pts) > 0:
-		plan.Curve = EmpiricalCurve(pts)
-		plan.Notes = append(plan.Notes, fmt.Sprintf("no stream model from the samples (%v): following the measured points", err))
 	default:
 		return Plan{}, ErrNoSamples
+	}
+	if err == nil && fit.Model == Plateau {
+		plan.Notes = append(plan.Notes, "no model of the papers fits the samples: "+why)
 	}
 
 	// 3. CPU models
 	plan.SourceCPU = cpuModelFor(in.Samples, Source, in.Warm.SourceCPU, &plan.Notes)
 	plan.DestinationCPU = cpuModelFor(in.Samples, Destination, in.Warm.DestinationCPU, &plan.Notes)
 
-	// 4. OPT_B
+	// 4. the path's capacity as far as the samples show it, then OPT_B within it
+	plan.Path = NewPathCapacity(plan.Curve, lim.MaxStreamsPerStripe, in.StripeRates, in.StripeAccuracy)
 	flow, err := OptB(FlowInput{Curve: plan.Curve, SourceCPU: plan.SourceCPU, DestinationCPU: plan.DestinationCPU,
-		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Limits: in.Limits, PathBitsPerSecond: in.PathBitsPerSecond})
+		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Limits: in.Limits, PathBitsPerSecond: in.PathBitsPerSecond,
+		Path: &plan.Path})
 	if err != nil {
 		return Plan{}, err
 	}

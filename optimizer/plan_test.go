@@ -62,12 +62,24 @@ func TestMakePlanFromAProbe(t *testing.T) {
 	if !relClose(plan.SourceCPU.MillicoresPerGbps, 300, 1e-6) || !relClose(plan.DestinationCPU.InterceptMillicores, 30, 1e-6) {
 		t.Errorf("CPU models %+v / %+v, want the agents' 80+300·Th and 30+120·Th", plan.SourceCPU, plan.DestinationCPU)
 	}
-	// A stripe with 4 streams moves 2.85 Gbit/s; the source needs 80 + 300·Th
-	// millicores for it, so a 4000 m node could carry (4000 − 80k)/300 Gbit/s ≥ 12 with
-	// k = 4: the 10 Gbit/s NIC binds first, and the two destination nodes bound the
-	// node count.
-	if plan.Flow.Nodes != 2 || plan.Flow.Binding != BindingNIC || !relClose(plan.Flow.PredictedBitsPerSecond, 20e9, 1e-9) {
-		t.Errorf("flow %s [%s]: want both destination nodes, 20 Gbit/s, NIC-bound", plan.Flow.Reason, plan.Flow.Binding)
+	// A stripe with 4 streams moves 2.85 Gbit/s, and nothing was measured with more
+	// stripes: the path's capacity as far as the samples show it is that plateau, and
+	// the plan is one stripe on one node, bound by the path.
+	stripe := plateauPath(4, 1<<20)
+	if plan.Flow.Stripes() != 1 || plan.Flow.Binding != BindingPath || !relClose(plan.Flow.PredictedBitsPerSecond, stripe, 1e-9) ||
+		!relClose(plan.Path.Max(), stripe, 1e-9) {
+		t.Errorf("flow %s [%s], path %s: want one stripe at the plateau %s, bound by the path", plan.Flow.Reason, plan.Flow.Binding, plan.Path, FormatBitsPerSecond(stripe))
+	}
+	// The same probe with stripes measured to pay at every doubling up to 8: the
+	// source needs 80 + 300·Th millicores per stripe, so a 4000 m node could carry
+	// (4000 − 80k)/300 Gbit/s ≥ 12 with k = 4: the 10 Gbit/s NIC binds first, and the
+	// two destination nodes bound the node count (2 × 4 stripes, 20 Gbit/s).
+	in.StripeRates = []StreamPoint{{1, stripe}, {2, 2 * stripe}, {4, 4 * stripe}, {8, 8 * stripe}}
+	if plan, err = MakePlan(in); err != nil {
+		t.Fatal(err)
+	}
+	if plan.Flow.Nodes != 2 || plan.Flow.StripesPerNode != 4 || plan.Flow.Binding != BindingNIC || !relClose(plan.Flow.PredictedBitsPerSecond, 20e9, 1e-9) {
+		t.Errorf("flow %s [%s]: want both destination nodes, 4 stripes each, 20 Gbit/s, NIC-bound", plan.Flow.Reason, plan.Flow.Binding)
 	}
 	if cpu := float64(plan.Flow.StripesPerNode) * plan.Flow.SourceMillicoresPerStripe; cpu > 4000 {
 		t.Errorf("source agents on one node need %g millicores, over the 4000 m budget", cpu)
@@ -98,12 +110,12 @@ func TestMakePlanFallbacks(t *testing.T) {
 		wantNote  string
 		check     func(t *testing.T, p Plan)
 	}{
-		"linear samples: no model, follow the points": {
-			in:       PlanInput{Samples: []Sample{{Streams: 1, BitsPerSecond: 1e8}, {Streams: 2, BitsPerSecond: 2e8}, {Streams: 4, BitsPerSecond: 4e8}}},
-			wantNote: "following the measured points",
+		"linear samples: no model of the papers, the measured plateau": {
+			in:        PlanInput{Samples: []Sample{{Streams: 1, BitsPerSecond: 1e8}, {Streams: 2, BitsPerSecond: 2e8}, {Streams: 4, BitsPerSecond: 4e8}}},
+			wantModel: true, wantNote: "no model of the papers fits",
 			check: func(t *testing.T, p Plan) {
-				if p.Flow.StreamsPerStripe != 4 {
-					t.Errorf("streams %d, want the best measured (4)", p.Flow.StreamsPerStripe)
+				if p.Fit.Model != Plateau || p.Flow.StreamsPerStripe != 4 || p.Flow.PredictedBitsPerSecond != 4e8 {
+					t.Errorf("model %s, %d streams, %g bit/s: want Plateau, the best measured (4 streams, 400 Mbit/s)", p.Fit.Model, p.Flow.StreamsPerStripe, p.Flow.PredictedBitsPerSecond)
 				}
 			},
 		},

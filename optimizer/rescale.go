@@ -27,13 +27,16 @@ import (
 //     competes): remove down to the count that puts them mid-band (PathSaturated);
 //   - more stripes than planned at the planned rate: shed the extra;
 //   - below the planned rate with nothing else to try: probe one step up
-//     (BelowPlannedRate);
+//     (BelowPlannedRate) — never above the path's capacity that the samples showed
+//     (RescaleInput.PathBitsPerSecond), which a plan at that capacity has reached;
 //   - otherwise hold. The gap between the add and remove thresholds is hysteresis.
 //
 // Every change is then judged on what it did: an addition that did not bring half a
 // stripe's worth (or stayed within the noise of the window), a removal that lost more
 // than 10 %, or more streams that gained less than 5 % are undone, and the same move
-// is blocked with a back-off of 2, 4, 8, 16 minutes. A move that worked blocks its
+// is blocked with a back-off of 2, 4, 8, 16 minutes — and the opposite move too when
+// it has failed at this level before (a competing flow: fewer stripes lose share,
+// more gain too little), so that the two do not take turns. A move that worked blocks its
 // opposite the same way (more stripes carried more, so fewer would carry less). A
 // block ends early when the aggregate leaves the ±20 % band it was set in, or loss
 // that was high halves. A cool-down separates changes, so ±10 % noise neither
@@ -100,6 +103,11 @@ type RescaleInput struct {
 	// PlannedBitsPerSecond is OPT_B's predicted aggregate; below it (by ProbeBelow)
 	// the policy probes with one more stripe step. 0 disables probing.
 	PlannedBitsPerSecond float64
+	// PathBitsPerSecond is the aggregate the samples showed the path to carry (the
+	// plan's PathCapacity); 0 means unknown. The policy never climbs or probes
+	// towards more: a planned rate above it is read as it, and stripes running at it
+	// are not added to (AtPathCapacity).
+	PathBitsPerSecond float64
 	// Measurement is the latest report; one already seen is ignored, so calling the
 	// policy again with the same report is harmless.
 	Measurement Measurement
@@ -305,9 +313,16 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	if in.Curve != nil {
 		predicted = in.Curve.BitsPerSecond(cur.StreamsPerStripe)
 	}
+	// the stripes that carry the planned rate at the current streams: OPT_B's count,
+	// or more when the streams changed since (more under loss) and each stripe is
+	// predicted to carry less
+	planned := in.PlannedStripes
 	if !(predicted > 0) || math.IsInf(predicted, 0) || math.IsNaN(predicted) {
 		predicted = perStripe // nothing to compare with: read the stripes as on target
+	} else if in.PlannedBitsPerSecond > 0 {
+		planned = max(planned, int(math.Ceil(in.PlannedBitsPerSecond/predicted-1e-9)))
 	}
+	planned = min(planned, in.MaxStripes)
 	ratio := 0.0
 	if predicted > 0 {
 		ratio = perStripe / predicted
@@ -325,6 +340,10 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 			expected := float64(pd.Stripes) * pd.BeforeAggregate / float64(max(pd.From.Stripes, 1))
 			if gain := agg - pd.BeforeAggregate; gain < cfg.MinGain*expected || gain <= noise {
 				st.AddBlock = nextBlock(st.AddBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
+				if st.RemoveBlock != nil {
+					// a removal failed at this level too: neither way helps, hold
+					st.RemoveBlock = nextBlock(st.RemoveBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
+				}
 				return changed(Intent{Action: RemoveStripes, Stripes: pd.Stripes, To: pd.From, Reason: "AddedStripesDidNotHelp",
 					Message: fmt.Sprintf("adding %d stripe(s) moved the aggregate from %s to %s, less than %.0f %% of what they should carry or within the noise; back to %d stripes, no more additions for %s",
 						pd.Stripes, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), 100*cfg.MinGain, pd.From.Stripes, st.AddBlock.Backoff)})
@@ -334,6 +353,10 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 		case RemoveStripes:
 			if agg < (1-cfg.MaxDrop)*pd.BeforeAggregate {
 				st.RemoveBlock = nextBlock(st.RemoveBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
+				if st.AddBlock != nil {
+					// an addition failed at this level too: neither way helps, hold
+					st.AddBlock = nextBlock(st.AddBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
+				}
 				return changed(Intent{Action: AddStripes, Stripes: pd.Stripes, To: pd.From, Reason: "RemovedStripesHurt",
 					Message: fmt.Sprintf("removing %d stripe(s) lowered the aggregate from %s to %s; back to %d stripes, no more removals for %s",
 						pd.Stripes, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), pd.From.Stripes, st.RemoveBlock.Backoff)})
@@ -403,19 +426,23 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	}
 
 	// 7. more stripes than planned for the planned rate: shed the extra
-	if nearPlan && cur.Stripes > in.PlannedStripes && !st.RemoveBlock.active() {
-		k := roundDown(min(cur.Stripes-in.PlannedStripes, max(cur.Stripes/2, 1)), cfg.Granularity)
+	if nearPlan && cur.Stripes > planned && !st.RemoveBlock.active() {
+		k := roundDown(min(cur.Stripes-planned, max(cur.Stripes/2, 1)), cfg.Granularity)
 		if k > 0 && cur.Stripes-k >= in.MinStripes {
-			return remove(k, "MoreStripesThanPlanned", fmt.Sprintf("%s: the planned %d carry the planned rate", rate, in.PlannedStripes))
+			return remove(k, "MoreStripesThanPlanned", fmt.Sprintf("%s: the planned %d carry the planned rate", rate, planned))
 		}
 	}
 
 	// 8. read the stripes against the curve
+	atPath := in.PathBitsPerSecond > 0 && agg >= (1-cfg.ProbeBelow)*in.PathBitsPerSecond
 	switch {
 	case ratio >= cfg.AddAbove:
-		target := min(in.PlannedStripes, in.MaxStripes)
+		target := planned
+		if atPath {
+			return hold("AtPathCapacity", fmt.Sprintf("%s: at the %s the samples showed the path to carry", rate, FormatBitsPerSecond(in.PathBitsPerSecond)))
+		}
 		if cur.Stripes >= target {
-			return hold("AtPlannedStripes", fmt.Sprintf("%s: the planned %d stripes run at their predicted rate", rate, in.PlannedStripes))
+			return hold("AtPlannedStripes", fmt.Sprintf("%s: the planned %d stripes run at their predicted rate", rate, target))
 		}
 		if st.AddBlock.active() {
 			return hold("AdditionBlocked", fmt.Sprintf("%s: an addition did not help at this rate; trying again after %s", rate, st.AddBlock.Until.Format(time.RFC3339)))
@@ -474,6 +501,13 @@ func sanitizeInput(in RescaleInput) RescaleInput {
 	}
 	if !(in.PlannedBitsPerSecond > 0) || math.IsInf(in.PlannedBitsPerSecond, 0) {
 		in.PlannedBitsPerSecond = 0
+	}
+	if !(in.PathBitsPerSecond > 0) || math.IsInf(in.PathBitsPerSecond, 0) {
+		in.PathBitsPerSecond = 0
+	}
+	if in.PathBitsPerSecond > 0 && in.PlannedBitsPerSecond > in.PathBitsPerSecond {
+		// a prediction the samples never showed is not chased
+		in.PlannedBitsPerSecond = in.PathBitsPerSecond
 	}
 	return in
 }

@@ -20,9 +20,16 @@ const (
 	Newton Model = "Newton"
 	// FullSecondOrder is Th = n/√(a′n² + b′n + c′) (DADC'09 §3, eq. 4).
 	FullSecondOrder Model = "FullSecondOrder"
+	// Plateau is Th = n/√max(a′n², b′) = min(n/√b′, 1/√a′): each stream carries 1/√b′
+	// until the path's capacity 1/√a′ is reached, and more streams add nothing. It is
+	// Dinda's curve with its knee made sharp, and the model of a curve that does not
+	// rise: on a clean path one stream often fills it (b′ = a′). The papers are silent
+	// on samples no model of theirs fits (a flat or falling curve fits none: each of
+	// the three must rise from one stream); FitPlateau fits it then (see there).
+	Plateau Model = "Plateau"
 )
 
-// Models are the three models in the order BestCmb tries them, simplest first: on a
+// Models are the papers' three models in the order BestCmb tries them, simplest first: on a
 // tie in fit error (within rounding) the earlier one wins, so exact points of Dinda's
 // curve, which the other two also describe with a vanishing extra term, give Dinda.
 var Models = []Model{Dinda, Newton, FullSecondOrder}
@@ -86,6 +93,8 @@ func pPrime(m Model, a, b, c, n float64) float64 {
 		return a*math.Pow(n, c) + b
 	case FullSecondOrder:
 		return (a*n+b)*n + c
+	case Plateau:
+		return math.Max(a*n*n, b)
 	}
 	return math.NaN()
 }
@@ -269,6 +278,8 @@ func solveNewton(n, ln, y [3]float64) (a, b, c float64, ok bool) {
 //   - Dinda: a′ > 0, b′ > 0.
 //   - Newton: a′ > 0, b′ > 0, c′ ≥ 2, (2b′/(a′(c′−2)))^(1/c′) > 1 (c′ = 2 makes the
 //     optimum infinite, which satisfies the last rule; the model is then Dinda's).
+//   - Plateau (ours, not the paper's): a′ > 0 and b′ ≥ a′ (one stream carries no more
+//     than the capacity), c′ = 0.
 //   - FullSecondOrder: a′ > 0, b′ < 0, c′ > 0, 2c′ + b′ > 0. The paper's proof (§3.1.2)
 //     prints "2c′ + b′ > 1" in its last line; −2c′/b′ > 1 with b′ < 0 is 2c′ + b′ > 0,
 //     which is what §3.1.1 states and what we check. The proof also assumes
@@ -300,6 +311,8 @@ func Valid(m Model, a, b, c float64) bool {
 			vertex = 1
 		}
 		return (a*vertex+b)*vertex+c > 0
+	case Plateau:
+		return a > 0 && b >= a && c == 0
 	}
 	return false
 }
@@ -317,7 +330,8 @@ func optimumCeiling(maxSampled int) int {
 //
 //   - FullSecondOrder: n* = −2c′/b′ (DADC'09 §3.1.2).
 //   - Newton: n* = (2b′/(a′(c′−2)))^(1/c′) (the zero of dTh/dn).
-//   - Dinda, and Newton with c′ = 2, rise monotonically, so the optimum is bounded by
+//   - Dinda, Plateau, and Newton with c′ = 2, rise monotonically (Plateau up to its
+//     knee, √(b′/a′) streams, and flat beyond), so the optimum is bounded by
 //     the samples (the issue's reading of DADC'09 §1: Dinda's model "cannot predict the
 //     optimal number"). The paper is silent on which sampled count to take; we take
 //     the smallest n ≤ maxSampled whose predicted rate is within 1 % of the prediction

@@ -9,8 +9,8 @@ import (
 // samples both were fitted from. TransferJob status and PathProfile status share them.
 
 // StreamModelName names a throughput-vs-parallel-streams model (Yildirim, Yin & Kosar,
-// DADC'09, §3).
-// +kubebuilder:validation:Enum=Dinda;Newton;FullSecondOrder
+// DADC'09, §3), or Plateau when none of those fits.
+// +kubebuilder:validation:Enum=Dinda;Newton;FullSecondOrder;Plateau
 type StreamModelName string
 
 const (
@@ -20,6 +20,11 @@ const (
 	StreamModelNewton StreamModelName = "Newton"
 	// StreamModelFullSecondOrder is Th = n/√(a′n² + b′n + c′).
 	StreamModelFullSecondOrder StreamModelName = "FullSecondOrder"
+	// StreamModelPlateau is Th = min(n/√b′, 1/√a′): each stream carries 1/√b′ until
+	// the path's capacity 1/√a′ is reached (b′ = a′: one stream fills the path). It is
+	// fitted when the rate does not rise the way the papers' models need, the usual
+	// answer on a clean path.
+	StreamModelPlateau StreamModelName = "Plateau"
 )
 
 // Decimal is a real number written as a decimal string (Go's strconv 'g' format, for
@@ -32,9 +37,17 @@ type Decimal string
 // StreamModel is a fitted throughput-vs-streams curve for one stripe.
 type StreamModel struct {
 	// name is the model that fitted the samples best (least mean absolute error over
-	// every valid 3-point combination: BestCmb, DADC'09 §3.2).
+	// every valid 3-point combination: BestCmb, DADC'09 §3.2), or Plateau when none of
+	// the papers' models fits them (a curve that does not rise: one stream fills the
+	// path).
 	// +required
 	Name StreamModelName `json:"name"`
+
+	// reason says why this model, for people: the fit error, or the samples that fit
+	// no model of the papers.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Reason string `json:"reason,omitempty"`
 
 	// a is the coefficient a′ of the model, with throughput in bits per second.
 	// +required
@@ -58,6 +71,12 @@ type StreamModel struct {
 	// +kubebuilder:validation:Minimum=0
 	// +required
 	FitErrorBitsPerSecond int64 `json:"fitErrorBitsPerSecond"`
+
+	// peakBitsPerSecond is the model's rate at optimalStreams: what one stripe carries
+	// as far as the samples show it (the plateau of the curve).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PeakBitsPerSecond int64 `json:"peakBitsPerSecond,omitempty"`
 }
 
 // CPUModel is the linear relation between the CPU an agent uses and the throughput it

@@ -412,6 +412,15 @@ type TransferPlan struct {
 	// +optional
 	BindingResource BindingResource `json:"bindingResource,omitempty"`
 
+	// pathBitsPerSecond is the aggregate the path carries as far as the samples show
+	// it: the plateau of the stream model for one stripe, more only as far as more
+	// stripes were measured to pay. The plan adds no stripe beyond it, and the rescale
+	// policy does not add stripes towards a higher rate. Absent in Fixed mode without
+	// samples.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PathBitsPerSecond int64 `json:"pathBitsPerSecond,omitempty"`
+
 	// model is the fitted throughput-vs-streams model of one stripe; absent in Fixed
 	// mode, which does not probe.
 	// +optional

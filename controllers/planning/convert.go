@@ -131,8 +131,9 @@ func StreamModel(f *optimizer.StreamFit) *v1alpha1.StreamModel {
 		return nil
 	}
 	m := &v1alpha1.StreamModel{Name: v1alpha1.StreamModelName(f.Model), A: FormatDecimal(f.A), B: FormatDecimal(f.B),
-		OptimalStreams: int32(min(max(f.OptimalStreams, 1), math.MaxInt32)), FitErrorBitsPerSecond: roundNonNegative(f.FitErrorBitsPerSecond)}
-	if f.Model != optimizer.Dinda {
+		OptimalStreams: int32(min(max(f.OptimalStreams, 1), math.MaxInt32)), FitErrorBitsPerSecond: roundNonNegative(f.FitErrorBitsPerSecond),
+		PeakBitsPerSecond: roundNonNegative(f.BitsPerSecond(max(f.OptimalStreams, 1)))}
+	if f.Model != optimizer.Dinda && f.Model != optimizer.Plateau {
 		m.C = FormatDecimal(f.C)
 	}
 	return m
@@ -171,8 +172,10 @@ func Fit(m *v1alpha1.StreamModel) (*optimizer.StreamFit, error) {
 	if !optimizer.Valid(model, a, b, c) {
 		return nil, fmt.Errorf("stream model %s with a=%g b=%g c=%g is outside the model's valid range", m.Name, a, b, c)
 	}
-	return &optimizer.StreamFit{Model: model, A: a, B: b, C: c, OptimalStreams: int(max(m.OptimalStreams, 1)),
-		FitErrorBitsPerSecond: float64(m.FitErrorBitsPerSecond), MaxSampledStreams: int(max(m.OptimalStreams, 1))}, nil
+	fit := &optimizer.StreamFit{Model: model, A: a, B: b, C: c, OptimalStreams: int(max(m.OptimalStreams, 1)),
+		FitErrorBitsPerSecond: float64(m.FitErrorBitsPerSecond), MaxSampledStreams: int(max(m.OptimalStreams, 1))}
+	fit.PeakBitsPerSecond = fit.BitsPerSecond(fit.OptimalStreams)
+	return fit, nil
 }
 
 // CPUModel converts a CPU model for the API, rounding to whole millicores.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/api/v1alpha1"
@@ -38,9 +39,12 @@ type Input struct {
 // Plan returns the job's plan, every field of v1alpha1.TransferPlan filled:
 //
 //   - Auto: optimizer.MakePlan over the job's samples (and a fresh profile's), with
-//     the buffer the samples settled on, the stream model by BestCmb, a CPU model per
-//     side, OPT_B for nodes × stripes × streams, CPU per agent, size classes with
-//     Algorithm 1 parameters and ProMC channels.
+//     the buffer the samples settled on, the stream model by BestCmb (or Plateau
+//     when none of the papers' models fits: one stream fills the path), a CPU model
+//     per side, the path's capacity as far as the samples show it (pathBitsPerSecond:
+//     the stream model's plateau, since the probe measures one stripe), OPT_B for
+//     nodes × stripes × streams within it, CPU per agent, size classes with Algorithm
+//     1 parameters and ProMC channels.
 //   - Fixed: the fixed values exactly as given (nodes, stripes per node, streams,
 //     buffer, and each size class's pipelining and concurrency, with parallelism equal
 //     to the streams per stripe), on the best nodes available. The CPU of each agent
@@ -136,6 +140,10 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	}
 	out := transferPlan(p.Flow, p.BufferBytes, p.SourceCPU, p.DestinationCPU, in.ExternalDestination)
 	out.Model = StreamModel(p.Fit)
+	if out.Model != nil {
+		out.Model.Reason = truncate(p.FitReason, maxModelReason)
+	}
+	out.PathBitsPerSecond = roundNonNegative(p.Path.Max())
 	out.SizeClasses = sizeClasses(p.Chunks)
 	out.Hash = Hash(out)
 	return out, nil
@@ -249,3 +257,18 @@ func sizeClasses(chunks []optimizer.ChunkPlan) []v1alpha1.SizeClassPlan {
 }
 
 func clamp32(v int) int32 { return int32(min(max(v, 1), math.MaxInt32)) }
+
+// maxModelReason is the API's bound on status.plan.model.reason.
+const maxModelReason = 512
+
+// truncate cuts s to at most n bytes, at a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

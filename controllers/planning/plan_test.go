@@ -102,8 +102,10 @@ func TestPlanAuto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(plan.SourceNodes) != 2 || len(plan.DestinationNodes) != 2 {
-		t.Errorf("nodes %v → %v, want 2 each (maxNodes)", plan.SourceNodes, plan.DestinationNodes)
+	// one stripe was probed, so the path carries its plateau as far as the samples
+	// show (1.41 Gbit/s at 4 streams): one stripe on one node, bound by the path
+	if len(plan.SourceNodes) != 1 || len(plan.DestinationNodes) != 1 || plan.StripesPerNode != 1 {
+		t.Errorf("nodes %v → %v × %d stripes, want one stripe", plan.SourceNodes, plan.DestinationNodes, plan.StripesPerNode)
 	}
 	if plan.StreamsPerStripe != 4 || plan.BufferBytes != 1<<20 {
 		t.Errorf("streams %d, buffer %d: want the model's 4 streams and the 1 MiB plateau", plan.StreamsPerStripe, plan.BufferBytes)
@@ -132,8 +134,13 @@ func TestPlanAuto(t *testing.T) {
 	if !(plan.DestinationCPUMillicores < plan.SourceCPUMillicores) {
 		t.Errorf("destination request %d not below the source's %d", plan.DestinationCPUMillicores, plan.SourceCPUMillicores)
 	}
-	if plan.PredictedBitsPerSecond != 20e9 || plan.BindingResource != v1alpha1.BindingNIC {
-		t.Errorf("predicted %d bound by %s, want 20 Gbit/s NIC-bound", plan.PredictedBitsPerSecond, plan.BindingResource)
+	if want := int64(math.Round(fit.BitsPerSecond(4))); plan.PredictedBitsPerSecond != want || plan.PathBitsPerSecond != want ||
+		m.PeakBitsPerSecond != want || plan.BindingResource != v1alpha1.BindingPath {
+		t.Errorf("predicted %d within %d (model peak %d), bound by %s; want the model's plateau %d, bound by Path",
+			plan.PredictedBitsPerSecond, plan.PathBitsPerSecond, m.PeakBitsPerSecond, plan.BindingResource, want)
+	}
+	if !strings.Contains(m.Reason, "fits the samples best") {
+		t.Errorf("model reason %q", m.Reason)
 	}
 	if len(plan.SizeClasses) < 2 || plan.SizeClasses[0].Class != v1alpha1.SizeClassSmall {
 		t.Errorf("size classes %+v, want Small first and more", plan.SizeClasses)

@@ -48,8 +48,10 @@ type RescaleDecision struct {
 // at a time (Granularity = nodes), since TransferPlan places the same number of
 // stripes on every node, up to maxStripesPerNode and the nodes' free slots. The
 // planned stripe count and rate the policy climbs towards are OPT_B's over the plan's
-// own nodes. Fixed mode never re-plans. The new plan's predictions and CPU per agent
-// are re-evaluated for the new shape; size classes keep their parameters, with
+// own nodes, within the path's capacity the plan recorded (pathBitsPerSecond): a plan
+// at that capacity is not grown towards a rate the samples never showed. Fixed mode
+// never re-plans. The new plan's predictions and CPU per agent are re-evaluated for
+// the new shape; size classes keep their parameters, with
 // parallelism bounded by the new streams per stripe.
 func Rescale(state *RescaleState, in RescaleInput) (RescaleDecision, *RescaleState) {
 	if state == nil {
@@ -77,7 +79,10 @@ func Rescale(state *RescaleState, in RescaleInput) (RescaleDecision, *RescaleSta
 	}
 	curve := curveOf(plan)
 	srcCPU, dstCPU := cpuOrDefault(plan.SourceCPU), cpuOrDefault(plan.DestinationCPU)
-	flowIn := optimizer.FlowInput{Curve: curve, SourceCPU: srcCPU, DestinationCPU: dstCPU, SourceNodes: src, DestinationNodes: dst, Limits: limits}
+	// the path's capacity the samples showed bounds what the stripes climb towards and
+	// every prediction of a new shape
+	flowIn := optimizer.FlowInput{Curve: curve, SourceCPU: srcCPU, DestinationCPU: dstCPU, SourceNodes: src, DestinationNodes: dst, Limits: limits,
+		PathBitsPerSecond: float64(plan.PathBitsPerSecond)}
 
 	// OPT_B over these nodes: what the stripes climb towards
 	plannedStripes, plannedRate := int(shape.Stripes), float64(plan.PredictedBitsPerSecond)
@@ -94,7 +99,7 @@ func Rescale(state *RescaleState, in RescaleInput) (RescaleDecision, *RescaleSta
 	policy := optimizer.RescalePolicy{Config: optimizer.RescaleConfig{Granularity: nodes}}
 	intent, next := policy.Decide(*state, optimizer.RescaleInput{Now: in.Now, Current: optimizer.Shape{Stripes: int(shape.Stripes), StreamsPerStripe: int(plan.StreamsPerStripe)},
 		MinStripes: nodes, MaxStripes: nodes * max(maxPerNode, 1), MaxStreams: lim.MaxStreamsPerStripe, MaxBitsPerSecond: limits.MaxBitsPerSecond,
-		Curve: curve, PlannedStripes: plannedStripes, PlannedBitsPerSecond: plannedRate, Measurement: m})
+		Curve: curve, PlannedStripes: plannedStripes, PlannedBitsPerSecond: plannedRate, PathBitsPerSecond: float64(plan.PathBitsPerSecond), Measurement: m})
 	*state = next
 	if intent.Action == optimizer.Hold {
 		return hold(intent.Reason, intent.Message)

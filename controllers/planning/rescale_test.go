@@ -10,8 +10,10 @@ import (
 	"github.com/dtnflow/dtnflow/optimizer"
 )
 
-// runningPlan is what Plan gives for 2 nodes × 4 stripes of the test path's stripes
-// (1.41 Gbit/s at 4 streams) on 10 Gbit/s nodes with up to 8 slots.
+// runningPlan is a plan of 2 nodes × 4 stripes of the test path's stripes (1.41
+// Gbit/s at 4 streams) on 10 Gbit/s nodes with up to 8 slots, as if stripes had been
+// measured to pay up to 8 (the path's capacity 11.3 Gbit/s). Plan itself, with only
+// the stored model to go on, plans one stripe at the model's plateau.
 func runningPlan(t *testing.T) (v1alpha1.TransferPlan, Input) {
 	t.Helper()
 	fit := optimizer.StreamFit{Model: optimizer.FullSecondOrder, A: 1e-18, B: -4e-18, C: 8e-18, OptimalStreams: 4}
@@ -22,9 +24,15 @@ func runningPlan(t *testing.T) (v1alpha1.TransferPlan, Input) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if Stripes(plan) != 8 || plan.StreamsPerStripe != 4 {
-		t.Fatalf("plan %d stripes × %d streams, want 8 × 4", Stripes(plan), plan.StreamsPerStripe)
+	stripe := int64(stripeRate(4, 1<<20))
+	if Stripes(plan) != 1 || plan.StreamsPerStripe != 4 || plan.PathBitsPerSecond != stripe || plan.PredictedBitsPerSecond != stripe {
+		t.Fatalf("plan %d stripes × %d streams, %d bit/s within %d: want one stripe × 4 at the plateau %d", Stripes(plan), plan.StreamsPerStripe,
+			plan.PredictedBitsPerSecond, plan.PathBitsPerSecond, stripe)
 	}
+	plan.SourceNodes, plan.DestinationNodes = []string{"s0", "s1"}, []string{"d0", "d1"}
+	plan.StripesPerNode = 4
+	plan.PredictedBitsPerSecond, plan.PathBitsPerSecond = 8*stripe, 8*stripe
+	plan.Hash = Hash(plan)
 	return plan, in
 }
 

@@ -92,7 +92,7 @@ func (a *adapter) step(rep contract.Report, stripes, streams int) optimizer.Inte
 	}
 	in := optimizer.RescaleInput{Now: time.Now(), Current: optimizer.Shape{Stripes: stripes, StreamsPerStripe: streams}, MinStripes: 1, MaxStripes: a.max,
 		MaxStreams: optimizer.DefaultMaxStreamsPerStripe, Curve: a.plan.Curve, PlannedStripes: a.plan.Flow.Stripes(),
-		PlannedBitsPerSecond: planned, Measurement: m}
+		PlannedBitsPerSecond: planned, PathBitsPerSecond: a.plan.Path.Max(), Measurement: m}
 	var it optimizer.Intent
 	it, a.state = a.policy.Decide(a.state, in)
 	return it

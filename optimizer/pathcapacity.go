@@ -1,0 +1,154 @@
+package optimizer
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// PathCapacity is what the path carries as far as the samples show it, for each
+// stripe count: OPT_B's U_network, which Condor Week 2011 says is "found by the
+// model", not given.
+//
+//   - One stripe carries the plateau of its stream curve (StripeBitsPerSecond): the
+//     curve's best rate within the stream limit, which is the best sample or the
+//     model's peak at most one doubling beyond the largest sample (Optimum's ceiling).
+//   - More stripes carry more only where stripes were measured to pay: Gains are the
+//     aggregate of k stripes over one stripe's, at each level of the stripe doubling
+//     (send --auto's ExpSelection over stripes) whose doubling gained more than the
+//     accuracy, the same test that ends ExpSelection. The first doubling that did not
+//     pay ends them: the capacity is the level before it, for every stripe count
+//     beyond. Between levels the gain is interpolated; beyond the last it is flat.
+//
+// With no stripe measured beyond one, the capacity is one stripe's plateau for every
+// stripe count: a stripe curve says nothing of what a second stripe adds on the same
+// path, and on a path that one stripe fills (the usual case on a clean path) a second
+// only shares it. So the plan adds no stripe that no sample showed to pay.
+type PathCapacity struct {
+	// StripeBitsPerSecond is one stripe's plateau; +Inf when the curve's rate is
+	// unknown (FlatCurve without a rate), and then the path does not bind.
+	StripeBitsPerSecond float64
+	// Gains are (stripes, aggregate ÷ one stripe's aggregate) of the levels that paid,
+	// ascending, the first always (1, 1).
+	Gains []StripeGain
+	// Measured are the stripe levels measured (stripes, aggregate bit/s), for people.
+	Measured []StreamPoint
+	// StillRising says every doubling of the stripes measured paid: the path may
+	// carry more than the most stripes measured did, so the capacity is only what is
+	// known, and the planner does not name the path as what binds.
+	StillRising bool
+}
+
+// StripeGain is the measured aggregate of Stripes stripes over one stripe's.
+type StripeGain struct {
+	Stripes int
+	Gain    float64
+}
+
+// NewPathCapacity reads the path's capacity from a stripe curve (its plateau within
+// maxStreams) and the aggregate rates measured with 1, 2, 4, … stripes (Streams holds
+// the stripe count; nil when only one stripe was measured). accuracy is the gain a
+// doubling must bring (ExpSelection's α; ≤ 0 means DefaultAccuracy). Without a
+// one-stripe measurement, the stripe curve's plateau stands in for it.
+func NewPathCapacity(curve Curve, maxStreams int, stripeRates []StreamPoint, accuracy float64) PathCapacity {
+	p := PathCapacity{StripeBitsPerSecond: math.Inf(1), Gains: []StripeGain{{Stripes: 1, Gain: 1}}}
+	if curve != nil {
+		if u := curve.BitsPerSecond(bestStreamsWithin(curve, maxStreams)); u > 0 && !math.IsNaN(u) {
+			p.StripeBitsPerSecond = u
+		}
+	}
+	if !(accuracy > 0) {
+		accuracy = DefaultAccuracy
+	}
+	levels := normalizePoints(append([]StreamPoint(nil), stripeRates...))
+	p.Measured = levels
+	if len(levels) == 0 {
+		return p
+	}
+	ref := levels[0]
+	if ref.Streams != 1 {
+		if math.IsInf(p.StripeBitsPerSecond, 0) {
+			return p
+		}
+		ref = StreamPoint{Streams: 1, BitsPerSecond: p.StripeBitsPerSecond}
+	} else {
+		levels = levels[1:]
+	}
+	prev := ref
+	p.StillRising = len(levels) > 0
+	for _, l := range levels {
+		// ExpSelection's test: the slope must beat α·Th₁/n₁
+		if (l.BitsPerSecond-prev.BitsPerSecond)*float64(prev.Streams) <= accuracy*prev.BitsPerSecond*float64(l.Streams-prev.Streams) {
+			p.StillRising = false
+			break
+		}
+		p.Gains = append(p.Gains, StripeGain{Stripes: l.Streams, Gain: l.BitsPerSecond / ref.BitsPerSecond})
+		prev = l
+	}
+	return p
+}
+
+// BitsPerSecond is what the path carries with the given number of stripes.
+func (p PathCapacity) BitsPerSecond(stripes int) float64 {
+	return p.StripeBitsPerSecond * p.gain(stripes)
+}
+
+// Max is the most the path carries with any number of stripes.
+func (p PathCapacity) Max() float64 {
+	if len(p.Gains) == 0 {
+		return p.StripeBitsPerSecond
+	}
+	return p.StripeBitsPerSecond * p.Gains[len(p.Gains)-1].Gain
+}
+
+// Stripes is the fewest stripes at which the path carries Max.
+func (p PathCapacity) Stripes() int {
+	if len(p.Gains) == 0 {
+		return 1
+	}
+	return p.Gains[len(p.Gains)-1].Stripes
+}
+
+func (p PathCapacity) gain(stripes int) float64 {
+	g := p.Gains
+	if len(g) == 0 || stripes <= g[0].Stripes {
+		return 1
+	}
+	i := sort.Search(len(g), func(i int) bool { return g[i].Stripes >= stripes })
+	if i == len(g) {
+		return g[len(g)-1].Gain
+	}
+	lo, hi := g[i-1], g[i]
+	t := float64(stripes-lo.Stripes) / float64(hi.Stripes-lo.Stripes)
+	return lo.Gain + t*(hi.Gain-lo.Gain)
+}
+
+// String says for people where the capacity comes from.
+func (p PathCapacity) String() string {
+	if math.IsInf(p.StripeBitsPerSecond, 0) {
+		return "unknown"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: one stripe's plateau", FormatBitsPerSecond(p.Max()))
+	switch {
+	case len(p.Measured) == 0:
+		b.WriteString("; no stripe count beyond one measured, so no stripe is added")
+	case len(p.Gains) > 1:
+		fmt.Fprintf(&b, " × %.3g measured with %d stripes (%s)", p.Gains[len(p.Gains)-1].Gain, p.Stripes(), describeStripes(p.Measured))
+		if p.StillRising {
+			b.WriteString(", still rising at the most stripes measured")
+		}
+	default:
+		fmt.Fprintf(&b, "; more stripes did not pay (%s)", describeStripes(p.Measured))
+	}
+	return b.String()
+}
+
+func describeStripes(levels []StreamPoint) string {
+	parts := make([]string, len(levels))
+	for i, l := range levels {
+		parts[i] = fmt.Sprintf("%s with %d", FormatBitsPerSecond(l.BitsPerSecond), l.Streams)
+	}
+	return strings.Join(parts, ", ")
+}

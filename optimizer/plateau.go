@@ -1,0 +1,99 @@
+package optimizer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// ErrNoPoints is returned when not one stream count has a usable rate.
+var ErrNoPoints = errors.New("optimizer: no stream sample with a usable rate")
+
+// FitStreams is the stream model of a stripe: BestCmb over the papers' three models,
+// and when none of them fits — fewer than three stream counts, or a curve that does
+// not rise (ErrNoValidFit) — FitPlateau. It fails only when no point is usable.
+// why says, for people, which model was taken and why.
+func FitStreams(pts []StreamPoint) (fit StreamFit, why string, err error) {
+	fit, err = BestCmb(pts)
+	if err == nil {
+		return fit, fmt.Sprintf("%s fits the samples best (BestCmb, mean error %s)", fit.Model, FormatBitsPerSecond(fit.FitErrorBitsPerSecond)), nil
+	}
+	plateau, perr := FitPlateau(pts)
+	if perr != nil {
+		return StreamFit{}, "", errors.Join(err, perr)
+	}
+	switch {
+	case plateau.OptimalStreams == 1:
+		why = fmt.Sprintf("the rate does not rise with more streams (%s): one stream fills the path", describePoints(pts))
+	default:
+		why = fmt.Sprintf("no model of the papers fits %s (%v): the path's capacity as measured, reached at %d streams", describePoints(pts), err, plateau.OptimalStreams)
+	}
+	return plateau, why, nil
+}
+
+// FitPlateau fits the Plateau model, Th = min(n·r, C): C is the best measured rate
+// (the path's capacity as far as the samples show it) and r the rate per stream of
+// the smallest stream count measured (one stream, as ExpSelection always samples),
+// so the knee C/r is where the streams reach the capacity. A flat or falling curve
+// has r = C: the capacity is reached at one stream. The model never predicts more than
+// was measured, at any stream count; it is what we plan from when the papers' models
+// do not fit (FitStreams), which on a clean path is the usual case: one stream fills
+// it and the samples at 2 and 4 streams only add noise or a little loss.
+//
+// The fit error is the mean absolute error over every point, as BestCmb's.
+func FitPlateau(pts []StreamPoint) (StreamFit, error) {
+	if !sortedDistinct(pts) {
+		pts = normalizePoints(append([]StreamPoint(nil), pts...))
+	}
+	if len(pts) == 0 {
+		return StreamFit{}, ErrNoPoints
+	}
+	first, top := pts[0], pts[0]
+	for _, p := range pts {
+		if p.BitsPerSecond > top.BitsPerSecond {
+			top = p
+		}
+	}
+	capacity := top.BitsPerSecond
+	perStream := first.BitsPerSecond / float64(first.Streams)
+	a, b := 1/(capacity*capacity), 1/(perStream*perStream)
+	if !(a > 0) || math.IsInf(b, 0) || !finite(a) {
+		return StreamFit{}, ErrNoPoints
+	}
+	b = math.Max(a, b) // rounding: one stream never carries more than the capacity
+	fit := StreamFit{Model: Plateau, A: a, B: b, Points: [3]int{first.Streams, top.Streams, top.Streams},
+		MaxSampledStreams: pts[len(pts)-1].Streams}
+	var sum float64
+	for _, p := range pts {
+		sum += math.Abs(p.BitsPerSecond - fit.BitsPerSecond(p.Streams))
+	}
+	fit.FitErrorBitsPerSecond = sum / float64(len(pts))
+	fit.OptimalStreams = Optimum(Plateau, a, b, 0, fit.MaxSampledStreams)
+	fit.PeakBitsPerSecond = fit.BitsPerSecond(fit.OptimalStreams)
+	return fit, nil
+}
+
+// describePoints writes points for people: "497, 474 and 469 Mbit/s at 1, 2 and 4
+// streams".
+func describePoints(pts []StreamPoint) string {
+	if !sortedDistinct(pts) {
+		pts = normalizePoints(append([]StreamPoint(nil), pts...))
+	}
+	rates, counts := make([]string, len(pts)), make([]string, len(pts))
+	for i, p := range pts {
+		rates[i], counts[i] = FormatBitsPerSecond(p.BitsPerSecond), fmt.Sprint(p.Streams)
+	}
+	stream := "streams"
+	if len(pts) == 1 && pts[0].Streams == 1 {
+		stream = "stream"
+	}
+	return fmt.Sprintf("%s at %s %s", joinAnd(rates), joinAnd(counts), stream)
+}
+
+func joinAnd(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
