@@ -36,6 +36,9 @@ type Options struct {
 	BlockSize int64
 	ChunkSize int64
 	Log       *slog.Logger
+	// Run names this run of the job (default: random); the receivers record it with
+	// the files they make final, for the final check (manifest.go).
+	Run string
 }
 
 // Params are the tunable parameters (from flags or a directive).
@@ -57,6 +60,10 @@ type cfile struct {
 	failed     bool
 	class      string
 	finalizing bool
+	// digest and chunkDigests are the source digests the senders computed this run
+	// (hex), for the final check.
+	digest       string
+	chunkDigests map[int32]string
 }
 
 type cunit struct {
@@ -90,6 +97,13 @@ type Core struct {
 	nextID  uint64
 	built   bool
 
+	// manifest is the union of the receivers' manifests while the final check runs
+	// (nil before it), answered the stripes that have sent theirs, debris the
+	// temporary files they removed.
+	manifest map[manifestKey]wire.ManifestFile
+	answered map[*Member]bool
+	debris   int64
+
 	filesDone, filesFailed, bytesDone int64
 	// neededAtBuild is what the job had left to send when the receivers' journals
 	// were read: what a run with nothing lost would send.
@@ -112,6 +126,9 @@ func New(o Options, p Params) (*Core, error) {
 	}
 	if o.ChunkSize < o.BlockSize {
 		o.ChunkSize = o.BlockSize
+	}
+	if o.Run == "" {
+		o.Run = newRunID()
 	}
 	o.ChunkSize = o.ChunkSize / o.BlockSize * o.BlockSize
 	if o.DestPath != "" {
@@ -147,7 +164,7 @@ func New(o Options, p Params) (*Core, error) {
 			if o.DestPath != "" && o.DestPath != "." {
 				dest = path.Join(o.DestPath, f.Path)
 			}
-			cf := &cfile{f: f, dest: dest, chunksDone: map[int32]bool{}}
+			cf := &cfile{f: f, dest: dest, chunksDone: map[int32]bool{}, chunkDigests: map[int32]string{}}
 			if f.Size > o.BlockSize {
 				cf.chunks = int32((f.Size + o.ChunkSize - 1) / o.ChunkSize)
 			}
@@ -245,7 +262,7 @@ func (c *Core) setParamsLocked(p Params) {
 	}
 	c.params = p
 	c.cfg.Generation++
-	c.cfg = wire.JobConfig{Generation: c.cfg.Generation, Job: c.opts.Job, Mode: c.cfg.Mode, Checksum: c.opts.Checksum, Verify: c.opts.Verify,
+	c.cfg = wire.JobConfig{Generation: c.cfg.Generation, Job: c.opts.Job, Run: c.opts.Run, Mode: c.cfg.Mode, Checksum: c.opts.Checksum, Verify: c.opts.Verify,
 		Overwrite: c.opts.Overwrite, Streams: p.Streams, BufferBytes: p.BufferBytes, Concurrency: p.Concurrency, Pipelining: p.Pipelining,
 		BlockSize: c.opts.BlockSize, ChunkSize: c.opts.ChunkSize, SizeClasses: p.SizeClasses}
 	for _, f := range c.files {
@@ -456,6 +473,15 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 		// them and the job would stall with them neither pending nor in flight.
 		return wire.WorkGrant{}, false
 	}
+	if c.checkingLocked() {
+		// Every file is done: what is left is the final check. A stripe that has
+		// not sent its receiver's manifest is asked for it (again, if its session
+		// broke while sending); the others wait for the verdict.
+		if !c.answered[m] && m.stripe >= 0 {
+			return wire.WorkGrant{Manifest: true}, true
+		}
+		return wire.WorkGrant{}, false
+	}
 	var g wire.WorkGrant
 	perClass := map[string]int{}
 	for _, u := range c.units {
@@ -498,7 +524,7 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 		}
 		switch {
 		case r.OK:
-			c.unitDoneLocked(u)
+			c.unitDoneLocked(u, r.Digest)
 		case r.Retry:
 			if u.leased == m {
 				u.leased = nil
@@ -529,10 +555,18 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 	c.signalLocked()
 }
 
-func (c *Core) unitDoneLocked(u *cunit) {
+func (c *Core) unitDoneLocked(u *cunit, digest string) {
 	u.done, u.leased = true, nil
 	delete(c.units, u.u.ID)
 	f := u.file
+	if digest != "" {
+		switch u.u.Kind {
+		case wire.UnitFile:
+			f.digest = digest
+		case wire.UnitChunk:
+			f.chunkDigests[u.u.Index] = digest
+		}
+	}
 	if f.failed || f.done {
 		return
 	}
@@ -572,10 +606,12 @@ func (c *Core) checkDoneLocked() {
 		if c.errCount > 1 {
 			c.errMsg = fmt.Sprintf("%s (and %d more errors)", c.errMsg, c.errCount-1)
 		}
-	} else {
-		c.phase = contract.PhaseComplete
+		c.log.Info("Job finished", "phase", c.phase, "files", c.filesDone, "bytes", c.bytesDone, "error", c.errMsg)
+		return
 	}
-	c.log.Info("Job finished", "phase", c.phase, "files", c.filesDone, "bytes", c.bytesDone, "error", c.errMsg)
+	if !c.checkingLocked() {
+		c.startCheckLocked()
+	}
 }
 
 // leave gives a departing stripe's units back.
@@ -597,6 +633,10 @@ func (c *Core) leave(m *Member) {
 	}
 	if m.stripe >= 0 {
 		delete(c.stats, m.stripe)
+	}
+	if c.checkingLocked() {
+		delete(c.answered, m)
+		c.finishCheckLocked()
 	}
 	c.broadcastConfigLocked()
 	c.signalLocked()
@@ -709,6 +749,7 @@ func (m *Member) pushConfig(cfg wire.JobConfig) {
 func (m *Member) Configs() <-chan wire.JobConfig { return m.configs }
 func (m *Member) NeedSummary() bool              { return m.c.needSummary() }
 func (m *Member) Summary(s wire.Summary)         { m.c.summary(s) }
+func (m *Member) Manifest(mf wire.Manifest)      { m.c.manifestPart(m, mf) }
 func (m *Member) Done(rs []wire.UnitResult)      { m.c.done(m, rs) }
 func (m *Member) Stats(s wire.StripeStats)       { m.c.setStats(s) }
 func (m *Member) Probes() <-chan wire.ProbeRequest {

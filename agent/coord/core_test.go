@@ -86,6 +86,7 @@ func TestWorkIsSharedAndReturnedWhenAStripeLeaves(t *testing.T) {
 		t.Fatalf("phase %s before the finalize unit is done", c.Phase())
 	}
 	s1.Done(ok(g.Units...))
+	answerManifest(t, c, s1, nil)
 	r := c.Report()
 	if r.Phase != contract.PhaseComplete || r.FilesDone != 3 || r.BytesDone != 1030 {
 		t.Fatalf("report %+v", r)
@@ -196,6 +197,7 @@ func TestNoWorkIsLeasedToAStripeThatLeft(t *testing.T) {
 		t.Fatalf("the remaining stripe got %+v, want all 3 units, the returned one first", g1.Units)
 	}
 	s1.Done(ok(g1.Units...))
+	answerManifest(t, c, s1, nil)
 	if r := c.Report(); r.Phase != contract.PhaseComplete || r.FilesDone != 3 {
 		t.Fatalf("report %+v", r)
 	}

@@ -81,6 +81,12 @@ func (c *Core) ServeConn(conn *wire.Conn) {
 				return
 			}
 			m.Summary(s)
+		case wire.TypeManifest:
+			var mf wire.Manifest
+			if wire.DecodeJSON(meta, &mf) != nil {
+				return
+			}
+			m.Manifest(mf)
 		case wire.TypeStats:
 			var s wire.StripeStats
 			if wire.DecodeJSON(meta, &s) != nil {
@@ -193,6 +199,7 @@ func (r *Remote) Summary(s wire.Summary) {
 		r.mu.Unlock()
 	}
 }
+func (r *Remote) Manifest(mf wire.Manifest) { r.w.WriteJSON(wire.TypeManifest, mf) }
 func (r *Remote) Done(rs []wire.UnitResult) {
 	r.w.WriteJSON(wire.TypeWorkDone, wire.WorkDone{Results: rs})
 }

@@ -176,7 +176,7 @@ func TestConnectionFlood(t *testing.T) {
 	os.MkdirAll(dst, 0o755)
 	makeTree(t, src, 12, mixed("f", 20, 1, 2<<20))
 	key := writeSecret(t, dir, "key", secret)
-	recv := startLimited(t, 40, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	recv := startLimited(t, 64, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
 	addr := recv.waitListening()
 	var flood []net.Conn
 	for range 200 {

@@ -45,6 +45,9 @@ func TestTransferTree(t *testing.T) {
 	if !strings.Contains(send.stdoutText(), "Complete: 125 files") {
 		t.Errorf("unexpected summary: %q", send.stdoutText())
 	}
+	if !strings.Contains(send.output(), "checking the destination against the listing") {
+		t.Errorf("Complete without the final check against the listing:\n%s", send.output())
+	}
 	// Running it again finds everything done in the journal and sends nothing.
 	again := start(t, nil, sendArgs(addr, src, key, "--stripes", "2", "--streams", "3", "data")...)
 	if err := again.wait(30 * time.Second); err != nil {

@@ -72,6 +72,9 @@ type Record struct {
 	Ranges    [][2]int64  `json:"r,omitempty"`
 	Mode      uint32      `json:"mode,omitempty"`
 	Digest    string      `json:"d,omitempty"`
+	// Run is the run of the job that wrote a final record (R), so that the end of
+	// that run can tell what it made final.
+	Run string `json:"run,omitempty"`
 }
 
 // Key returns the record's file key.
@@ -137,6 +140,8 @@ type ChunkState struct {
 	Verified  bool
 	BlockSize int64
 	Have      Ranges
+	// Digest is the chunk's verified digest (hex), when the job verifies.
+	Digest string
 }
 
 // FileState is what is known of one version of a file.
@@ -144,6 +149,7 @@ type FileState struct {
 	Final     bool
 	Mode      uint32
 	Digest    string
+	Run       string // the run that made it final
 	ChunkSize int64
 	Chunks    map[int32]*ChunkState
 }
@@ -242,7 +248,7 @@ func (s *State) apply(r Record) {
 	}
 	switch r.Kind {
 	case KindFinal:
-		fs.Final, fs.Mode, fs.Digest = true, r.Mode, r.Digest
+		fs.Final, fs.Mode, fs.Digest, fs.Run = true, r.Mode, r.Digest, r.Run
 	case KindReset:
 		if fs.ChunkSize == r.ChunkSize {
 			delete(fs.Chunks, r.Index)
@@ -259,7 +265,7 @@ func (s *State) apply(r Record) {
 			fs.Chunks[r.Index] = cs
 		}
 		if r.Kind == KindChunk {
-			cs.Verified = true
+			cs.Verified, cs.Digest = true, r.Digest
 		}
 		for _, rg := range r.Ranges {
 			cs.Have.Add(rg[0], rg[1])

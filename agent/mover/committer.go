@@ -192,7 +192,7 @@ func (c *committer) commit(batch []*commitItem) {
 		}
 		if it.finalize {
 			r := base
-			r.Kind, r.Mode = journal.KindFinal, it.mode
+			r.Kind, r.Mode, r.Run = journal.KindFinal, it.mode, it.session.cfg.Run
 			if it.chunk == nil || it.chunk.open.Chunks == 1 {
 				r.Digest = it.digest
 			}

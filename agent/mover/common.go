@@ -67,6 +67,13 @@ const (
 // IsTempName reports whether a file name is one of ours.
 func IsTempName(name string) bool { return strings.HasSuffix(name, tempSuffix) }
 
+// isTransient says whether an error is the host's momentary shortage (descriptors,
+// memory) rather than anything about the file: the file is tried again.
+func isTransient(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM) ||
+		errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR)
+}
+
 // isFatal says whether a write error stops the whole job rather than one file.
 func isFatal(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS)

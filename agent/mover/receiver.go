@@ -345,6 +345,12 @@ func (s *rsession) readControl(rd *wire.Reader) error {
 		switch h.Type {
 		case wire.TypeSummaryQuery:
 			s.sendSummary()
+		case wire.TypeManifestAsk:
+			var m wire.ManifestQuery
+			if err := wire.DecodeJSON(meta, &m); err != nil {
+				return err
+			}
+			go s.sendManifest(m)
 		case wire.TypeChunkOpen:
 			var m wire.ChunkOpen
 			if err := wire.DecodeJSON(meta, &m); err != nil {
@@ -545,20 +551,20 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	dir, err := s.job.dirs.get(dirName)
 	if err != nil {
 		res.Error = fsname.Message(fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", fsname.Show(dirName), err)))
-		res.Fatal = isFatal(err)
+		res.Fatal, res.Retry = isFatal(err), isTransient(err)
 		s.result(res)
 		return
 	}
 	f, err := dir.OpenFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		res.Error = fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(tmp), err)))
-		res.Fatal = isFatal(err)
+		res.Fatal, res.Retry = isFatal(err), isTransient(err)
 		s.result(res)
 		return
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		res.Error, res.Fatal = describeWriteError("writing", p, err), isFatal(err)
+		res.Error, res.Fatal, res.Retry = describeWriteError("writing", p, err), isFatal(err), isTransient(err)
 		s.result(res)
 		return
 	}
@@ -652,7 +658,7 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest []byte) (bool, string)
 		if readBack(f, 0, key.Size, buf, h) != nil || !bytes.Equal(h.Sum(nil), srcDigest) {
 			return false, ""
 		}
-		j.journal.Append(journal.Record{Kind: journal.KindFinal, Path: fsname.Path(key.Path), Size: key.Size, MtimeNs: key.MtimeNs, Mode: uint32(fi.Mode().Perm()), Digest: hex.EncodeToString(srcDigest)})
+		j.journal.Append(journal.Record{Kind: journal.KindFinal, Path: fsname.Path(key.Path), Size: key.Size, MtimeNs: key.MtimeNs, Mode: uint32(fi.Mode().Perm()), Digest: hex.EncodeToString(srcDigest), Run: s.cfg.Run})
 		j.journal.Sync()
 		return true, ""
 	}
@@ -719,6 +725,10 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		reply.Error, reply.Fatal = msg, fatal
 		s.send(wire.TypeChunkOpened, reply)
 	}
+	failOS := func(msg string, err error) {
+		reply.Retry = isTransient(err)
+		fail(msg, isFatal(err))
+	}
 	p, err := wirePath(m.Path)
 	if err != nil {
 		fail(fsname.Message(err), false)
@@ -772,13 +782,13 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 	}
 	if dir := path.Dir(p); dir != "." {
 		if err := r.Root.MkdirAll(dir, 0o755); err != nil {
-			fail(fsname.Message(fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", fsname.Show(dir), err))), isFatal(err))
+			failOS(fsname.Message(fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", fsname.Show(dir), err))), err)
 			return
 		}
 	}
 	f, err := r.Root.OpenFile(c.tmp, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		fail(fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(c.tmp), err))), isFatal(err))
+		failOS(fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(c.tmp), err))), err)
 		return
 	}
 	if fi, err := f.Stat(); err == nil && fi.Size() > m.FileSize {
@@ -828,7 +838,7 @@ func (s *rsession) block(m wire.BlockMeta, data []byte) error {
 		return errors.New("chunk closed")
 	}
 	if _, err := f.WriteAt(data, off); err != nil {
-		s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err)})
+		s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err), Retry: isTransient(err)})
 		return nil
 	}
 	s.r.bytes.Add(int64(len(data)))
@@ -932,6 +942,67 @@ func (s *rsession) finalize(m wire.Finalize) {
 		}
 	}
 	s.job.commit.add(&commitItem{session: s, unit: m.ID, finalize: true, tmp: TempName(p, s.cfg.Job), final: p, key: key, mode: m.Mode})
+}
+
+// ---- manifest ----
+
+// sendManifest answers a ManifestQuery: every file version the job's journals say is
+// final, with its digests and whether it is at its final name now (Lstat: a regular
+// file of the journaled size and mtime). A temporary file left next to a final one (a
+// second copy that lost the race to the final name) is debris: it is removed and
+// counted.
+func (s *rsession) sendManifest(q wire.ManifestQuery) {
+	if s.job == nil {
+		return
+	}
+	r, j := s.r, s.job
+	j.commit.flush() // what is verified is journaled and renamed before it is listed
+	j.state.Refresh()
+	var keys []journal.Key
+	var states []*journal.FileState
+	j.state.Each(func(k journal.Key, fs *journal.FileState) {
+		if fs.Final {
+			keys = append(keys, k)
+			states = append(states, fs)
+		}
+	})
+	var out wire.Manifest
+	for i, k := range keys {
+		fs := states[i]
+		s.redoRename(k)
+		mf := wire.ManifestFile{Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, Digest: fs.Digest, ThisRun: q.Run != "" && fs.Run == q.Run}
+		if len(fs.Chunks) > 0 && mf.Digest == "" {
+			n := int32(0)
+			for idx := range fs.Chunks {
+				n = max(n, idx+1)
+			}
+			mf.Chunks = make([]string, n)
+			for idx, cs := range fs.Chunks {
+				mf.Chunks[idx] = cs.Digest
+			}
+		}
+		fi, err := r.Root.Lstat(k.Path)
+		switch {
+		case err != nil:
+			mf.Problem = "missing at its final name: " + fsname.Message(err)
+		case !fi.Mode().IsRegular():
+			mf.Problem = "not a regular file at its final name"
+		case fi.Size() != k.Size || fi.ModTime().UnixNano() != k.MtimeNs:
+			mf.Problem = fmt.Sprintf("at its final name with size %d and mtime %d, journaled %d and %d (changed since, or another version)", fi.Size(), fi.ModTime().UnixNano(), k.Size, k.MtimeNs)
+		}
+		if mf.Problem == "" {
+			if tmp := TempName(k.Path, s.cfg.Job); r.Root.Remove(tmp) == nil {
+				out.Debris++
+			}
+		}
+		out.Files = append(out.Files, mf)
+		if len(out.Files) >= 10000 {
+			s.send(wire.TypeManifest, out)
+			out = wire.Manifest{}
+		}
+	}
+	out.Last = true
+	s.send(wire.TypeManifest, out)
 }
 
 // ---- summary ----

@@ -278,3 +278,51 @@ func TestReceiverRefusesImpossibleChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiverManifest: the manifest lists every final file with its digest and says
+// which this run made final; a final file removed or changed at the destination is
+// named with the problem; a temporary file left next to a final one is removed and
+// counted.
+func TestReceiverManifest(t *testing.T) {
+	addr, dir := startReceiver(t)
+	h := connect(t, addr) // job evil-job, no run id
+	root := filepath.Join(dir, "root")
+	for i, name := range []string{"keep", "gone", "changed"} {
+		data := []byte("content of " + name)
+		meta, _ := wire.FileMeta{Unit: uint64(i + 1), Size: uint64(len(data)), Mode: 0o644, MtimeNs: 1e18, Path: name}.Append(nil)
+		h.data.WriteFrame(wire.TypeFile, meta, data)
+		var res wire.Results
+		if err := wire.DecodeJSON(h.expect(wire.TypeResult), &res); err != nil || !res.Results[0].OK {
+			t.Fatalf("%s: %+v %v", name, res, err)
+		}
+	}
+	os.Remove(filepath.Join(root, "gone"))
+	os.WriteFile(filepath.Join(root, "changed"), []byte("other"), 0o644)
+	debris := filepath.Join(root, TempName("keep", "evil-job"))
+	os.WriteFile(debris, []byte("a second copy"), 0o600)
+
+	h.ctrlW.WriteJSON(wire.TypeManifestAsk, wire.ManifestQuery{Run: "run-1"})
+	var m wire.Manifest
+	if err := wire.DecodeJSON(h.expect(wire.TypeManifest), &m); err != nil || !m.Last {
+		t.Fatalf("manifest %+v %v", m, err)
+	}
+	got := map[string]wire.ManifestFile{}
+	for _, f := range m.Files {
+		got[string(f.Path)] = f
+	}
+	if f := got["keep"]; f.Problem != "" || f.Size != int64(len("content of keep")) || f.ThisRun {
+		t.Errorf("keep: %+v (the session had no run id: not this run's)", f)
+	}
+	if f := got["gone"]; !strings.Contains(f.Problem, "missing at its final name") {
+		t.Errorf("gone: %+v", f)
+	}
+	if f := got["changed"]; !strings.Contains(f.Problem, "size 5") {
+		t.Errorf("changed: %+v", f)
+	}
+	if m.Debris != 1 {
+		t.Errorf("debris %d, want 1", m.Debris)
+	}
+	if _, err := os.Stat(debris); err == nil {
+		t.Error("the temporary file next to a final one is still there")
+	}
+}

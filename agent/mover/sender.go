@@ -2,6 +2,7 @@ package mover
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -231,6 +232,8 @@ type flight struct {
 	attempts int
 	chunk    uint64
 	opened   chan wire.ChunkOpened
+	// digest is the source digest of what was sent, when verifying.
+	digest []byte
 }
 
 // outFrame is a frame queued for a stream.
@@ -276,7 +279,9 @@ type ssession struct {
 	inflight  chan struct{} // one token per unit on its way
 	peer      atomic.Pointer[wire.PeerStats]
 	flushed   chan struct{}
-	dirs      *dirCache
+	// manifested hears the last part of a manifest the session asked for.
+	manifested chan struct{}
+	dirs       *dirCache
 	// progressAt is when the session last moved forward (unix ns); unitsDone counts
 	// units the receiver confirmed in this session.
 	progressAt atomic.Int64
@@ -344,7 +349,7 @@ func (st *Stripe) session(ctx context.Context, src WorkSource, cfg *wire.JobConf
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	s := &ssession{st: st, src: src, cfg: *cfg, log: st.Log, ctx: sctx, stop: stop,
-		id: randomID(), flights: map[uint64]*flight{}, chunks: map[uint64]*flight{}, retry: make(chan wire.Unit, 1024), flushed: make(chan struct{}, 1), dirs: newDirCache(st.Root, false),
+		id: randomID(), flights: map[uint64]*flight{}, chunks: map[uint64]*flight{}, retry: make(chan wire.Unit, 1024), flushed: make(chan struct{}, 1), manifested: make(chan struct{}, 1), dirs: newDirCache(st.Root, false),
 		live: map[*stream]struct{}{}}
 	if err := s.connect(); err != nil {
 		return end, err
@@ -503,7 +508,7 @@ func (s *ssession) connect() error {
 	if err := s.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: s.id, Stripe: st.Index, Agent: agentName()}); err != nil {
 		return fail(err)
 	}
-	if err := s.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: s.cfg.Job, Checksum: s.cfg.Checksum, Verify: s.cfg.Verify,
+	if err := s.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: s.cfg.Job, Run: s.cfg.Run, Checksum: s.cfg.Checksum, Verify: s.cfg.Verify,
 		Overwrite: s.cfg.Overwrite, BlockSize: s.cfg.BlockSize, ChunkSize: s.cfg.ChunkSize}); err != nil {
 		return fail(err)
 	}
@@ -789,6 +794,19 @@ func (s *ssession) readControl() {
 			}
 		case wire.TypeFlushed:
 			s.flushed <- struct{}{}
+		case wire.TypeManifest:
+			var m wire.Manifest
+			if err := wire.DecodeJSON(meta, &m); err != nil {
+				s.fail(&IntegrityError{Err: err})
+				return
+			}
+			s.src.Manifest(m)
+			if m.Last {
+				select {
+				case s.manifested <- struct{}{}:
+				default:
+				}
+			}
 		case wire.TypeError:
 			var m wire.ErrorMsg
 			wire.DecodeJSON(meta, &m)
@@ -818,18 +836,18 @@ func (s *ssession) results(rs []wire.Result) {
 			s.mu.Unlock()
 			continue
 		}
-		if r.Retry && !r.Fatal && fl.attempts < 5 {
-			fl.attempts++
+		if r.Retry && !r.Fatal && fl.attempts < maxAttempts {
 			s.mu.Unlock()
-			metrics.Resent.Inc()
-			s.log.Warn("Sending again", "path", fsname.Show(string(fl.unit.Source)), "reason", r.Error, "attempt", fl.attempts)
-			s.retry <- fl.unit
+			s.again(fl.unit.ID, r.Error)
 			continue
 		}
 		delete(s.flights, fl.unit.ID)
 		s.mu.Unlock()
 		<-s.inflight
 		ur := wire.UnitResult{ID: fl.unit.ID, OK: r.OK, Error: r.Error, Fatal: r.Fatal, Bytes: r.Bytes}
+		if r.OK && len(fl.digest) > 0 {
+			ur.Digest = hex.EncodeToString(fl.digest)
+		}
 		if r.OK {
 			s.unitsDone.Add(1)
 			if fl.unit.Kind != wire.UnitChunk {
@@ -905,6 +923,12 @@ func (s *ssession) work() error {
 		for range room - len(g.Units) {
 			<-s.inflight
 		}
+		if g.Manifest {
+			if err := s.fetchManifest(); err != nil {
+				return err
+			}
+			continue
+		}
 		for _, u := range g.Units {
 			s.mu.Lock()
 			s.flights[u.ID] = &flight{unit: u}
@@ -922,6 +946,42 @@ func (s *ssession) work() error {
 			}
 			return errFinished
 		}
+	}
+}
+
+// maxAttempts bounds how often a unit is sent again within a session after a failed
+// check or a momentary error at the receiver.
+const maxAttempts = 5
+
+// again queues a unit in flight to be sent once more; false when it has had its
+// attempts.
+func (s *ssession) again(unit uint64, reason string) bool {
+	s.mu.Lock()
+	fl := s.flights[unit]
+	if fl == nil || fl.attempts >= maxAttempts {
+		s.mu.Unlock()
+		return false
+	}
+	fl.attempts++
+	attempt := fl.attempts
+	s.mu.Unlock()
+	metrics.Resent.Inc()
+	s.log.Warn("Sending again", "path", fsname.Show(string(fl.unit.Source)), "reason", reason, "attempt", attempt)
+	s.retry <- fl.unit
+	return true
+}
+
+// fetchManifest asks the receiver for its manifest; readControl passes the parts on to
+// the work source.
+func (s *ssession) fetchManifest() error {
+	if err := s.ctrlW.WriteJSON(wire.TypeManifestAsk, wire.ManifestQuery{Run: s.cfg.Run}); err != nil {
+		return err
+	}
+	select {
+	case <-s.manifested:
+		return nil
+	case <-s.ctx.Done():
+		return s.ctx.Err()
 	}
 }
 
@@ -1010,6 +1070,7 @@ func (s *ssession) sendFile(u wire.Unit) error {
 		meta.Digest = h.Sum(nil)
 		if s.cfg.Verify {
 			meta.Flags |= wire.FileVerify
+			s.setDigest(u.ID, meta.Digest)
 		}
 	}
 	fr := framePool.Get().(*outFrame)
@@ -1052,6 +1113,9 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 		s.mu.Lock()
 		delete(s.chunks, id)
 		s.mu.Unlock()
+		if op.Retry && !op.Fatal && s.again(u.ID, op.Error) {
+			return nil
+		}
 		s.finish(u, wire.UnitResult{ID: u.ID, OK: op.Verified && op.Error == "", Error: op.Error, Fatal: op.Fatal})
 		return nil
 	}
@@ -1117,11 +1181,21 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 	end := wire.ChunkEnd{ID: id, Blocks: nblocks}
 	if h != nil {
 		end.Digest = h.Sum(nil)
+		s.setDigest(u.ID, end.Digest)
 	}
 	if err := s.ctrlW.WriteJSON(wire.TypeChunkEnd, end); err != nil {
 		s.fail(err)
 	}
 	return nil
+}
+
+// setDigest records the source digest of what a unit sent.
+func (s *ssession) setDigest(unit uint64, d []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fl := s.flights[unit]; fl != nil {
+		fl.digest = d
+	}
 }
 
 func (s *ssession) parallelism(u wire.Unit) int {

@@ -17,6 +17,8 @@ type WorkSource interface {
 	// hold; the stripe asks its receiver and passes the answer on with Summary.
 	NeedSummary() bool
 	Summary(wire.Summary)
+	// Manifest passes on the receiver's manifest, asked for by a grant with Manifest.
+	Manifest(wire.Manifest)
 	// Request asks for up to n units. It blocks while there is no work for now but
 	// some may come back (leased to others, or paused).
 	Request(ctx context.Context, n int) (wire.WorkGrant, error)

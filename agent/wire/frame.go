@@ -44,6 +44,8 @@ const (
 	TypeProbeResult  Type = 25 // sender→coordinator: ProbeResult
 	TypeFlush        Type = 26 // sender→receiver: commit what is pending now (end of job)
 	TypeFlushed      Type = 27 // receiver→sender
+	TypeManifestAsk  Type = 28 // sender→receiver: ManifestQuery
+	TypeManifest     Type = 29 // receiver→sender, sender→coordinator: Manifest
 )
 
 // Bulk frames (binary meta, data).
@@ -81,7 +83,7 @@ var ErrFrame = errors.New("wire: malformed frame")
 func (t Type) bulk() bool { return t >= TypeBlock && t <= TypeMem }
 
 func (t Type) known() bool {
-	return (t >= TypeHello && t <= TypeMemEnd) || (t >= TypeJobConfig && t <= TypeFlushed) || t.bulk()
+	return (t >= TypeHello && t <= TypeMemEnd) || (t >= TypeJobConfig && t <= TypeManifest) || t.bulk()
 }
 
 // Check validates a header against the limits of its type.

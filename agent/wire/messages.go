@@ -28,6 +28,7 @@ type Hello struct {
 // Session configures a stripe session on its control connection.
 type Session struct {
 	Job       string `json:"job"`
+	Run       string `json:"run,omitempty"`    // the run of the job (JobConfig.Run)
 	Memory    bool   `json:"memory,omitempty"` // memory-to-memory: data is discarded
 	Checksum  string `json:"checksum,omitempty"`
 	Verify    bool   `json:"verify"`
@@ -82,6 +83,8 @@ type ChunkOpened struct {
 	Verified bool       `json:"verified,omitempty"`
 	Error    string     `json:"error,omitempty"`
 	Fatal    bool       `json:"fatal,omitempty"`
+	// Retry says the error was momentary (out of file descriptors, say): send again.
+	Retry bool `json:"retry,omitempty"`
 }
 
 // ChunkEnd closes a chunk: every block has been sent; Digest is the source digest of
@@ -138,6 +141,39 @@ type DoneChunk struct {
 	MtimeNs   int64       `json:"m"`
 	ChunkSize int64       `json:"cs"`
 	Index     int32       `json:"i"`
+}
+
+// ManifestQuery asks a receiver for the job's final files, as its journal and its file
+// system show them now.
+type ManifestQuery struct {
+	// Run is the asking run's id, so that the answer can say which files this run
+	// made final.
+	Run string `json:"run"`
+}
+
+// ManifestFile is one version of a file the journal says is final.
+type ManifestFile struct {
+	Path    fsname.Path `json:"p"`
+	Size    int64       `json:"s"`
+	MtimeNs int64       `json:"m"`
+	// Digest is the verified digest of a file sent whole or in one chunk (hex; empty
+	// when the job did not verify); Chunks those of a file of several chunks, by
+	// index.
+	Digest string   `json:"d,omitempty"`
+	Chunks []string `json:"c,omitempty"`
+	// ThisRun says the asking run made it final.
+	ThisRun bool `json:"r,omitempty"`
+	// Problem says why the file is not at its final name as journaled (missing, of
+	// another size or mtime, not a regular file); empty when it is.
+	Problem string `json:"x,omitempty"`
+}
+
+// Manifest answers ManifestQuery, in parts, the last with Last set. Debris counts
+// temporary files of final files the receiver found and removed.
+type Manifest struct {
+	Files  []ManifestFile `json:"files,omitempty"`
+	Debris int64          `json:"debris,omitempty"`
+	Last   bool           `json:"last"`
 }
 
 // Summary is what the receivers' journals of a job say is done; sent in parts, the
@@ -200,8 +236,11 @@ const (
 
 // JobConfig is what the coordinator tells its senders; a newer Generation replaces it.
 type JobConfig struct {
-	Generation  int64                     `json:"generation"`
-	Job         string                    `json:"job"`
+	Generation int64  `json:"generation"`
+	Job        string `json:"job"`
+	// Run tells this run of the job apart from others: the receiver records it with
+	// every file it makes final (ManifestFile.ThisRun).
+	Run         string                    `json:"run,omitempty"`
 	Mode        contract.Mode             `json:"mode"`
 	Checksum    string                    `json:"checksum"`
 	Verify      bool                      `json:"verify"`
@@ -230,6 +269,10 @@ type WorkGrant struct {
 	Units    []Unit `json:"units,omitempty"`
 	Finished bool   `json:"finished,omitempty"`
 	Wait     bool   `json:"wait,omitempty"`
+	// Manifest asks the stripe to fetch its receiver's manifest and pass it on: every
+	// file is done, and the coordinator checks the destination before it says
+	// Complete.
+	Manifest bool `json:"manifest,omitempty"`
 }
 
 // UnitResult reports a unit's end.
@@ -241,6 +284,10 @@ type UnitResult struct {
 	Retry bool  `json:"retry,omitempty"`
 	Fatal bool  `json:"fatal,omitempty"`
 	Bytes int64 `json:"bytes,omitempty"`
+	// Digest is the source digest of what the unit sent (a small file, a chunk; hex),
+	// when the job verifies: the coordinator compares it with the destination's
+	// manifest.
+	Digest string `json:"digest,omitempty"`
 }
 
 // WorkDone reports units' ends.
