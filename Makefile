@@ -164,6 +164,10 @@ bench-wan: deps ## Tools side by side on an emulated WAN (test/wanem): BENCH_WAN
 bench-wanem: deps ## Accuracy of the WAN emulator (rate, RTT, loss with iperf3 and ping; minutes).
 	flock /tmp/dtnflow-bench.lock go test -count=1 -timeout 30m -run Accuracy -v ./test/wanem -wanem.accuracy
 
+.PHONY: bench-resend
+bench-resend: deps ## Data sent again when the receiver, then the sender, is killed -9 five times during a 940 MB transfer (on /dev/shm; a minute).
+	DTNFLOW_RESEND_DIR=/dev/shm flock /tmp/dtnflow-bench.lock go test -count=1 -timeout 30m -run TestResendAfterKills -v ./agent/e2e -args -resend 2>&1 | grep -E 'RESULT|kill|^(---|ok|FAIL)'
+
 BENCH_CONTROLLER_JOBS ?= 500
 
 .PHONY: bench-controller

@@ -343,6 +343,41 @@ func httpGet(t *testing.T, addr, path string) string {
 	return string(b)
 }
 
+// metricsAddr waits for the agent to log its /metrics address and returns it.
+func (p *proc) metricsAddr() string {
+	p.t.Helper()
+	var addr string
+	if !pollUntil(p.t, 20*time.Second, "metrics address", func() bool {
+		m := metricsRE.FindStringSubmatch(p.output())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	}) {
+		p.t.Fatalf("no metrics address logged:\n%s", p.output())
+	}
+	return addr
+}
+
+// metricAt reads one sample of a metric from the /metrics at maddr (0 if absent).
+func metricAt(t *testing.T, maddr, series string) float64 {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + maddr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, series+" ") {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(l, series)), 64)
+			return v
+		}
+	}
+	return 0
+}
+
 // metric reads one sample of a metric from /metrics (0 if absent).
 func metric(t *testing.T, addr, series string) float64 {
 	t.Helper()

@@ -37,6 +37,7 @@ var (
 	fileStream = flag.Int("file-streams", 4, "streams for the file cases (both tools)")
 	cc         = flag.Int("cc", 4, "concurrency for the small files (both tools)")
 	repeat     = flag.Int("repeat", 3, "runs of each case; the median (by time) is reported")
+	baseline   = flag.String("baseline", "", "another dtnflow-agent binary (an earlier commit) to run beside -agent in every dtnflow case, with its own receiver: the table adds dtnflow ÷ baseline")
 )
 
 // Result is one row of the table and one JSON line.
@@ -190,6 +191,9 @@ func writeRandom(p string, n int64) {
 
 func run() error {
 	for _, b := range []string{*agent, "iperf3", "globus-url-copy", "globus-gridftp-server"} {
+		if b == "" {
+			continue
+		}
 		if _, err := exec.LookPath(b); err != nil {
 			return fmt.Errorf("%s not found (make bench-peers installs the peers)", b)
 		}
@@ -200,8 +204,10 @@ func run() error {
 	must(os.MkdirAll(filepath.Join(src, "small"), 0o755))
 	dtnDst := filepath.Join(*workDir, "dst-dtnflow")
 	gftpDst := filepath.Join(*workDir, "dst-gridftp")
+	baseDst := filepath.Join(*workDir, "dst-baseline")
 	must(os.MkdirAll(dtnDst, 0o755))
 	must(os.MkdirAll(gftpDst, 0o755))
+	must(os.MkdirAll(baseDst, 0o755))
 	defer os.RemoveAll(*workDir)
 	fmt.Fprintln(os.Stderr, "Writing the dataset under", *workDir)
 	writeRandom(filepath.Join(src, "big.bin"), *bigBytes)
@@ -230,7 +236,19 @@ func run() error {
 		}
 	}
 	gftpURL := fmt.Sprintf("ftp://127.0.0.1:%d", gftpPort)
-
+	// The baseline agent may speak an older protocol: it sends to a receiver of its own.
+	var basePath, baseAddr string
+	var baseRecv *server
+	if *baseline != "" {
+		basePath, _ = filepath.Abs(*baseline)
+		basePort := freePort()
+		baseAddr = fmt.Sprintf("127.0.0.1:%d", basePort)
+		baseRecv = startServer(basePath, "receive", "--listen", baseAddr, "--root", baseDst, "--secret-file", secret)
+		defer baseRecv.stop()
+		if err := waitPort(basePort); err != nil {
+			return err
+		}
+	}
 	var results []Result
 	add := func(r Result) {
 		results = append(results, r)
@@ -246,7 +264,38 @@ func run() error {
 		prep       func()
 		parse      func(out string, wall float64) float64
 	}
+	// withBaseline adds, after each dtnflow contender, the same command run by the
+	// baseline binary against its own receiver.
+	withBaseline := func(cs ...contender) []contender {
+		if basePath == "" {
+			return cs
+		}
+		var out []contender
+		for _, c := range cs {
+			out = append(out, c)
+			if c.tool != "dtnflow" {
+				continue
+			}
+			b := c
+			b.tool, b.srv = "baseline", baseRecv
+			cmd := c.cmd
+			b.cmd = func() []string {
+				args := append([]string(nil), cmd()...)
+				args[0] = basePath
+				for i, a := range args {
+					if a == dtnAddr {
+						args[i] = baseAddr
+					}
+				}
+				return args
+			}
+			out = append(out, b)
+		}
+		return out
+	}
+
 	runCase := func(verify bool, bytes int64, files int, cs ...contender) error {
+		cs = withBaseline(cs...)
 		runs := make([][]Result, len(cs))
 		for round := 0; round < *repeat; round++ {
 			for i, c := range cs {
@@ -326,7 +375,7 @@ func run() error {
 		run++
 		job = fmt.Sprintf("run%d", run)
 		// Empty the destinations but keep the directories: the receiver holds its root open.
-		for _, d := range []string{dtnDst, gftpDst} {
+		for _, d := range []string{dtnDst, gftpDst, baseDst} {
 			ents, _ := os.ReadDir(d)
 			for _, e := range ents {
 				os.RemoveAll(filepath.Join(d, e.Name()))
@@ -415,10 +464,15 @@ func report(rs []Result) error {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Printf("Load average at the end: %s\n", strings.Join(strings.Fields(string(b))[:3], " "))
 	}
-	fmt.Println("| case | streams | verify | tool | Gbit/s | files/s | CPU s/GB | dtnflow ÷ GridFTP | dtnflow ÷ iperf3 |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| case | streams | verify | tool | Gbit/s | files/s | CPU s/GB | dtnflow ÷ GridFTP | dtnflow ÷ iperf3 | dtnflow ÷ baseline |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
-		ratioG, ratioI := "", ""
+		ratioG, ratioI, ratioB := "", "", ""
+		if r.Tool == "dtnflow" {
+			if b := find("baseline", r.Case, r.Streams, r.Verify); b != nil {
+				ratioB = fmt.Sprintf("%.2f× rate, %.2f× CPU/GB", float64(r.BitsPerSecond)/float64(b.BitsPerSecond), r.CPUSecondsPerGB/b.CPUSecondsPerGB)
+			}
+		}
 		if r.Tool == "dtnflow" {
 			peerCase := strings.TrimSuffix(r.Case, "+tag")
 			if g := find("gridftp", peerCase, map[bool]int{true: 0, false: r.Streams}[r.Case == "small-files"], r.Verify); g != nil {
@@ -436,7 +490,7 @@ func report(rs []Result) error {
 		if r.FilesPerSecond > 0 {
 			files = fmt.Sprintf("%.0f", r.FilesPerSecond)
 		}
-		fmt.Printf("| %s | %d | %v | %s | %.2f | %s | %.2f | %s | %s |\n", r.Case, r.Streams, r.Verify, r.Tool, float64(r.BitsPerSecond)/1e9, files, r.CPUSecondsPerGB, ratioG, ratioI)
+		fmt.Printf("| %s | %d | %v | %s | %.2f | %s | %.2f | %s | %s | %s |\n", r.Case, r.Streams, r.Verify, r.Tool, float64(r.BitsPerSecond)/1e9, files, r.CPUSecondsPerGB, ratioG, ratioI, ratioB)
 	}
 	fmt.Fprintln(os.Stderr, "JSON lines in", *jsonOut)
 	return nil
