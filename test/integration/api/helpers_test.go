@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dtnflow/dtnflow/test/integration/framework"
 )
@@ -196,9 +195,4 @@ func ensureNamespace(t *testing.T, name string, labels map[string]string) {
 	if err := env.Client.Create(context.Background(), ns); err != nil && !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
-}
-
-// createDryRun asks the API server to validate obj without storing it.
-func createDryRun(obj *unstructured.Unstructured) error {
-	return env.Client.Create(context.Background(), obj, client.DryRunAll)
 }
