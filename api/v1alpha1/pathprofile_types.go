@@ -10,6 +10,7 @@ type PathProfileSpec struct {
 	// sourceEndpoint is the TransferEndpoint data is read from.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.sourceEndpoint is immutable"
 	// +required
 	SourceEndpoint string `json:"sourceEndpoint"`
@@ -17,6 +18,7 @@ type PathProfileSpec struct {
 	// destinationEndpoint is the TransferEndpoint data is written to.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.destinationEndpoint is immutable"
 	// +required
 	DestinationEndpoint string `json:"destinationEndpoint"`
@@ -67,6 +69,7 @@ type PathProfileStatus struct {
 	// contributingJobs are the most recent jobs (namespace/name) that taught the
 	// profile something, newest last.
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=317
 	// +listType=atomic
 	// +optional
 	ContributingJobs []string `json:"contributingJobs,omitempty"`

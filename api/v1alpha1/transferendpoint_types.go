@@ -10,8 +10,9 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.agentPorts) || self.agentPorts.first <= self.agentPorts.last",message="spec.agentPorts.first must not be greater than spec.agentPorts.last",fieldPath=".agentPorts"
 type TransferEndpointSpec struct {
 	// nodeSelector selects the site's DTN nodes by label. Agent pods of this endpoint
-	// run only on Ready nodes that match.
+	// run only on Ready nodes that match. It holds at most 64 labels.
 	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=64
 	// +required
 	NodeSelector map[string]string `json:"nodeSelector"`
 
@@ -48,7 +49,10 @@ type TransferEndpointSpec struct {
 
 	// namespaceSelector selects the namespaces whose TransferJobs may use this
 	// endpoint, as source or destination. An empty selector ({}) allows every
-	// namespace; it is required so that opening a site's storage is a decision.
+	// namespace; it is required so that opening a site's storage is a decision. It holds
+	// at most 64 matchLabels and 16 matchExpressions.
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.size() <= 64",message="spec.namespaceSelector.matchLabels must have at most 64 entries",fieldPath=".matchLabels"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.size() <= 16",message="spec.namespaceSelector.matchExpressions must have at most 16 items",fieldPath=".matchExpressions"
 	// +required
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector"`
 
@@ -62,6 +66,7 @@ type TransferEndpointSpec struct {
 	// the site's side of each stripe is not scheduled as a pod: stripes connect there.
 	// +kubebuilder:validation:MaxLength=255
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$`
+	// +kubebuilder:validation:XValidation:rule="int(self.substring(self.lastIndexOf(':') + 1)) >= 1 && int(self.substring(self.lastIndexOf(':') + 1)) <= 65535",message="spec.externalAddress must end in a port from 1 to 65535"
 	// +optional
 	ExternalAddress string `json:"externalAddress,omitempty"`
 }
@@ -74,6 +79,7 @@ type EndpointStorage struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="spec.storage.hostPath must be an absolute path"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="spec.storage.hostPath must not contain a '..' segment"
+	// +kubebuilder:validation:XValidation:rule=`!self.contains('\u0000')`,message="spec.storage.hostPath must not contain a NUL character"
 	// +required
 	HostPath string `json:"hostPath"`
 

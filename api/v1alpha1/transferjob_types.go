@@ -63,12 +63,14 @@ type TransferJobSpec struct {
 	Suspend bool `json:"suspend,omitempty"`
 }
 
-// RelativePath is a path under an endpoint's storage root: it has no leading '/' and
-// no '..' segment.
+// RelativePath is a path under an endpoint's storage root: it has no leading '/', no
+// '..' segment and no NUL character (which no file name holds, and which would end the
+// path early wherever it is passed to the C library).
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=4096
 // +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="must be relative to the endpoint's storage root (no leading '/')"
 // +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="must not contain a '..' segment"
+// +kubebuilder:validation:XValidation:rule=`!self.contains('\u0000')`,message="must not contain a NUL character"
 type RelativePath string
 
 // TransferSource is the side a job reads from.
@@ -361,12 +363,14 @@ const (
 type TransferPlan struct {
 	// sourceNodes are the source nodes chosen.
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
 	// +listType=atomic
 	// +optional
 	SourceNodes []string `json:"sourceNodes,omitempty"`
 
 	// destinationNodes are the destination nodes chosen.
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
 	// +listType=atomic
 	// +optional
 	DestinationNodes []string `json:"destinationNodes,omitempty"`
@@ -566,10 +570,12 @@ type StripeStatus struct {
 	Name string `json:"name"`
 
 	// sourceNode is the node of the sending agent.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	SourceNode string `json:"sourceNode,omitempty"`
 
 	// destinationNode is the node of the receiving agent.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	DestinationNode string `json:"destinationNode,omitempty"`
 

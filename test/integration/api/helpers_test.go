@@ -4,12 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dtnflow/dtnflow/test/integration/framework"
 )
@@ -44,29 +44,94 @@ func validJob(namespace, name string) object {
 	}
 }
 
-// set writes value at the dotted path, creating maps on the way.
+// set writes value at the dotted path, creating maps on the way. A segment may index a
+// list that exists, as in "status.conditions[0].reason".
 func set(obj object, path string, value any) {
-	parts := strings.Split(path, ".")
-	m := obj
-	for _, p := range parts[:len(parts)-1] {
-		next, ok := m[p].(object)
-		if !ok {
-			next = object{}
-			m[p] = next
-		}
-		m = next
+	parent, last := walkTo(obj, path, true)
+	name, index := splitIndex(last)
+	if index < 0 {
+		parent[name] = value
+		return
 	}
-	m[parts[len(parts)-1]] = value
+	parent[name].([]any)[index] = value
 }
 
 // del removes the field at the dotted path.
 func del(obj object, path string) {
+	parent, last := walkTo(obj, path, false)
+	delete(parent, last)
+}
+
+// walkTo returns the map that holds the last segment of path, and that segment.
+func walkTo(obj object, path string, create bool) (object, string) {
 	parts := strings.Split(path, ".")
 	m := obj
 	for _, p := range parts[:len(parts)-1] {
-		m = m[p].(object)
+		name, index := splitIndex(p)
+		if index >= 0 {
+			m = m[name].([]any)[index].(object)
+			continue
+		}
+		next, ok := m[name].(object)
+		if !ok {
+			if !create {
+				panic("no field " + name + " in " + path)
+			}
+			next = object{}
+			m[name] = next
+		}
+		m = next
 	}
-	delete(m, parts[len(parts)-1])
+	return m, parts[len(parts)-1]
+}
+
+// splitIndex splits "name[3]" into "name" and 3; a segment without an index gives -1.
+func splitIndex(segment string) (string, int) {
+	open := strings.IndexByte(segment, '[')
+	if open < 0 || !strings.HasSuffix(segment, "]") {
+		return segment, -1
+	}
+	i, err := strconv.Atoi(segment[open+1 : len(segment)-1])
+	if err != nil {
+		panic("bad index in " + segment)
+	}
+	return segment[:open], i
+}
+
+// listOf returns n items made by item.
+func listOf(n int, item func(i int) any) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = item(i)
+	}
+	return out
+}
+
+// mapOf returns n entries made by entry.
+func mapOf(n int, entry func(i int) (string, any)) object {
+	out := object{}
+	for i := 0; i < n; i++ {
+		k, v := entry(i)
+		out[k] = v
+	}
+	return out
+}
+
+// dnsName returns a valid DNS subdomain of exactly n characters (labels of at most 63).
+func dnsName(n int) string {
+	var b strings.Builder
+	for {
+		rest := n - b.Len()
+		label := min(63, rest)
+		if rest-label == 1 { // no room may be left for a '.' with nothing after it
+			label--
+		}
+		b.WriteString(strings.Repeat("d", label))
+		if b.Len() == n {
+			return b.String()
+		}
+		b.WriteByte('.')
+	}
 }
 
 func toUnstructured(obj object) *unstructured.Unstructured {
@@ -130,9 +195,4 @@ func ensureNamespace(t *testing.T, name string, labels map[string]string) {
 	if err := env.Client.Create(context.Background(), ns); err != nil && !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
-}
-
-// createDryRun asks the API server to validate obj without storing it.
-func createDryRun(obj *unstructured.Unstructured) error {
-	return env.Client.Create(context.Background(), obj, client.DryRunAll)
 }

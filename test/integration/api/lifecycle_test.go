@@ -60,48 +60,6 @@ func TestDefaultsAreApplied(t *testing.T) {
 	}
 }
 
-func TestImmutableFields(t *testing.T) {
-	ctx := context.Background()
-	ensureNamespace(t, "immutable", nil)
-	job := toUnstructured(validJob("immutable", "job"))
-	if err := env.Client.Create(ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		name     string
-		mutate   func(object)
-		wantText string // empty: the update must be accepted
-	}{
-		{"source paths", func(o object) { set(o, "spec.source.paths", []any{"elsewhere"}) }, "spec.source is immutable"},
-		{"source endpoint", func(o object) { set(o, "spec.source.endpoint", "site-c") }, "spec.source is immutable"},
-		{"destination endpoint", func(o object) { set(o, "spec.destination.endpoint", "site-c") }, "spec.destination is immutable"},
-		{"destination path", func(o object) { set(o, "spec.destination.path", "other") }, "spec.destination is immutable"},
-		// What the controller acts on while a job runs may change.
-		{"tuning limits", func(o object) { set(o, "spec.tuning.limits", object{"maxNodes": 1, "maxBitsPerSecond": 500_000_000}) }, ""},
-		{"suspend", func(o object) { set(o, "spec.suspend", true) }, ""},
-		{"backoffLimit", func(o object) { set(o, "spec.backoffLimit", 2) }, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			current := &unstructured.Unstructured{}
-			current.SetGroupVersionKind(job.GroupVersionKind())
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), current); err != nil {
-				t.Fatal(err)
-			}
-			tc.mutate(current.Object)
-			err := env.Client.Update(ctx, current, client.DryRunAll)
-			switch {
-			case tc.wantText == "" && err != nil:
-				t.Fatalf("update rejected: %v", err)
-			case tc.wantText != "" && err == nil:
-				t.Fatalf("update accepted; want %q", tc.wantText)
-			case tc.wantText != "" && !strings.Contains(err.Error(), tc.wantText):
-				t.Fatalf("error does not say %q: %v", tc.wantText, err)
-			}
-		})
-	}
-}
-
 // TestReapplyIsNoOp is what GitOps tools rely on: applying the same manifests again,
 // after the API server has defaulted them, changes nothing.
 func TestReapplyIsNoOp(t *testing.T) {

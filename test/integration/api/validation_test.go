@@ -1,182 +1,433 @@
 package api
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
 
-// validationCase is one validation rule: a mutation of a valid object that breaks only
-// that rule, and what the API server must say: the field's path and the rule's words.
-type validationCase struct {
-	name      string
-	mutate    func(object)
-	wantField string
-	wantText  string
+// The spec tables: what users write. refusal_test.go runs them; the status tables are in
+// status_validation_test.go.
+
+const (
+	validationNamespace = "validation"
+	// dnsPattern is what the API server says of a string that breaks a name pattern.
+	dnsPattern = "should match"
+)
+
+func fixedTuning(o object) {
+	set(o, "spec.tuning.mode", "Fixed")
+	set(o, "spec.tuning.fixed", object{"nodes": 1, "stripesPerNode": 2, "streamsPerStripe": 8, "concurrency": 4, "pipelining": 16})
 }
 
-func runValidationTable(t *testing.T, base func() object, cases []validationCase) {
-	t.Helper()
-	// The unmutated object must be accepted, or every row would pass for the wrong reason.
-	if err := createDryRun(toUnstructured(base())); err != nil {
-		t.Fatalf("the valid base object is rejected: %v", err)
+// boundCases are the rows of an integer field with a minimum and, unless max is nil, a
+// maximum: one below, one above.
+func boundCases(field string, prepare func(object), low int64, high *int64) []validationCase {
+	if prepare == nil {
+		prepare = func(object) {}
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			obj := base()
-			tc.mutate(obj)
-			err := createDryRun(toUnstructured(obj))
-			if err == nil {
-				t.Fatalf("accepted; want rejection naming %q", tc.wantField)
-			}
-			msg := err.Error()
-			if !strings.Contains(msg, tc.wantField) {
-				t.Errorf("error does not name the field %q:\n%s", tc.wantField, msg)
-			}
-			if !strings.Contains(msg, tc.wantText) {
-				t.Errorf("error does not say %q:\n%s", tc.wantText, msg)
-			}
+	rows := []validationCase{{
+		name:   field + " below its minimum",
+		mutate: func(o object) { prepare(o); set(o, field, low-1) },
+		check:  "minimum", field: field, want: fmt.Sprintf("greater than or equal to %d", low),
+	}}
+	if high != nil {
+		rows = append(rows, validationCase{
+			name:   field + " above its maximum",
+			mutate: func(o object) { prepare(o); set(o, field, *high+1) },
+			check:  "maximum", field: field, want: fmt.Sprintf("less than or equal to %d", *high),
 		})
+	}
+	return rows
+}
+
+func upTo(n int64) *int64 { return &n }
+
+// int32Overflow is the row of an int32 field without a maximum: a value past 2^31-1,
+// which a Go client could not even decode.
+func int32Overflow(field string, prepare func(object)) validationCase {
+	return validationCase{
+		name: field + " past int32",
+		mutate: func(o object) {
+			if prepare != nil {
+				prepare(o)
+			}
+			set(o, field, int64(1)<<31)
+		},
+		check: "int32", field: field, want: "format int32",
+	}
+}
+
+func required(field string, prepare func(object)) validationCase {
+	return validationCase{
+		name: field + " missing",
+		mutate: func(o object) {
+			if prepare != nil {
+				prepare(o)
+			}
+			del(o, field)
+		},
+		check: "required", field: field, want: "Required value",
+	}
+}
+
+// endpointNameCases are the rows of a field naming a TransferEndpoint (a DNS subdomain).
+func endpointNameCases(field string) []validationCase {
+	return []validationCase{
+		required(field, nil),
+		{name: field + " empty", mutate: func(o object) { set(o, field, "") },
+			check: "minLength", field: field, want: "at least 1 chars long"},
+		{name: field + " longer than a name", mutate: func(o object) { set(o, field, dnsName(254)) },
+			check: "maxLength", field: field, want: "may not be more than 253 bytes"},
+		{name: field + " not a DNS name", mutate: func(o object) { set(o, field, "Site_A") },
+			check: "pattern", field: field, want: dnsPattern},
+	}
+}
+
+// relativePathCases are the rows of one RelativePath: put places a bad path where the
+// path goes, and field is where the API server finds it.
+func relativePathCases(what string, put func(o object, path string), field string) []validationCase {
+	row := func(name, path, check, want string) validationCase {
+		return validationCase{name: what + " " + name, mutate: func(o object) { put(o, path) }, check: check, field: field, want: want}
+	}
+	return []validationCase{
+		row("empty", "", "minLength", "at least 1 chars long"),
+		row("longer than 4096 bytes", strings.Repeat("p", 4097), "maxLength", "may not be more than 4096 bytes"),
+		row("absolute", "/etc/passwd", "rule", "must be relative to the endpoint's storage root (no leading '/')"),
+		row("that is only ..", "..", "rule", "must not contain a '..' segment"),
+		row("climbing out with ..", "runs/../../etc", "rule", "must not contain a '..' segment"),
+		row("ending in ..", "runs/..", "rule", "must not contain a '..' segment"),
+		row("with a NUL", "runs/0427\x00/etc/passwd", "rule", "must not contain a NUL character"),
+		row("that is only a NUL", "\x00", "rule", "must not contain a NUL character"),
+	}
+}
+
+// metadataNameCases are the rows of the object's own name, which the API server checks
+// for every kind (a DNS subdomain of at most 253 characters).
+func metadataNameCases() []validationCase {
+	return []validationCase{
+		{name: "name longer than 253", mutate: func(o object) { set(o, "metadata.name", dnsName(254)) },
+			field: "metadata.name", want: "must be no more than 253 characters"},
+		{name: "name not a DNS subdomain", mutate: func(o object) { set(o, "metadata.name", "Job_1") },
+			field: "metadata.name", want: "RFC 1123 subdomain"},
+	}
+}
+
+func concat(parts ...[]validationCase) []validationCase {
+	var out []validationCase
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func transferJobCreateTable() validationTable {
+	srcPath := func(o object, p string) { set(o, "spec.source.paths", []any{"runs", p}) }
+	dstPath := func(o object, p string) { set(o, "spec.destination.path", p) }
+	fixed := fixedTuning
+	limits := func(o object) { set(o, "spec.tuning.limits", object{}) }
+	return validationTable{
+		kind: "TransferJob",
+		op:   opCreate,
+		base: func() object { return validJob(validationNamespace, "job") },
+		refused: concat(
+			metadataNameCases(),
+			[]validationCase{
+				required("spec", nil),
+				required("spec.source", nil),
+				required("spec.source.paths", nil),
+				{name: "no source paths", mutate: func(o object) { set(o, "spec.source.paths", []any{}) },
+					check: "minItems", field: "spec.source.paths", want: "should have at least 1 items"},
+				{name: "1025 source paths", mutate: func(o object) {
+					set(o, "spec.source.paths", listOf(1025, func(i int) any { return fmt.Sprintf("f%04d", i) }))
+				}, check: "maxItems", field: "spec.source.paths", want: "must have at most 1024 items"},
+				required("spec.destination", nil),
+			},
+			endpointNameCases("spec.source.endpoint"),
+			endpointNameCases("spec.destination.endpoint"),
+			relativePathCases("source path", srcPath, "spec.source.paths[1]"),
+			relativePathCases("destination path", dstPath, "spec.destination.path"),
+			[]validationCase{
+				{name: "unknown tuning mode", mutate: func(o object) { set(o, "spec.tuning.mode", "Magic") },
+					check: "enum", field: "spec.tuning.mode", want: "Unsupported value"},
+				{name: "Fixed mode without its values", mutate: func(o object) { set(o, "spec.tuning.mode", "Fixed") },
+					check: "rule", field: "spec.tuning.fixed", want: "spec.tuning.fixed is required when spec.tuning.mode is Fixed"},
+				{name: "Fixed values in Auto mode", mutate: func(o object) { fixed(o); set(o, "spec.tuning.mode", "Auto") },
+					check: "rule", field: "spec.tuning.fixed", want: "spec.tuning.fixed may be set only when spec.tuning.mode is Fixed"},
+				required("spec.tuning.fixed.nodes", fixed),
+				required("spec.tuning.fixed.stripesPerNode", fixed),
+				required("spec.tuning.fixed.streamsPerStripe", fixed),
+				required("spec.tuning.fixed.concurrency", fixed),
+				required("spec.tuning.fixed.pipelining", fixed),
+			},
+			boundCases("spec.tuning.fixed.nodes", fixed, 1, upTo(64)),
+			boundCases("spec.tuning.fixed.stripesPerNode", fixed, 1, upTo(64)),
+			boundCases("spec.tuning.fixed.streamsPerStripe", fixed, 1, upTo(128)),
+			boundCases("spec.tuning.fixed.bufferBytes", fixed, 0, upTo(1<<30)),
+			boundCases("spec.tuning.fixed.concurrency", fixed, 1, upTo(256)),
+			boundCases("spec.tuning.fixed.pipelining", fixed, 1, upTo(1024)),
+			[]validationCase{
+				{name: "Fixed nodes above maxNodes", mutate: func(o object) {
+					fixed(o)
+					set(o, "spec.tuning.fixed.nodes", 3)
+					set(o, "spec.tuning.limits.maxNodes", 2)
+				}, check: "rule", field: "spec.tuning.fixed.nodes", want: "spec.tuning.fixed.nodes must not exceed spec.tuning.limits.maxNodes"},
+				{name: "Fixed stripes above maxStripesPerNode", mutate: func(o object) { fixed(o); set(o, "spec.tuning.limits.maxStripesPerNode", 1) },
+					check: "rule", field: "spec.tuning.fixed.stripesPerNode", want: "spec.tuning.fixed.stripesPerNode must not exceed spec.tuning.limits.maxStripesPerNode"},
+				{name: "Fixed streams above maxStreamsPerStripe", mutate: func(o object) { fixed(o); set(o, "spec.tuning.limits.maxStreamsPerStripe", 4) },
+					check: "rule", field: "spec.tuning.fixed.streamsPerStripe", want: "spec.tuning.fixed.streamsPerStripe must not exceed spec.tuning.limits.maxStreamsPerStripe"},
+				{name: "Fixed concurrency above maxConcurrency", mutate: func(o object) { fixed(o); set(o, "spec.tuning.limits.maxConcurrency", 2) },
+					check: "rule", field: "spec.tuning.fixed.concurrency", want: "spec.tuning.fixed.concurrency must not exceed spec.tuning.limits.maxConcurrency"},
+			},
+			boundCases("spec.tuning.limits.maxNodes", limits, 1, upTo(64)),
+			boundCases("spec.tuning.limits.maxStripesPerNode", limits, 1, upTo(64)),
+			boundCases("spec.tuning.limits.maxStreamsPerStripe", limits, 1, upTo(128)),
+			boundCases("spec.tuning.limits.maxConcurrency", limits, 1, upTo(256)),
+			boundCases("spec.tuning.limits.maxBitsPerSecond", limits, 1, nil),
+			[]validationCase{
+				{name: "floating-point maxBitsPerSecond", mutate: func(o object) { set(o, "spec.tuning.limits.maxBitsPerSecond", 1.5) },
+					field: "spec.tuning.limits.maxBitsPerSecond", want: "must be of type integer"},
+				{name: "rate as a string", mutate: func(o object) { set(o, "spec.tuning.limits.maxBitsPerSecond", "1G") },
+					field: "spec.tuning.limits.maxBitsPerSecond", want: "must be of type integer"},
+				{name: "unknown checksum", mutate: func(o object) { set(o, "spec.integrity.checksum", "CRC32") },
+					check: "enum", field: "spec.integrity.checksum", want: "Unsupported value"},
+				{name: "unknown overwrite policy", mutate: func(o object) { set(o, "spec.overwrite", "Sometimes") },
+					check: "enum", field: "spec.overwrite", want: "Unsupported value"},
+				int32Overflow("spec.ttlSecondsAfterFinished", nil),
+			},
+			boundCases("spec.backoffLimit", nil, 0, upTo(1000)),
+			boundCases("spec.ttlSecondsAfterFinished", nil, 0, nil),
+		),
+		accepted: []acceptedCase{
+			{"name of 253 characters", func(o object) { set(o, "metadata.name", dnsName(253)) }},
+			{"endpoint names of 253 characters", func(o object) {
+				set(o, "spec.source.endpoint", dnsName(253))
+				set(o, "spec.destination.endpoint", dnsName(253))
+			}},
+			{"1024 source paths", func(o object) {
+				set(o, "spec.source.paths", listOf(1024, func(i int) any { return fmt.Sprintf("f%04d", i) }))
+			}},
+			{"paths of 4096 bytes", func(o object) {
+				set(o, "spec.source.paths", []any{strings.Repeat("p", 4096)})
+				set(o, "spec.destination.path", strings.Repeat("q", 4096))
+			}},
+			{"dots that are not a .. segment", func(o object) {
+				set(o, "spec.source.paths", []any{"a..b", "..hidden", "runs/.../x", "./runs", "runs/."})
+				set(o, "spec.destination.path", "x..")
+			}},
+			{"every Fixed figure at its maximum, within limits at theirs", func(o object) {
+				set(o, "spec.tuning.mode", "Fixed")
+				set(o, "spec.tuning.fixed", object{"nodes": 64, "stripesPerNode": 64, "streamsPerStripe": 128,
+					"bufferBytes": int64(1 << 30), "concurrency": 256, "pipelining": 1024})
+				set(o, "spec.tuning.limits", object{"maxNodes": 64, "maxStripesPerNode": 64, "maxStreamsPerStripe": 128,
+					"maxConcurrency": 256, "maxBitsPerSecond": int64(1) << 62})
+			}},
+			{"backoffLimit and ttlSecondsAfterFinished at their limits", func(o object) {
+				set(o, "spec.backoffLimit", 1000)
+				set(o, "spec.ttlSecondsAfterFinished", int64(1)<<31-1)
+			}},
+		},
+	}
+}
+
+func transferJobUpdateTable() validationTable {
+	return validationTable{
+		kind: "TransferJob",
+		op:   opUpdate,
+		base: func() object { return validJob(validationNamespace, "job-update") },
+		refused: []validationCase{
+			{name: "source paths changed", mutate: func(o object) { set(o, "spec.source.paths", []any{"elsewhere"}) },
+				check: "rule", field: "spec.source", want: "spec.source is immutable"},
+			{name: "source endpoint changed", mutate: func(o object) { set(o, "spec.source.endpoint", "site-c") },
+				check: "rule", field: "spec.source", want: "spec.source is immutable"},
+			{name: "destination endpoint changed", mutate: func(o object) { set(o, "spec.destination.endpoint", "site-c") },
+				check: "rule", field: "spec.destination", want: "spec.destination is immutable"},
+			{name: "destination path changed", mutate: func(o object) { set(o, "spec.destination.path", "other") },
+				check: "rule", field: "spec.destination", want: "spec.destination is immutable"},
+			{name: "destination path removed", mutate: func(o object) { del(o, "spec.destination.path") },
+				check: "rule", field: "spec.destination", want: "spec.destination is immutable"},
+		},
+		// What the controller acts on while a job runs may change.
+		accepted: []acceptedCase{
+			{"tuning limits", func(o object) { set(o, "spec.tuning.limits", object{"maxNodes": 1, "maxBitsPerSecond": 500_000_000}) }},
+			{"suspend", func(o object) { set(o, "spec.suspend", true) }},
+			{"backoffLimit", func(o object) { set(o, "spec.backoffLimit", 2) }},
+			{"ttlSecondsAfterFinished", func(o object) { set(o, "spec.ttlSecondsAfterFinished", 60) }},
+			{"overwrite", func(o object) { set(o, "spec.overwrite", "Always") }},
+		},
+	}
+}
+
+func transferEndpointCreateTable() validationTable {
+	ports := func(o object) { set(o, "spec.agentPorts", object{"first": 47000, "last": 47100}) }
+	selector := func(o object) { set(o, "spec.namespaceSelector", object{}) }
+	expression := func(o object) {
+		set(o, "spec.namespaceSelector", object{"matchExpressions": []any{object{"key": "team", "operator": "In", "values": []any{"physics"}}}})
+	}
+	return validationTable{
+		kind: "TransferEndpoint",
+		op:   opCreate,
+		base: func() object { return validEndpoint("site-v") },
+		refused: concat(
+			metadataNameCases(),
+			[]validationCase{
+				required("spec", nil),
+				required("spec.nodeSelector", nil),
+				{name: "nodeSelector empty", mutate: func(o object) { set(o, "spec.nodeSelector", object{}) },
+					check: "minProperties", field: "spec.nodeSelector", want: "should have at least 1 properties"},
+				{name: "nodeSelector of 65 labels", mutate: func(o object) {
+					set(o, "spec.nodeSelector", mapOf(65, func(i int) (string, any) { return fmt.Sprintf("l%02d", i), "x" }))
+				}, check: "maxProperties", field: "spec.nodeSelector", want: "must have at most 64 items"},
+				required("spec.storage", nil),
+				required("spec.storage.hostPath", nil),
+				{name: "hostPath empty", mutate: func(o object) { set(o, "spec.storage.hostPath", "") },
+					check: "minLength", field: "spec.storage.hostPath", want: "at least 1 chars long"},
+				{name: "hostPath longer than 1024 bytes", mutate: func(o object) { set(o, "spec.storage.hostPath", "/"+strings.Repeat("h", 1024)) },
+					check: "maxLength", field: "spec.storage.hostPath", want: "may not be more than 1024 bytes"},
+				{name: "relative hostPath", mutate: func(o object) { set(o, "spec.storage.hostPath", "srv/dtn") },
+					check: "rule", field: "spec.storage.hostPath", want: "spec.storage.hostPath must be an absolute path"},
+				{name: "hostPath with .. segment", mutate: func(o object) { set(o, "spec.storage.hostPath", "/srv/../etc") },
+					check: "rule", field: "spec.storage.hostPath", want: "spec.storage.hostPath must not contain a '..' segment"},
+				{name: "hostPath ending in ..", mutate: func(o object) { set(o, "spec.storage.hostPath", "/srv/..") },
+					check: "rule", field: "spec.storage.hostPath", want: "spec.storage.hostPath must not contain a '..' segment"},
+				{name: "hostPath with a NUL", mutate: func(o object) { set(o, "spec.storage.hostPath", "/srv/dtn\x00/etc") },
+					check: "rule", field: "spec.storage.hostPath", want: "spec.storage.hostPath must not contain a NUL character"},
+				required("spec.nicBitsPerSecond", nil),
+			},
+			boundCases("spec.nicBitsPerSecond", nil, 1, nil),
+			boundCases("spec.diskBitsPerSecond", nil, 1, nil),
+			[]validationCase{
+				{name: "cpuBudgetPerNode not a quantity", mutate: func(o object) { set(o, "spec.cpuBudgetPerNode", "four cores") },
+					check: "pattern", field: "spec.cpuBudgetPerNode", want: "should match"},
+			},
+			boundCases("spec.maxStripesPerNode", nil, 1, upTo(64)),
+			[]validationCase{
+				required("spec.namespaceSelector", nil),
+				{name: "namespaceSelector of 65 matchLabels", mutate: func(o object) {
+					set(o, "spec.namespaceSelector", object{"matchLabels": mapOf(65, func(i int) (string, any) { return fmt.Sprintf("l%02d", i), "x" })})
+				}, check: "rule", field: "spec.namespaceSelector.matchLabels", want: "spec.namespaceSelector.matchLabels must have at most 64 entries"},
+				{name: "namespaceSelector of 17 matchExpressions", mutate: func(o object) {
+					set(o, "spec.namespaceSelector", object{"matchExpressions": listOf(17, func(i int) any {
+						return object{"key": fmt.Sprintf("l%02d", i), "operator": "Exists"}
+					})})
+				}, check: "rule", field: "spec.namespaceSelector.matchExpressions", want: "spec.namespaceSelector.matchExpressions must have at most 16 items"},
+				required("spec.namespaceSelector.matchExpressions[0].key", expression),
+				required("spec.namespaceSelector.matchExpressions[0].operator", expression),
+				required("spec.agentPorts.first", ports),
+				required("spec.agentPorts.last", ports),
+				{name: "first port below 1024", mutate: func(o object) { ports(o); set(o, "spec.agentPorts.first", 1023) },
+					check: "minimum", field: "spec.agentPorts.first", want: "greater than or equal to 1024"},
+				{name: "first port above 65535", mutate: func(o object) { ports(o); set(o, "spec.agentPorts.first", 65536) },
+					check: "maximum", field: "spec.agentPorts.first", want: "less than or equal to 65535", alsoNamed: "spec.agentPorts"},
+				{name: "last port below 1024", mutate: func(o object) { ports(o); set(o, "spec.agentPorts.last", 1023) },
+					check: "minimum", field: "spec.agentPorts.last", want: "greater than or equal to 1024", alsoNamed: "spec.agentPorts"},
+				{name: "last port above 65535", mutate: func(o object) { ports(o); set(o, "spec.agentPorts.last", 65536) },
+					check: "maximum", field: "spec.agentPorts.last", want: "less than or equal to 65535"},
+				{name: "agentPorts reversed", mutate: func(o object) { set(o, "spec.agentPorts", object{"first": 47100, "last": 47000}) },
+					check: "rule", field: "spec.agentPorts", want: "spec.agentPorts.first must not be greater than spec.agentPorts.last"},
+				{name: "externalAddress without port", mutate: func(o object) { set(o, "spec.externalAddress", "dtn.example.org") },
+					check: "pattern", field: "spec.externalAddress", want: "should match"},
+				{name: "externalAddress longer than 255", mutate: func(o object) { set(o, "spec.externalAddress", dnsName(250)+":47000") },
+					check: "maxLength", field: "spec.externalAddress", want: "may not be more than 255 bytes"},
+				{name: "externalAddress port above 65535", mutate: func(o object) { set(o, "spec.externalAddress", "dtn.example.org:99999") },
+					check: "rule", field: "spec.externalAddress", want: "spec.externalAddress must end in a port from 1 to 65535"},
+				{name: "externalAddress port 0", mutate: func(o object) { set(o, "spec.externalAddress", "[fd00::1]:0") },
+					check: "rule", field: "spec.externalAddress", want: "spec.externalAddress must end in a port from 1 to 65535"},
+			},
+		),
+		accepted: []acceptedCase{
+			{"name of 253 characters", func(o object) { set(o, "metadata.name", dnsName(253)) }},
+			{"nodeSelector of 64 labels", func(o object) {
+				set(o, "spec.nodeSelector", mapOf(64, func(i int) (string, any) { return fmt.Sprintf("l%02d", i), "x" }))
+			}},
+			{"namespaceSelector of 64 matchLabels and 16 matchExpressions", func(o object) {
+				selector(o)
+				set(o, "spec.namespaceSelector.matchLabels", mapOf(64, func(i int) (string, any) { return fmt.Sprintf("l%02d", i), "x" }))
+				set(o, "spec.namespaceSelector.matchExpressions", listOf(16, func(i int) any {
+					return object{"key": fmt.Sprintf("e%02d", i), "operator": "DoesNotExist"}
+				}))
+			}},
+			{"hostPath of 1024 bytes", func(o object) { set(o, "spec.storage.hostPath", "/"+strings.Repeat("h", 1023)) }},
+			{"agentPorts across the whole range", func(o object) { set(o, "spec.agentPorts", object{"first": 1024, "last": 65535}) }},
+			{"agentPorts of one port", func(o object) { set(o, "spec.agentPorts", object{"first": 47000, "last": 47000}) }},
+			{"externalAddress of 255 characters at port 65535", func(o object) { set(o, "spec.externalAddress", dnsName(249)+":65535") }},
+			{"externalAddress of an IPv6 host at port 1", func(o object) { set(o, "spec.externalAddress", "[fd00::1]:1") }},
+			{"maxStripesPerNode at 64", func(o object) { set(o, "spec.maxStripesPerNode", 64) }},
+		},
+	}
+}
+
+func validPathProfile(name string) object {
+	return object{
+		"apiVersion": "dtnflow.io/v1alpha1",
+		"kind":       "PathProfile",
+		"metadata":   object{"name": name},
+		"spec":       object{"sourceEndpoint": "site-a", "destinationEndpoint": "site-b"},
+	}
+}
+
+func pathProfileCreateTable() validationTable {
+	return validationTable{
+		kind: "PathProfile",
+		op:   opCreate,
+		base: func() object { return validPathProfile("site-a.site-b") },
+		refused: concat(
+			metadataNameCases(),
+			[]validationCase{required("spec", nil)},
+			endpointNameCases("spec.sourceEndpoint"),
+			endpointNameCases("spec.destinationEndpoint"),
+			boundCases("spec.maxAgeSeconds", nil, 0, nil),
+		),
+		accepted: []acceptedCase{
+			{"name of 253 characters", func(o object) { set(o, "metadata.name", dnsName(253)) }},
+			{"endpoint names of 253 characters", func(o object) {
+				set(o, "spec.sourceEndpoint", dnsName(253))
+				set(o, "spec.destinationEndpoint", dnsName(253))
+			}},
+		},
+	}
+}
+
+func pathProfileUpdateTable() validationTable {
+	return validationTable{
+		kind: "PathProfile",
+		op:   opUpdate,
+		base: func() object { return validPathProfile("site-a.site-c") },
+		refused: []validationCase{
+			{name: "sourceEndpoint changed", mutate: func(o object) { set(o, "spec.sourceEndpoint", "site-x") },
+				check: "rule", field: "spec.sourceEndpoint", want: "spec.sourceEndpoint is immutable"},
+			{name: "destinationEndpoint changed", mutate: func(o object) { set(o, "spec.destinationEndpoint", "site-x") },
+				check: "rule", field: "spec.destinationEndpoint", want: "spec.destinationEndpoint is immutable"},
+		},
+		accepted: []acceptedCase{
+			{"maxAgeSeconds", func(o object) { set(o, "spec.maxAgeSeconds", 600) }},
+		},
 	}
 }
 
 func TestTransferJobValidation(t *testing.T) {
-	ensureNamespace(t, "validation", nil)
-	base := func() object { return validJob("validation", "job") }
-	fixed := func(o object) {
-		set(o, "spec.tuning.mode", "Fixed")
-		set(o, "spec.tuning.fixed", object{"nodes": 1, "stripesPerNode": 2, "streamsPerStripe": 8, "concurrency": 4, "pipelining": 16})
-	}
-	cases := []validationCase{
-		{"absolute source path", func(o object) { set(o, "spec.source.paths", []any{"/etc/passwd"}) },
-			"spec.source.paths[0]", "no leading '/'"},
-		{"source path with .. segment", func(o object) { set(o, "spec.source.paths", []any{"runs", "runs/../../etc"}) },
-			"spec.source.paths[1]", "must not contain a '..' segment"},
-		{"source path that is only ..", func(o object) { set(o, "spec.source.paths", []any{".."}) },
-			"spec.source.paths[0]", "must not contain a '..' segment"},
-		{"empty source path", func(o object) { set(o, "spec.source.paths", []any{""}) },
-			"spec.source.paths[0]", "at least 1 chars long"},
-		{"no source paths", func(o object) { set(o, "spec.source.paths", []any{}) },
-			"spec.source.paths", "should have at least 1 items"},
-		{"source paths missing", func(o object) { del(o, "spec.source.paths") },
-			"spec.source.paths", "Required value"},
-		{"source endpoint missing", func(o object) { del(o, "spec.source.endpoint") },
-			"spec.source.endpoint", "Required value"},
-		{"source endpoint not a DNS name", func(o object) { set(o, "spec.source.endpoint", "Site_A") },
-			"spec.source.endpoint", "should match"},
-		{"absolute destination path", func(o object) { set(o, "spec.destination.path", "/incoming") },
-			"spec.destination.path", "no leading '/'"},
-		{"destination path with .. segment", func(o object) { set(o, "spec.destination.path", "incoming/../..") },
-			"spec.destination.path", "must not contain a '..' segment"},
-		{"destination missing", func(o object) { del(o, "spec.destination") },
-			"spec.destination", "Required value"},
-		{"unknown tuning mode", func(o object) { set(o, "spec.tuning.mode", "Magic") },
-			"spec.tuning.mode", "Unsupported value"},
-		{"Fixed mode without its values", func(o object) { set(o, "spec.tuning.mode", "Fixed") },
-			"spec.tuning.fixed", "spec.tuning.fixed is required when spec.tuning.mode is Fixed"},
-		{"Fixed values in Auto mode", func(o object) { fixed(o); set(o, "spec.tuning.mode", "Auto") },
-			"spec.tuning.fixed", "spec.tuning.fixed may be set only when spec.tuning.mode is Fixed"},
-		{"Fixed without nodes", func(o object) { fixed(o); del(o, "spec.tuning.fixed.nodes") },
-			"spec.tuning.fixed.nodes", "Required value"},
-		{"Fixed without stripesPerNode", func(o object) { fixed(o); del(o, "spec.tuning.fixed.stripesPerNode") },
-			"spec.tuning.fixed.stripesPerNode", "Required value"},
-		{"Fixed without streamsPerStripe", func(o object) { fixed(o); del(o, "spec.tuning.fixed.streamsPerStripe") },
-			"spec.tuning.fixed.streamsPerStripe", "Required value"},
-		{"Fixed without concurrency", func(o object) { fixed(o); del(o, "spec.tuning.fixed.concurrency") },
-			"spec.tuning.fixed.concurrency", "Required value"},
-		{"Fixed without pipelining", func(o object) { fixed(o); del(o, "spec.tuning.fixed.pipelining") },
-			"spec.tuning.fixed.pipelining", "Required value"},
-		{"Fixed zero streams", func(o object) { fixed(o); set(o, "spec.tuning.fixed.streamsPerStripe", 0) },
-			"spec.tuning.fixed.streamsPerStripe", "greater than or equal to 1"},
-		{"Fixed too many streams", func(o object) { fixed(o); set(o, "spec.tuning.fixed.streamsPerStripe", 129) },
-			"spec.tuning.fixed.streamsPerStripe", "less than or equal to 128"},
-		{"Fixed negative buffer", func(o object) { fixed(o); set(o, "spec.tuning.fixed.bufferBytes", -1) },
-			"spec.tuning.fixed.bufferBytes", "greater than or equal to 0"},
-		{"Fixed nodes above maxNodes", func(o object) {
-			fixed(o)
-			set(o, "spec.tuning.fixed.nodes", 3)
-			set(o, "spec.tuning.limits.maxNodes", 2)
-		}, "spec.tuning.fixed.nodes", "must not exceed spec.tuning.limits.maxNodes"},
-		{"Fixed stripes above maxStripesPerNode", func(o object) { fixed(o); set(o, "spec.tuning.limits.maxStripesPerNode", 1) },
-			"spec.tuning.fixed.stripesPerNode", "must not exceed spec.tuning.limits.maxStripesPerNode"},
-		{"Fixed streams above maxStreamsPerStripe", func(o object) { fixed(o); set(o, "spec.tuning.limits.maxStreamsPerStripe", 4) },
-			"spec.tuning.fixed.streamsPerStripe", "must not exceed spec.tuning.limits.maxStreamsPerStripe"},
-		{"Fixed concurrency above maxConcurrency", func(o object) { fixed(o); set(o, "spec.tuning.limits.maxConcurrency", 2) },
-			"spec.tuning.fixed.concurrency", "must not exceed spec.tuning.limits.maxConcurrency"},
-		{"maxNodes below 1", func(o object) { set(o, "spec.tuning.limits.maxNodes", 0) },
-			"spec.tuning.limits.maxNodes", "greater than or equal to 1"},
-		{"maxStripesPerNode below 1", func(o object) { set(o, "spec.tuning.limits.maxStripesPerNode", 0) },
-			"spec.tuning.limits.maxStripesPerNode", "greater than or equal to 1"},
-		{"maxStreamsPerStripe below 1", func(o object) { set(o, "spec.tuning.limits.maxStreamsPerStripe", 0) },
-			"spec.tuning.limits.maxStreamsPerStripe", "greater than or equal to 1"},
-		{"maxConcurrency below 1", func(o object) { set(o, "spec.tuning.limits.maxConcurrency", 0) },
-			"spec.tuning.limits.maxConcurrency", "greater than or equal to 1"},
-		{"maxBitsPerSecond below 1", func(o object) { set(o, "spec.tuning.limits.maxBitsPerSecond", 0) },
-			"spec.tuning.limits.maxBitsPerSecond", "greater than or equal to 1"},
-		{"floating-point maxBitsPerSecond", func(o object) { set(o, "spec.tuning.limits.maxBitsPerSecond", 1.5) },
-			"spec.tuning.limits.maxBitsPerSecond", "must be of type integer"},
-		{"unknown checksum", func(o object) { set(o, "spec.integrity.checksum", "CRC32") },
-			"spec.integrity.checksum", "Unsupported value"},
-		{"unknown overwrite policy", func(o object) { set(o, "spec.overwrite", "Sometimes") },
-			"spec.overwrite", "Unsupported value"},
-		{"negative backoffLimit", func(o object) { set(o, "spec.backoffLimit", -1) },
-			"spec.backoffLimit", "greater than or equal to 0"},
-		{"negative ttlSecondsAfterFinished", func(o object) { set(o, "spec.ttlSecondsAfterFinished", -1) },
-			"spec.ttlSecondsAfterFinished", "greater than or equal to 0"},
-	}
-	runValidationTable(t, base, cases)
+	ensureNamespace(t, validationNamespace, nil)
+	t.Run("create", func(t *testing.T) { runValidationTable(t, transferJobCreateTable()) })
+	t.Run("update", func(t *testing.T) { runValidationTable(t, transferJobUpdateTable()) })
+	t.Run("status", func(t *testing.T) { runValidationTable(t, transferJobStatusTable()) })
 }
 
 func TestTransferEndpointValidation(t *testing.T) {
-	base := func() object { return validEndpoint("site-v") }
-	cases := []validationCase{
-		{"nodeSelector missing", func(o object) { del(o, "spec.nodeSelector") },
-			"spec.nodeSelector", "Required value"},
-		{"nodeSelector empty", func(o object) { set(o, "spec.nodeSelector", object{}) },
-			"spec.nodeSelector", "should have at least 1 properties"},
-		{"storage missing", func(o object) { del(o, "spec.storage") },
-			"spec.storage", "Required value"},
-		{"relative hostPath", func(o object) { set(o, "spec.storage.hostPath", "srv/dtn") },
-			"spec.storage.hostPath", "spec.storage.hostPath must be an absolute path"},
-		{"hostPath with .. segment", func(o object) { set(o, "spec.storage.hostPath", "/srv/../etc") },
-			"spec.storage.hostPath", "spec.storage.hostPath must not contain a '..' segment"},
-		{"nicBitsPerSecond missing", func(o object) { del(o, "spec.nicBitsPerSecond") },
-			"spec.nicBitsPerSecond", "Required value"},
-		{"nicBitsPerSecond zero", func(o object) { set(o, "spec.nicBitsPerSecond", 0) },
-			"spec.nicBitsPerSecond", "greater than or equal to 1"},
-		{"diskBitsPerSecond zero", func(o object) { set(o, "spec.diskBitsPerSecond", 0) },
-			"spec.diskBitsPerSecond", "greater than or equal to 1"},
-		{"cpuBudgetPerNode not a quantity", func(o object) { set(o, "spec.cpuBudgetPerNode", "four cores") },
-			"spec.cpuBudgetPerNode", "should match"},
-		{"maxStripesPerNode zero", func(o object) { set(o, "spec.maxStripesPerNode", 0) },
-			"spec.maxStripesPerNode", "greater than or equal to 1"},
-		{"maxStripesPerNode too large", func(o object) { set(o, "spec.maxStripesPerNode", 65) },
-			"spec.maxStripesPerNode", "less than or equal to 64"},
-		{"namespaceSelector missing", func(o object) { del(o, "spec.namespaceSelector") },
-			"spec.namespaceSelector", "Required value"},
-		{"agentPorts reversed", func(o object) { set(o, "spec.agentPorts", object{"first": 47100, "last": 47000}) },
-			"spec.agentPorts", "spec.agentPorts.first must not be greater than spec.agentPorts.last"},
-		{"agentPorts privileged", func(o object) { set(o, "spec.agentPorts", object{"first": 80, "last": 90}) },
-			"spec.agentPorts.first", "greater than or equal to 1024"},
-		{"externalAddress without port", func(o object) { set(o, "spec.externalAddress", "dtn.example.org") },
-			"spec.externalAddress", "should match"},
-	}
-	runValidationTable(t, base, cases)
+	t.Run("create", func(t *testing.T) { runValidationTable(t, transferEndpointCreateTable()) })
+	t.Run("status", func(t *testing.T) { runValidationTable(t, transferEndpointStatusTable()) })
 }
 
 func TestPathProfileValidation(t *testing.T) {
-	base := func() object {
-		return object{
-			"apiVersion": "dtnflow.io/v1alpha1",
-			"kind":       "PathProfile",
-			"metadata":   object{"name": "site-a.site-b"},
-			"spec":       object{"sourceEndpoint": "site-a", "destinationEndpoint": "site-b"},
-		}
+	t.Run("create", func(t *testing.T) { runValidationTable(t, pathProfileCreateTable()) })
+	t.Run("update", func(t *testing.T) { runValidationTable(t, pathProfileUpdateTable()) })
+	t.Run("status", func(t *testing.T) { runValidationTable(t, pathProfileStatusTable()) })
+}
+
+// allTables are every table, for the coverage check.
+func allTables() []validationTable {
+	return []validationTable{
+		transferJobCreateTable(), transferJobUpdateTable(), transferJobStatusTable(),
+		transferEndpointCreateTable(), transferEndpointStatusTable(),
+		pathProfileCreateTable(), pathProfileUpdateTable(), pathProfileStatusTable(),
 	}
-	cases := []validationCase{
-		{"sourceEndpoint missing", func(o object) { del(o, "spec.sourceEndpoint") },
-			"spec.sourceEndpoint", "Required value"},
-		{"negative maxAgeSeconds", func(o object) { set(o, "spec.maxAgeSeconds", -5) },
-			"spec.maxAgeSeconds", "greater than or equal to 0"},
-	}
-	runValidationTable(t, base, cases)
 }
