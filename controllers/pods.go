@@ -238,6 +238,7 @@ func jobOptions(job *dtnflowv1alpha1.TransferJob) contract.JobOptions {
 		Checksum:        string(checksum),
 		Verify:          job.Spec.Integrity.Verify == nil || *job.Spec.Integrity.Verify,
 		Overwrite:       string(overwrite),
+		InFlight:        string(job.Spec.Integrity.InFlight),
 	}
 }
 

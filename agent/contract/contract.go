@@ -232,6 +232,9 @@ func CoordinatorArgs(listenPort int32, selfPod string, o JobOptions) []string {
 		"--verify=" + boolString(o.Verify),
 		"--overwrite", o.Overwrite,
 	}
+	if o.InFlight != "" && o.InFlight != "Authenticated" {
+		args = append(args, "--in-flight", o.InFlight) // the default needs no flag
+	}
 	for _, p := range o.SourcePaths {
 		args = append(args, "--path", p)
 	}
@@ -268,6 +271,7 @@ type JobOptions struct {
 	Checksum        string // SHA256, SHA512 or MD5
 	Verify          bool
 	Overwrite       string // Never, IfDifferent or Always
+	InFlight        string // Authenticated (default, also "") or Checksum
 }
 
 func boolString(b bool) string {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,8 @@ type Options struct {
 	// Run names this run of the job (default: random); the receivers record it with
 	// the files they make final, for the final check (manifest.go).
 	Run string
+	// InFlight is wire.InFlightAuthenticated (default) or wire.InFlightChecksum.
+	InFlight string
 }
 
 // Params are the tunable parameters (from flags or a directive).
@@ -129,6 +132,14 @@ func New(o Options, p Params) (*Core, error) {
 	}
 	if o.Run == "" {
 		o.Run = newRunID()
+	}
+	switch strings.ToLower(o.InFlight) {
+	case "", "authenticated":
+		o.InFlight = wire.InFlightAuthenticated
+	case "checksum":
+		o.InFlight = wire.InFlightChecksum
+	default:
+		return nil, fmt.Errorf("--in-flight %q: want Authenticated or Checksum", o.InFlight)
 	}
 	o.ChunkSize = o.ChunkSize / o.BlockSize * o.BlockSize
 	if o.DestPath != "" {
@@ -262,7 +273,7 @@ func (c *Core) setParamsLocked(p Params) {
 	}
 	c.params = p
 	c.cfg.Generation++
-	c.cfg = wire.JobConfig{Generation: c.cfg.Generation, Job: c.opts.Job, Run: c.opts.Run, Mode: c.cfg.Mode, Checksum: c.opts.Checksum, Verify: c.opts.Verify,
+	c.cfg = wire.JobConfig{Generation: c.cfg.Generation, Job: c.opts.Job, Run: c.opts.Run, InFlight: c.opts.InFlight, Mode: c.cfg.Mode, Checksum: c.opts.Checksum, Verify: c.opts.Verify,
 		Overwrite: c.opts.Overwrite, Streams: p.Streams, BufferBytes: p.BufferBytes, Concurrency: p.Concurrency, Pipelining: p.Pipelining,
 		BlockSize: c.opts.BlockSize, ChunkSize: c.opts.ChunkSize, SizeClasses: p.SizeClasses}
 	for _, f := range c.files {

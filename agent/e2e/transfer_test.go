@@ -169,8 +169,15 @@ var repairsRE = regexp.MustCompile(`(\d+) integrity failures and (\d+) stalls re
 // TestBitFlipsAnywhere sends a dataset through a relay that flips single bits at random
 // places of random connections, both ways — handshakes, headers, meta, data, tags — and
 // checks that the job ends Complete with every file byte-identical and nothing else,
-// the sender saying how many sessions it repaired.
+// the sender saying how many sessions it repaired; in both in-flight modes (data under
+// the tag, or under a CRC32C).
 func TestBitFlipsAnywhere(t *testing.T) {
+	for _, mode := range []string{"Authenticated", "Checksum"} {
+		t.Run(mode, func(t *testing.T) { bitFlipsAnywhere(t, mode) })
+	}
+}
+
+func bitFlipsAnywhere(t *testing.T, mode string) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	dir := t.TempDir()
@@ -182,7 +189,7 @@ func TestBitFlipsAnywhere(t *testing.T) {
 	addr := recv.waitListening()
 	fl := &flipper{rng: rand.New(rand.NewPCG(seed, 3)), p: 0.7, window: 256 << 10, budget: 16, inHandshake: 1}
 	via := startRelay(t, addr, fl.damage)
-	send := start(t, nil, sendArgs(via, src, key, "--streams", "3", "--stall-timeout", "2s", "c")...)
+	send := start(t, nil, sendArgs(via, src, key, "--streams", "3", "--stall-timeout", "2s", "--in-flight", mode, "c")...)
 	if err := send.wait(180 * time.Second); err != nil {
 		t.Fatalf("send: %v\n%s\nreceiver:\n%s", err, send.output(), recv.output())
 	}
@@ -205,6 +212,12 @@ func TestBitFlipsAnywhere(t *testing.T) {
 // forge the frames' tags). The job must fail saying why, and nothing it wrote may hold
 // the relay's bytes.
 func TestTamperingRelayFailsTheJob(t *testing.T) {
+	for _, mode := range []string{"Authenticated", "Checksum"} {
+		t.Run(mode, func(t *testing.T) { tamperingRelay(t, mode) })
+	}
+}
+
+func tamperingRelay(t *testing.T, mode string) {
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 	os.MkdirAll(dst, 0o755)
@@ -213,7 +226,7 @@ func TestTamperingRelayFailsTheJob(t *testing.T) {
 	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
 	addr := recv.waitListening()
 	via := startRelay(t, addr, rewriter)
-	send := start(t, nil, sendArgs(via, src, key, "--streams", "2", "c")...)
+	send := start(t, nil, sendArgs(via, src, key, "--streams", "2", "--in-flight", mode, "c")...)
 	err := send.wait(120 * time.Second)
 	if err == nil || strings.Contains(send.output(), "Complete:") {
 		t.Fatalf("a job whose data was rewritten on the way did not fail: %v\n%s", err, send.output())

@@ -444,6 +444,15 @@ func (r *Receiver) serveData(c *wire.Conn, rd *wire.Reader, hello wire.Hello) {
 	}
 }
 
+// checkCRC checks the CRC32C of a frame whose data is outside its tag (in-flight mode
+// Checksum); a mismatch is damage in flight, like a tag that does not match.
+func checkCRC(h wire.Header, crc uint32, data []byte) error {
+	if h.Flags&wire.FlagDataOutsideTag != 0 && wire.CRC32C(data) != crc {
+		return fmt.Errorf("%w: CRC32C of a frame's data (type %d)", wire.ErrAuth, h.Type)
+	}
+	return nil
+}
+
 // readData reads a data stream's frames until it ends or one breaks the protocol.
 func (s *rsession) readData(rd *wire.Reader) error {
 	r := s.r
@@ -491,6 +500,9 @@ func (s *rsession) readData(rd *wire.Reader) error {
 			if err := rd.ReadData(data); err != nil {
 				return err
 			}
+			if err := checkCRC(h, m.CRC, data); err != nil {
+				return err
+			}
 			if err := s.block(m, data); err != nil {
 				return err
 			}
@@ -504,6 +516,9 @@ func (s *rsession) readData(rd *wire.Reader) error {
 			}
 			data := grow(h.DataLen)
 			if err := rd.ReadData(data); err != nil {
+				return err
+			}
+			if err := checkCRC(h, m.CRC, data); err != nil {
 				return err
 			}
 			s.smallFile(m, data)

@@ -239,6 +239,7 @@ type flight struct {
 // outFrame is a frame queued for a stream.
 type outFrame struct {
 	typ     wire.Type
+	flags   wire.Flags
 	meta    []byte
 	metaArr [32]byte
 	data    []byte
@@ -654,7 +655,7 @@ func (s *ssession) runStream(st *stream) {
 				return
 			}
 		}
-		err := st.w.WriteFrame(f.typ, f.meta, f.data)
+		err := st.w.WriteFrameFlags(f.typ, f.flags, f.meta, f.data)
 		n := int64(len(f.data))
 		s.release(f)
 		if err != nil {
@@ -1064,6 +1065,10 @@ func (s *ssession) sendFile(u wire.Unit) error {
 		return fmt.Errorf("reading source %s: %w", fsname.Show(string(u.Source)), err)
 	}
 	meta := wire.FileMeta{Unit: u.ID, Size: uint64(u.Size), Mode: u.Mode, MtimeNs: u.MtimeNs, Path: string(u.Dest)}
+	flags := s.dataFlags()
+	if flags != 0 {
+		meta.CRC = wire.CRC32C(data)
+	}
 	if s.cfg.Verify || s.cfg.Overwrite == "IfDifferent" {
 		h := s.digest()
 		h.Write(data)
@@ -1074,7 +1079,7 @@ func (s *ssession) sendFile(u wire.Unit) error {
 		}
 	}
 	fr := framePool.Get().(*outFrame)
-	fr.typ, fr.data, fr.buf = wire.TypeFile, data, bp
+	fr.typ, fr.flags, fr.data, fr.buf = wire.TypeFile, flags, data, bp
 	fr.meta, err = meta.Append(fr.metaArr[:0])
 	if err != nil {
 		s.release(fr)
@@ -1171,8 +1176,12 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 			return nil
 		}
 		fr := framePool.Get().(*outFrame)
-		fr.typ, fr.data, fr.buf = wire.TypeBlock, data, bp
-		fr.meta = wire.BlockMeta{Chunk: id, Offset: uint64(off)}.Put(fr.metaArr[:])
+		fr.typ, fr.flags, fr.data, fr.buf = wire.TypeBlock, s.dataFlags(), data, bp
+		bm := wire.BlockMeta{Chunk: id, Offset: uint64(off)}
+		if fr.flags != 0 {
+			bm.CRC = wire.CRC32C(data)
+		}
+		fr.meta = bm.Put(fr.metaArr[:])
 		fr.slots = slots
 		if !s.enqueue(fr) {
 			return nil
@@ -1187,6 +1196,15 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 		s.fail(err)
 	}
 	return nil
+}
+
+// dataFlags are the flags of the session's data frames: in-flight mode Checksum puts
+// their data outside the tag, under a CRC32C.
+func (s *ssession) dataFlags() wire.Flags {
+	if s.cfg.InFlight == wire.InFlightChecksum {
+		return wire.FlagDataOutsideTag
+	}
+	return 0
 }
 
 // setDigest records the source digest of what a unit sent.

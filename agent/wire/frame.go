@@ -73,9 +73,23 @@ const (
 // Header is a decoded frame header.
 type Header struct {
 	Type    Type
+	Flags   Flags
 	MetaLen uint32
 	DataLen uint32
 }
+
+// Flags qualify a bulk frame; the tag covers them with the rest of the header.
+type Flags uint8
+
+const (
+	// FlagDataOutsideTag leaves the frame's data out of its tag. A Block or File frame
+	// then carries a CRC32C of its data in its meta (the in-flight mode Checksum: an
+	// accident is caught, a deliberate rewrite of content is not); a Mem frame's
+	// generated data is not checked at all.
+	FlagDataOutsideTag Flags = 1 << iota
+
+	knownFlags = FlagDataOutsideTag
+)
 
 // ErrFrame is returned for a frame that breaks the protocol.
 var ErrFrame = errors.New("wire: malformed frame")
@@ -90,6 +104,9 @@ func (t Type) known() bool {
 func (h Header) Check() error {
 	if !h.Type.known() {
 		return fmt.Errorf("%w: unknown type %d", ErrFrame, h.Type)
+	}
+	if h.Flags&^knownFlags != 0 || h.Flags != 0 && !h.Type.bulk() {
+		return fmt.Errorf("%w: flags %#x on frame type %d", ErrFrame, h.Flags, h.Type)
 	}
 	if !h.Type.bulk() {
 		if h.DataLen != 0 || h.MetaLen > MaxMeta {
@@ -120,7 +137,7 @@ func (h Header) Check() error {
 // PutHeader encodes h into b[:HeaderSize].
 func PutHeader(b []byte, h Header) {
 	b[0] = byte(h.Type)
-	b[1], b[2], b[3] = 0, 0, 0
+	b[1], b[2], b[3] = byte(h.Flags), 0, 0
 	binary.BigEndian.PutUint32(b[4:], h.MetaLen)
 	binary.BigEndian.PutUint32(b[8:], h.DataLen)
 }
@@ -130,10 +147,10 @@ func ParseHeader(b []byte) (Header, error) {
 	if len(b) < HeaderSize {
 		return Header{}, fmt.Errorf("%w: short header", ErrFrame)
 	}
-	if b[1] != 0 || b[2] != 0 || b[3] != 0 {
+	if b[2] != 0 || b[3] != 0 {
 		return Header{}, fmt.Errorf("%w: reserved bytes set", ErrFrame)
 	}
-	h := Header{Type: Type(b[0]), MetaLen: binary.BigEndian.Uint32(b[4:]), DataLen: binary.BigEndian.Uint32(b[8:])}
+	h := Header{Type: Type(b[0]), Flags: Flags(b[1]), MetaLen: binary.BigEndian.Uint32(b[4:]), DataLen: binary.BigEndian.Uint32(b[8:])}
 	return h, h.Check()
 }
 
@@ -192,8 +209,7 @@ func (r *Reader) finish(data []byte) error {
 	if _, err := io.ReadFull(r.r, r.tag[:]); err != nil {
 		return unexpected(err)
 	}
-	meta := r.meta[:r.cur.MetaLen]
-	if !r.mac.check(r.tag[:], r.hdr[:], meta, data, macsData(r.cur.Type, meta)) {
+	if !r.mac.check(r.tag[:], r.hdr[:], r.meta[:r.cur.MetaLen], data, r.cur.Flags&FlagDataOutsideTag == 0) {
 		return fmt.Errorf("%w: frame type %d", ErrAuth, r.cur.Type)
 	}
 	return nil
@@ -260,7 +276,12 @@ func newWriter(w io.Writer, mac *frameMAC) *Writer {
 
 // WriteFrame writes one frame: header, meta, data and tag.
 func (w *Writer) WriteFrame(t Type, meta, data []byte) error {
-	h := Header{Type: t, MetaLen: uint32(len(meta)), DataLen: uint32(len(data))}
+	return w.WriteFrameFlags(t, 0, meta, data)
+}
+
+// WriteFrameFlags writes one frame with flags.
+func (w *Writer) WriteFrameFlags(t Type, flags Flags, meta, data []byte) error {
+	h := Header{Type: t, Flags: flags, MetaLen: uint32(len(meta)), DataLen: uint32(len(data))}
 	if err := h.Check(); err != nil || len(meta) > MaxMeta || len(data) > MaxData {
 		return fmt.Errorf("wire: refusing to write frame type %d (meta %d, data %d): %v", t, len(meta), len(data), err)
 	}
@@ -269,7 +290,7 @@ func (w *Writer) WriteFrame(t Type, meta, data []byte) error {
 	w.buf = w.buf[:HeaderSize]
 	PutHeader(w.buf, h)
 	w.buf = append(w.buf, meta...)
-	tag := w.mac.sum(w.tag[:0], w.buf[:HeaderSize], meta, data, macsData(t, meta))
+	tag := w.mac.sum(w.tag[:0], w.buf[:HeaderSize], meta, data, flags&FlagDataOutsideTag == 0)
 	if len(data) < 32<<10 {
 		w.buf = append(append(w.buf, data...), tag...)
 		_, err := w.w.Write(w.buf)

@@ -143,6 +143,18 @@ type DoneChunk struct {
 	Index     int32       `json:"i"`
 }
 
+// In-flight modes (JobConfig.InFlight).
+const (
+	// InFlightAuthenticated covers every frame's data by its tag: accidents and
+	// deliberate rewrites are caught.
+	InFlightAuthenticated = "Authenticated"
+	// InFlightChecksum covers data frames' headers and meta by their tag and their
+	// data by a CRC32C carried in the meta: accidents are caught, and a forged name,
+	// offset or length; content crafted to keep its CRC32C is not (a CRC is not a
+	// cryptographic check). It costs less CPU per byte.
+	InFlightChecksum = "Checksum"
+)
+
 // ManifestQuery asks a receiver for the job's final files, as its journal and its file
 // system show them now.
 type ManifestQuery struct {
@@ -238,6 +250,9 @@ const (
 type JobConfig struct {
 	Generation int64  `json:"generation"`
 	Job        string `json:"job"`
+	// InFlight is how data frames are checked on the way: InFlightAuthenticated (the
+	// default) or InFlightChecksum.
+	InFlight string `json:"inFlight,omitempty"`
 	// Run tells this run of the job apart from others: the receiver records it with
 	// every file it makes final (ManifestFile.ThisRun).
 	Run         string                    `json:"run,omitempty"`

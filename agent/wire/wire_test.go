@@ -80,8 +80,8 @@ func sampleStream(t testing.TB) []byte {
 	w.WriteFrame(TypeBlock, BlockMeta{Chunk: 1, Offset: 1 << 20}.Put(make([]byte, 32)), bytes.Repeat([]byte("z"), 40<<10))
 	w.WriteJSON(TypeChunkOpen, ChunkOpen{ID: 1, Path: "x", Length: 10})
 	w.WriteJSON(TypeResult, Results{Results: []Result{{Unit: 1, OK: true}}})
-	w.WriteFrame(TypeMem, MemMeta{Tagged: true}.Put(make([]byte, 4)), []byte("tagged"))
-	w.WriteFrame(TypeMem, MemMeta{}.Put(make([]byte, 4)), []byte("generated"))
+	w.WriteFrame(TypeMem, MemMeta{}.Put(make([]byte, 4)), []byte("tagged"))
+	w.WriteFrameFlags(TypeMem, FlagDataOutsideTag, MemMeta{}.Put(make([]byte, 4)), []byte("generated"))
 	return buf.Bytes()
 }
 

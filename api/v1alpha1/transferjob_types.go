@@ -238,11 +238,33 @@ type TransferIntegrity struct {
 
 	// verify compares the digest of every file read back at the destination with the
 	// digest of the source before the file takes its final name. Turning it off
-	// leaves only the in-flight block checks.
+	// leaves only the in-flight checks.
 	// +kubebuilder:default=true
 	// +optional
 	Verify *bool `json:"verify,omitempty"`
+
+	// inFlight is how data is checked on its way between the agents. Authenticated
+	// (the default): every frame's header, metadata and data carry an AES-GMAC tag
+	// under keys each connection derives from the job's secret, so damage and
+	// deliberate rewriting, dropping or replaying are all caught. Checksum: the tag
+	// covers each frame's header and metadata (names, offsets, lengths, and a CRC32C
+	// of its data), which catches damage, any forged name or offset and a naive
+	// rewrite, but not a relay that crafts other content with the same CRC32C (a CRC
+	// is not a cryptographic check); it costs less CPU per byte (docs/benchmarks.md
+	// gives the measured difference).
+	// +kubebuilder:default=Authenticated
+	// +optional
+	InFlight InFlightCheck `json:"inFlight,omitempty"`
 }
+
+// InFlightCheck is how data is checked between the agents.
+// +kubebuilder:validation:Enum=Authenticated;Checksum
+type InFlightCheck string
+
+const (
+	InFlightAuthenticated InFlightCheck = "Authenticated"
+	InFlightChecksum      InFlightCheck = "Checksum"
+)
 
 // OverwritePolicy says what happens to a destination file that already exists.
 // +kubebuilder:validation:Enum=Never;IfDifferent;Always

@@ -87,6 +87,7 @@ type jobFlags struct {
 	buffer, blockSize, chunkSize     byteSize
 	maxRate                          rateFlag
 	checksum, overwrite, destPath    string
+	inFlight                         string
 	verify                           bool
 	job                              string
 	reportInterval                   time.Duration
@@ -113,6 +114,7 @@ func (j *jobFlags) register(fs interface {
 	fs.StringVar(&j.checksum, "checksum", "SHA256", "end-to-end digest: SHA256, SHA512 or MD5")
 	fs.BoolVar(&j.verify, "verify", true, "read every file back at the destination and compare digests before renaming it")
 	fs.StringVar(&j.overwrite, "overwrite", "IfDifferent", "existing destination files: Never, IfDifferent or Always")
+	fs.StringVar(&j.inFlight, "in-flight", "Authenticated", "how data is checked on the way: Authenticated (every frame's data under its AES-GMAC tag) or Checksum (headers, names and a CRC32C of the data under the tag: cheaper, not proof against content crafted to keep its CRC32C)")
 	fs.StringVar(&j.destPath, "dest-path", "", "directory under the destination root to write under (default: the root)")
 	fs.StringVar(&j.job, "job", "", "job id, names the receivers' journal (default: derived from the paths)")
 	fs.DurationVar(&j.reportInterval, "report-interval", 2*time.Second, "how often progress is reported")
@@ -198,7 +200,7 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 	if j.job == "" {
 		j.job = jobID(j.destPath, all)
 	}
-	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify,
+	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, InFlight: j.inFlight,
 		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
 	if err != nil {
 		return err
@@ -369,7 +371,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 			j.job = jobID(j.destPath, all)
 		}
 	}
-	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify,
+	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, InFlight: j.inFlight,
 		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
 	if err != nil {
 		return err

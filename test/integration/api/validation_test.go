@@ -191,6 +191,8 @@ func transferJobCreateTable() validationTable {
 					field: "spec.tuning.limits.maxBitsPerSecond", want: "must be of type integer"},
 				{name: "unknown checksum", mutate: func(o object) { set(o, "spec.integrity.checksum", "CRC32") },
 					check: "enum", field: "spec.integrity.checksum", want: "Unsupported value"},
+				{name: "unknown in-flight check", mutate: func(o object) { set(o, "spec.integrity.inFlight", "None") },
+					check: "enum", field: "spec.integrity.inFlight", want: "Unsupported value"},
 				{name: "unknown overwrite policy", mutate: func(o object) { set(o, "spec.overwrite", "Sometimes") },
 					check: "enum", field: "spec.overwrite", want: "Unsupported value"},
 				int32Overflow("spec.ttlSecondsAfterFinished", nil),
