@@ -23,6 +23,7 @@ var knownDynamic = map[string]knownCommand{
 	"optimizer/imports_test.go: goBin":                                                  {why: "go, found by exec.LookPath(\"go\") (scanned)"},
 	"test/bench/peers/main.go: *agent":                                                  {why: "the dtnflow-agent make bench-peers builds"},
 	"test/bench/peers/main.go: agentPath":                                               {why: "the same dtnflow-agent"},
+	"test/bench/peers/main.go: basePath":                                                {why: "an earlier dtnflow-agent given with -baseline"},
 	"test/bench/peers/main.go: cmd[0]":                                                  {runs: []string{"iperf3", "globus-url-copy"}, why: "the client command lines the contenders build with fixed(...), dtnflow-agent or a peer"},
 	"test/bench/wan/dtnflow.go: d.Agent":                                                {why: "the dtnflow-agent make bench-wan builds"},
 	"test/e2e/chart/chart_test.go: bin":                                                 {why: "helm, built into bin/ by the Makefile"},
