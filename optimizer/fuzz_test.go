@@ -126,6 +126,11 @@ func FuzzBestCmb(f *testing.F) {
 		if fit.OptimalStreams < 1 || fit.OptimalStreams > optimumCeiling(fit.MaxSampledStreams) {
 			t.Fatalf("optimum %d outside 1..%d", fit.OptimalStreams, optimumCeiling(fit.MaxSampledStreams))
 		}
+		// beyond the samples only where the model is trusted there, and said so
+		if fit.Extrapolated != (fit.OptimalStreams > fit.MaxSampledStreams) || fit.Extrapolated && !TrustedBeyondSamples(fit, pts, 0) {
+			t.Fatalf("optimum %d with samples up to %d, extrapolated %v, trusted %v", fit.OptimalStreams, fit.MaxSampledStreams,
+				fit.Extrapolated, TrustedBeyondSamples(fit, pts, 0))
+		}
 		for n, v := range fit.Curve(64) {
 			if bad(v) || v < 0 {
 				t.Fatalf("curve at %d streams = %g", n+1, v)

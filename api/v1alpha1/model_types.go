@@ -62,7 +62,9 @@ type StreamModel struct {
 	C Decimal `json:"c,omitempty"`
 
 	// optimalStreams is the stream count at which the model peaks, bounded by the
-	// samples for a model that rises monotonically.
+	// samples for a model that rises monotonically, and beyond the largest sample
+	// only where the samples still rose at their end and the model fits them within
+	// half that rise (at most one doubling beyond; the reason says so).
 	// +kubebuilder:validation:Minimum=1
 	// +required
 	OptimalStreams int32 `json:"optimalStreams"`
