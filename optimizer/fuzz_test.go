@@ -131,6 +131,9 @@ func FuzzBestCmb(f *testing.F) {
 			t.Fatalf("optimum %d with samples up to %d, extrapolated %v, trusted %v", fit.OptimalStreams, fit.MaxSampledStreams,
 				fit.Extrapolated, TrustedBeyondSamples(fit, pts, 0))
 		}
+		if !fit.Extrapolated && fit.PeakBitsPerSecond > fit.BestSampledBitsPerSecond {
+			t.Fatalf("peak %g above the best sample %g without extrapolating", fit.PeakBitsPerSecond, fit.BestSampledBitsPerSecond)
+		}
 		for n, v := range fit.Curve(64) {
 			if bad(v) || v < 0 {
 				t.Fatalf("curve at %d streams = %g", n+1, v)
@@ -296,8 +299,11 @@ func checkWithinSamples(t *testing.T, plan Plan, in PlanInput) {
 	for _, p := range pts {
 		stripe = math.Max(stripe, p.BitsPerSecond)
 	}
-	for n := 1; n <= optimumCeiling(plan.Fit.MaxSampledStreams); n++ {
-		stripe = math.Max(stripe, plan.Fit.BitsPerSecond(n))
+	// the model counts above the best sample only beyond the samples, where trusted
+	if plan.Fit.Extrapolated {
+		for n := plan.Fit.MaxSampledStreams + 1; n <= plan.Fit.OptimalStreams; n++ {
+			stripe = math.Max(stripe, plan.Fit.BitsPerSecond(n))
+		}
 	}
 	gain := 1.0
 	levels := normalizePoints(append([]StreamPoint(nil), in.StripeRates...))

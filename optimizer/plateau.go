@@ -17,7 +17,8 @@ var ErrNoPoints = errors.New("optimizer: no stream sample with a usable rate")
 //
 // A model of the papers whose peak lies beyond the largest sample is said so in why:
 // extrapolated where the model is trusted there (TrustedBeyondSamples), else held at
-// the largest sample, with the reason.
+// the largest sample, with the reason; so is a peak between samples above all of them,
+// which the plan does not count on.
 func FitStreams(pts []StreamPoint) (fit StreamFit, why string, err error) {
 	fit, err = BestCmb(pts)
 	if err == nil {
@@ -68,7 +69,7 @@ func FitPlateau(pts []StreamPoint) (StreamFit, error) {
 	}
 	b = math.Max(a, b) // rounding: one stream never carries more than the capacity
 	fit := StreamFit{Model: Plateau, A: a, B: b, Points: [3]int{first.Streams, top.Streams, top.Streams},
-		MaxSampledStreams: pts[len(pts)-1].Streams}
+		MaxSampledStreams: pts[len(pts)-1].Streams, BestSampledBitsPerSecond: capacity}
 	var sum float64
 	for _, p := range pts {
 		sum += math.Abs(p.BitsPerSecond - fit.BitsPerSecond(p.Streams))
@@ -79,8 +80,9 @@ func FitPlateau(pts []StreamPoint) (StreamFit, error) {
 	return fit, nil
 }
 
-// beyondSamples says, for people, where the model's peak lies beyond the largest
-// sample (extrapolated or held); "" when it does not.
+// beyondSamples says, for people, where the model's peak lies beyond what the samples
+// show: beyond the largest sample (extrapolated or held), or between samples above
+// all of them (PeakBitsPerSecond holds the best sample); "" when it does not.
 func beyondSamples(fit StreamFit, pts []StreamPoint) string {
 	top := fit.MaxSampledStreams
 	if fit.Extrapolated {
@@ -89,6 +91,10 @@ func beyondSamples(fit StreamFit, pts []StreamPoint) string {
 	}
 	peak := Optimum(fit.Model, fit.A, fit.B, fit.C, top)
 	if peak <= top {
+		if model := fit.BitsPerSecond(fit.OptimalStreams); model > fit.PeakBitsPerSecond {
+			return fmt.Sprintf("; its peak, %s at %d streams, lies above every sample: the plan counts on the best sample, %s",
+				FormatBitsPerSecond(model), fit.OptimalStreams, FormatBitsPerSecond(fit.PeakBitsPerSecond))
+		}
 		return ""
 	}
 	cause := fmt.Sprintf("its mean error is more than %.3g %% of the rate", 100*DefaultAccuracy/2)

@@ -45,7 +45,9 @@ type StreamFit struct {
 	A, B, C float64
 	// OptimalStreams is the stream count at which the model peaks (see Optimum).
 	OptimalStreams int
-	// PeakBitsPerSecond is the model's prediction at OptimalStreams.
+	// PeakBitsPerSecond is the model's prediction at OptimalStreams, but no more than
+	// BestSampledBitsPerSecond unless Extrapolated: what one stripe carries as far as
+	// the samples show it.
 	PeakBitsPerSecond float64
 	// FitErrorBitsPerSecond is the mean absolute error of the model over every point
 	// BestCmb was given, not only the three it was fitted to (DADC'09 §3.2, BestCmb
@@ -57,6 +59,10 @@ type StreamFit struct {
 	// optimum of a model that rises monotonically, and of any model not trusted
 	// beyond its samples (see TrustedBeyondSamples).
 	MaxSampledStreams int
+	// BestSampledBitsPerSecond is the best rate among the points; 0 when unknown (a
+	// stored fit). A plan never predicts one stripe above it unless the fit is
+	// trusted beyond its samples (NewPathCapacity).
+	BestSampledBitsPerSecond float64
 	// Extrapolated says OptimalStreams lies beyond MaxSampledStreams, which
 	// TrustedBeyondSamples allowed.
 	Extrapolated bool

@@ -74,8 +74,10 @@ type StreamModel struct {
 	// +required
 	FitErrorBitsPerSecond int64 `json:"fitErrorBitsPerSecond"`
 
-	// peakBitsPerSecond is the model's rate at optimalStreams: what one stripe carries
-	// as far as the samples show it (the plateau of the curve).
+	// peakBitsPerSecond is what one stripe carries as far as the samples show it (the
+	// plateau of the curve): the model's rate at optimalStreams, but no more than the
+	// best sample unless optimalStreams lies beyond the samples, where the model is
+	// trusted (the reason says so).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	PeakBitsPerSecond int64 `json:"peakBitsPerSecond,omitempty"`
