@@ -415,10 +415,10 @@ func FuzzConcomitant(f *testing.F) {
 			}
 		}
 		p := in.rate() / 1e12
-		if r := m.RateFor(in.millicores(), in.millicores(), p); bad(r) || r < 0 {
-			t.Fatalf("RateFor = %g", r)
+		if r := m.RateFor(in.millicores(), in.millicores(), p); bad(r) || r < 0 || r > m.MaxBitsPerSecond {
+			t.Fatalf("RateFor = %g (fastest observation %g)", r, m.MaxBitsPerSecond)
 		}
-		if s, d, err := m.CPUFor(in.rate(), p); err == nil && (bad(s) || bad(d) || s < 0 || d < 0) {
+		if s, d, err := m.CPUFor(in.rate(), p, in.millicores()); err == nil && (bad(s) || bad(d) || s < 0 || d < 0) {
 			t.Fatalf("CPUFor = %g, %g", s, d)
 		}
 	})
