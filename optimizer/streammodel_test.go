@@ -148,31 +148,6 @@ func TestOptimum(t *testing.T) {
 	}
 }
 
-// LONI case study of Condor Week 2011: streams 1, 2, 4, 8 → 903.41, 954.84, 990.91,
-// 953.43 Mbit/s, for which the slides report N_opt = 2 (the curve is nearly flat from 2
-// to 8). A direction test: the fit must be valid, peak inside the sampled range at a
-// small count, and follow the measurements closely.
-var loniStreams = []StreamPoint{{1, 903.41e6}, {2, 954.84e6}, {4, 990.91e6}, {8, 953.43e6}}
-
-func TestBestCmbLONI(t *testing.T) {
-	fit, err := BestCmb(loniStreams)
-	if err != nil {
-		t.Fatalf("BestCmb(LONI) error: %v", err)
-	}
-	if fit.OptimalStreams < 2 || fit.OptimalStreams > 4 {
-		t.Errorf("optimum = %d streams, want 2..4 (the slides choose 2): %s", fit.OptimalStreams, fit)
-	}
-	if fit.FitErrorBitsPerSecond > 0.01*954e6 {
-		t.Errorf("mean abs error %g bit/s, want < 1 %% of the rate: %s", fit.FitErrorBitsPerSecond, fit)
-	}
-	if fit.PeakBitsPerSecond < 950e6 || fit.PeakBitsPerSecond > 1010e6 {
-		t.Errorf("predicted peak %g bit/s, want within the measured 950..1010 Mbit/s", fit.PeakBitsPerSecond)
-	}
-	if !Valid(fit.Model, fit.A, fit.B, fit.C) {
-		t.Errorf("BestCmb returned invalid coefficients: %s", fit)
-	}
-}
-
 func TestBestCmbRecoversNoisyCurve(t *testing.T) {
 	tests := map[string]struct {
 		model   Model
