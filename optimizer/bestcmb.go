@@ -20,8 +20,11 @@ var ErrNoValidFit = errors.New("optimizer: no combination of samples gives a val
 // combinations. pts may be in any order; repeated stream counts are averaged and
 // unusable points (rate not finite and positive, streams < 1) are dropped first.
 //
-// The result carries the model, its coefficients, the optimum stream count (Optimum),
-// the predicted peak and the fit error. Use StreamFit.Curve for the predicted curve.
+// The result carries the model, its coefficients, the optimum stream count (Optimum,
+// beyond the largest sample only where TrustedBeyondSamples allows), the predicted
+// peak (the model at the optimum, but no more than the best sample unless the optimum
+// is such an extrapolation) and the fit error. Use StreamFit.Curve for the predicted
+// curve.
 func BestCmb(pts []StreamPoint, models ...Model) (StreamFit, error) {
 	if len(models) == 0 {
 		models = Models
@@ -79,8 +82,22 @@ func BestCmb(pts []StreamPoint, models ...Model) (StreamFit, error) {
 		return StreamFit{}, ErrNoValidFit
 	}
 	best.MaxSampledStreams = pts[n-1].Streams
-	best.OptimalStreams = Optimum(best.Model, best.A, best.B, best.C, best.MaxSampledStreams)
+	for _, p := range pts {
+		best.BestSampledBitsPerSecond = math.Max(best.BestSampledBitsPerSecond, p.BitsPerSecond)
+	}
+	// CALOPTSTREAMNO: the model's peak, beyond the samples only where the model is
+	// trusted there
+	ceiling := best.MaxSampledStreams
+	if TrustedBeyondSamples(best, pts, 0) {
+		ceiling = optimumCeiling(best.MaxSampledStreams)
+	}
+	best.OptimalStreams = optimumWithin(best.Model, best.A, best.B, best.C, best.MaxSampledStreams, ceiling)
+	best.Extrapolated = best.OptimalStreams > best.MaxSampledStreams
 	best.PeakBitsPerSecond = best.BitsPerSecond(best.OptimalStreams)
+	if !best.Extrapolated {
+		// a peak drawn between samples above all of them is the fit's, not the path's
+		best.PeakBitsPerSecond = math.Min(best.PeakBitsPerSecond, best.BestSampledBitsPerSecond)
+	}
 	return best, nil
 }
 

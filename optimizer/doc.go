@@ -84,10 +84,20 @@
 // parallelism, concurrency, channels). EvaluateShape predicts a shape chosen by hand
 // (Fixed mode).
 //
+// Where the samples end: a model's optimum lies beyond the largest sample only where
+// the model is trusted there (TrustedBeyondSamples: the samples still rose at their
+// end and the model fits them within half the gain that counts as a rise), at most
+// one doubling beyond, and FitStreams' reason and Plan.Notes say so; otherwise it is
+// held at the largest sample. Nor does a plan count on more than the best sample for
+// one stripe (NewPathCapacity), unless that trusted extrapolation says more. The
+// papers' own numbers are checked against all of this in papers_test.go, and curves of
+// known optimum in synthetic_test.go (docs/models.md).
+//
 // CPU sizing: OptB sizes agents with the per-side linear models of 000. The NDM'13
-// regression (FitConcomitant, CPUFor, RateFor) needs each measurement's loss rate,
-// which probe samples do not carry; it is there for measurements that do (the
-// coordinator's per-stripe LossPPM).
+// regression (FitConcomitant, CPUFor, RateFor, with eq. 2's residual term ε: the CPU
+// the faster end has beyond eq. 1's line) needs each measurement's loss rate, which
+// probe samples do not carry; it is there for measurements that do (the coordinator's
+// per-stripe LossPPM).
 //
 // # While a transfer runs
 //

@@ -126,6 +126,14 @@ func FuzzBestCmb(f *testing.F) {
 		if fit.OptimalStreams < 1 || fit.OptimalStreams > optimumCeiling(fit.MaxSampledStreams) {
 			t.Fatalf("optimum %d outside 1..%d", fit.OptimalStreams, optimumCeiling(fit.MaxSampledStreams))
 		}
+		// beyond the samples only where the model is trusted there, and said so
+		if fit.Extrapolated != (fit.OptimalStreams > fit.MaxSampledStreams) || fit.Extrapolated && !TrustedBeyondSamples(fit, pts, 0) {
+			t.Fatalf("optimum %d with samples up to %d, extrapolated %v, trusted %v", fit.OptimalStreams, fit.MaxSampledStreams,
+				fit.Extrapolated, TrustedBeyondSamples(fit, pts, 0))
+		}
+		if !fit.Extrapolated && fit.PeakBitsPerSecond > fit.BestSampledBitsPerSecond {
+			t.Fatalf("peak %g above the best sample %g without extrapolating", fit.PeakBitsPerSecond, fit.BestSampledBitsPerSecond)
+		}
 		for n, v := range fit.Curve(64) {
 			if bad(v) || v < 0 {
 				t.Fatalf("curve at %d streams = %g", n+1, v)
@@ -291,8 +299,11 @@ func checkWithinSamples(t *testing.T, plan Plan, in PlanInput) {
 	for _, p := range pts {
 		stripe = math.Max(stripe, p.BitsPerSecond)
 	}
-	for n := 1; n <= optimumCeiling(plan.Fit.MaxSampledStreams); n++ {
-		stripe = math.Max(stripe, plan.Fit.BitsPerSecond(n))
+	// the model counts above the best sample only beyond the samples, where trusted
+	if plan.Fit.Extrapolated {
+		for n := plan.Fit.MaxSampledStreams + 1; n <= plan.Fit.OptimalStreams; n++ {
+			stripe = math.Max(stripe, plan.Fit.BitsPerSecond(n))
+		}
 	}
 	gain := 1.0
 	levels := normalizePoints(append([]StreamPoint(nil), in.StripeRates...))
@@ -404,10 +415,10 @@ func FuzzConcomitant(f *testing.F) {
 			}
 		}
 		p := in.rate() / 1e12
-		if r := m.RateFor(in.millicores(), in.millicores(), p); bad(r) || r < 0 {
-			t.Fatalf("RateFor = %g", r)
+		if r := m.RateFor(in.millicores(), in.millicores(), p); bad(r) || r < 0 || r > m.MaxBitsPerSecond {
+			t.Fatalf("RateFor = %g (fastest observation %g)", r, m.MaxBitsPerSecond)
 		}
-		if s, d, err := m.CPUFor(in.rate(), p); err == nil && (bad(s) || bad(d) || s < 0 || d < 0) {
+		if s, d, err := m.CPUFor(in.rate(), p, in.millicores()); err == nil && (bad(s) || bad(d) || s < 0 || d < 0) {
 			t.Fatalf("CPUFor = %g, %g", s, d)
 		}
 	})

@@ -182,58 +182,6 @@ func TestOptBPrefersNodesTheJobAlreadyUses(t *testing.T) {
 	}
 }
 
-// LONI case study (Condor Week 2011): 4-core nodes, 10 GigE, two nodes available,
-// disk-to-disk over Lustre. Streams 1, 2, 4, 8 measured 903.41, 954.84, 990.91, 953.43
-// Mbit/s; the stripe runs then measured 1638.48 (1 node × 2 stripes × 2 streams),
-// 3527.23 (1 × 4 × 2) and 4229.33 Mbit/s (2 × 4 × 2). The slides do not give the disk
-// or CPU capacities, so this is a test of direction: with the fitted stripe curve and
-// 10 Gbit/s NICs, predictions must rise in the same order as the measurements and be
-// near the two one-node figures; with an assumed per-node storage rate the plan must
-// use both nodes and name the disk as what binds.
-func TestOptBLONIDirection(t *testing.T) {
-	fit, err := BestCmb(loniStreams)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := Node{NICBitsPerSecond: 10e9, CPUBudgetMillicores: 4000}
-	in := FlowInput{Curve: fit, SourceNodes: nodes("oliver", 2, node), DestinationNodes: nodes("eric", 2, node),
-		SourceCPU: DefaultCPUModel, DestinationCPU: DefaultCPUModel}
-	measured := []struct {
-		nodes, stripes, streams int
-		bps                     float64
-	}{{1, 2, 2, 1638.48e6}, {1, 4, 2, 3527.23e6}, {2, 4, 2, 4229.33e6}}
-	prev := 0.0
-	for i, m := range measured {
-		p, err := EvaluateShape(in, m.nodes, m.stripes, m.streams)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !(p.PredictedBitsPerSecond > prev) {
-			t.Errorf("shape %d×%d×%d predicted %g, not above the previous shape's %g", m.nodes, m.stripes, m.streams, p.PredictedBitsPerSecond, prev)
-		}
-		prev = p.PredictedBitsPerSecond
-		if i < 2 && !relClose(p.PredictedBitsPerSecond, m.bps, 0.2) {
-			t.Errorf("shape %d×%d×%d predicted %s, measured %s: more than 20 %% apart", m.nodes, m.stripes, m.streams,
-				FormatBitsPerSecond(p.PredictedBitsPerSecond), FormatBitsPerSecond(m.bps))
-		}
-	}
-	// storage: assume each node's Lustre client moves 2.2 Gbit/s
-	node.DiskBitsPerSecond = 2.2e9
-	in.SourceNodes, in.DestinationNodes = nodes("oliver", 2, node), nodes("eric", 2, node)
-	p, err := OptB(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// the disk binds at 3 stripes per node whatever the streams (3 × 733 Mbit/s = 2.2
-	// Gbit/s, one stream alone carries 903), so the fewest streams carry the same: 1
-	if p.Nodes != 2 || p.StripesPerNode != 3 || p.StreamsPerStripe != 1 || p.Binding != BindingDisk {
-		t.Errorf("plan %s [%s]: want both nodes, 3 stripes each, 1 stream, bound by disk", p.Reason, p.Binding)
-	}
-	if !relClose(p.PredictedBitsPerSecond, 4229.33e6, 0.1) {
-		t.Errorf("predicted %s, measured 4.23 Gbit/s with 8 stripes", FormatBitsPerSecond(p.PredictedBitsPerSecond))
-	}
-}
-
 func TestOptBErrors(t *testing.T) {
 	ok := nodes("n", 1, Node{NICBitsPerSecond: 1e9})
 	tests := map[string]struct {

@@ -12,8 +12,13 @@ import (
 // model", not given.
 //
 //   - One stripe carries the plateau of its stream curve (StripeBitsPerSecond): the
-//     curve's best rate within the stream limit, which is the best sample or the
-//     model's peak at most one doubling beyond the largest sample (Optimum's ceiling).
+//     curve's best rate within the stream limit, but no more than the best sample
+//     (StreamFit.BestSampledBitsPerSecond) unless the fit's optimum is a trusted
+//     extrapolation beyond the samples (TrustedBeyondSamples; at most one doubling
+//     past the largest sample). A model fitted through three noisy points may peak
+//     between two samples above both; the samples never showed that rate, and with
+//     5 % noise the overshoot is what most often puts a predicted peak more than
+//     10 % off the true one (TestSyntheticCurvesAccuracy).
 //   - More stripes carry more only where stripes were measured to pay: Gains are the
 //     aggregate of k stripes over one stripe's, at each level of the stripe doubling
 //     (send --auto's ExpSelection over stripes) whose doubling gained more than the
@@ -54,8 +59,12 @@ type StripeGain struct {
 func NewPathCapacity(curve Curve, maxStreams int, stripeRates []StreamPoint, accuracy float64) PathCapacity {
 	p := PathCapacity{StripeBitsPerSecond: math.Inf(1), Gains: []StripeGain{{Stripes: 1, Gain: 1}}}
 	if curve != nil {
-		if u := curve.BitsPerSecond(bestStreamsWithin(curve, maxStreams)); u > 0 && !math.IsNaN(u) {
+		n := bestStreamsWithin(curve, maxStreams)
+		if u := curve.BitsPerSecond(n); u > 0 && !math.IsNaN(u) {
 			p.StripeBitsPerSecond = u
+			if fit, ok := curve.(StreamFit); ok && fit.BestSampledBitsPerSecond > 0 && !(fit.Extrapolated && n > fit.MaxSampledStreams) {
+				p.StripeBitsPerSecond = math.Min(u, fit.BestSampledBitsPerSecond)
+			}
 		}
 	}
 	if !(accuracy > 0) {

@@ -87,7 +87,9 @@ type Plan struct {
 	Scheduler Scheduler
 	// BDPBytes is the per-stripe bandwidth-delay product the classes were sized with.
 	BDPBytes float64
-	// Notes say where the planner fell back to a default, for people.
+	// Notes say where the planner fell back to a default, or planned more streams
+	// than it sampled (a trusted extrapolation, which FitReason also says), for
+	// people.
 	Notes []string
 }
 
@@ -160,6 +162,10 @@ func MakePlan(in PlanInput) (Plan, error) {
 		return Plan{}, err
 	}
 	plan.Flow = flow
+	if plan.Fit != nil && plan.Fit.Extrapolated && flow.StreamsPerStripe > plan.Fit.MaxSampledStreams {
+		plan.Notes = append(plan.Notes, fmt.Sprintf("%d streams per stripe lie beyond the largest sample (%d streams): the %s model is trusted there (see its reason)",
+			flow.StreamsPerStripe, plan.Fit.MaxSampledStreams, plan.Fit.Model))
+	}
 
 	// 5. size classes
 	plan.Scheduler = in.Scheduler

@@ -14,10 +14,16 @@ var ErrNoPoints = errors.New("optimizer: no stream sample with a usable rate")
 // and when none of them fits — fewer than three stream counts, or a curve that does
 // not rise (ErrNoValidFit) — FitPlateau. It fails only when no point is usable.
 // why says, for people, which model was taken and why.
+//
+// A model of the papers whose peak lies beyond the largest sample is said so in why:
+// extrapolated where the model is trusted there (TrustedBeyondSamples), else held at
+// the largest sample, with the reason; so is a peak between samples above all of them,
+// which the plan does not count on.
 func FitStreams(pts []StreamPoint) (fit StreamFit, why string, err error) {
 	fit, err = BestCmb(pts)
 	if err == nil {
-		return fit, fmt.Sprintf("%s fits the samples best (BestCmb, mean error %s)", fit.Model, FormatBitsPerSecond(fit.FitErrorBitsPerSecond)), nil
+		why = fmt.Sprintf("%s fits the samples best (BestCmb, mean error %s)", fit.Model, FormatBitsPerSecond(fit.FitErrorBitsPerSecond))
+		return fit, why + beyondSamples(fit, pts), nil
 	}
 	plateau, perr := FitPlateau(pts)
 	if perr != nil {
@@ -63,7 +69,7 @@ func FitPlateau(pts []StreamPoint) (StreamFit, error) {
 	}
 	b = math.Max(a, b) // rounding: one stream never carries more than the capacity
 	fit := StreamFit{Model: Plateau, A: a, B: b, Points: [3]int{first.Streams, top.Streams, top.Streams},
-		MaxSampledStreams: pts[len(pts)-1].Streams}
+		MaxSampledStreams: pts[len(pts)-1].Streams, BestSampledBitsPerSecond: capacity}
 	var sum float64
 	for _, p := range pts {
 		sum += math.Abs(p.BitsPerSecond - fit.BitsPerSecond(p.Streams))
@@ -72,6 +78,31 @@ func FitPlateau(pts []StreamPoint) (StreamFit, error) {
 	fit.OptimalStreams = Optimum(Plateau, a, b, 0, fit.MaxSampledStreams)
 	fit.PeakBitsPerSecond = fit.BitsPerSecond(fit.OptimalStreams)
 	return fit, nil
+}
+
+// beyondSamples says, for people, where the model's peak lies beyond what the samples
+// show: beyond the largest sample (extrapolated or held), or between samples above
+// all of them (PeakBitsPerSecond holds the best sample); "" when it does not.
+func beyondSamples(fit StreamFit, pts []StreamPoint) string {
+	top := fit.MaxSampledStreams
+	if fit.Extrapolated {
+		return fmt.Sprintf("; its optimum, %d streams, lies beyond the largest sample (%d streams): extrapolated, since the samples still rose by more than %.3g %% per doubling at their end and the model fits them within %.3g %%",
+			fit.OptimalStreams, top, 100*DefaultAccuracy, 100*DefaultAccuracy/2)
+	}
+	peak := Optimum(fit.Model, fit.A, fit.B, fit.C, top)
+	if peak <= top {
+		if model := fit.BitsPerSecond(fit.OptimalStreams); model > fit.PeakBitsPerSecond {
+			return fmt.Sprintf("; its peak, %s at %d streams, lies above every sample: the plan counts on the best sample, %s",
+				FormatBitsPerSecond(model), fit.OptimalStreams, FormatBitsPerSecond(fit.PeakBitsPerSecond))
+		}
+		return ""
+	}
+	cause := fmt.Sprintf("its mean error is more than %.3g %% of the rate", 100*DefaultAccuracy/2)
+	if prev, last, rising := risingAtEnd(pts, DefaultAccuracy); !rising && last.Streams > 0 {
+		cause = fmt.Sprintf("the samples stopped rising (%s at %d streams, %s at %d)", FormatBitsPerSecond(prev.BitsPerSecond), prev.Streams,
+			FormatBitsPerSecond(last.BitsPerSecond), last.Streams)
+	}
+	return fmt.Sprintf("; it peaks beyond the largest sample, but %s: the optimum is held at %d streams", cause, top)
 }
 
 // describePoints writes points for people: "497, 474 and 469 Mbit/s at 1, 2 and 4

@@ -45,7 +45,9 @@ type StreamFit struct {
 	A, B, C float64
 	// OptimalStreams is the stream count at which the model peaks (see Optimum).
 	OptimalStreams int
-	// PeakBitsPerSecond is the model's prediction at OptimalStreams.
+	// PeakBitsPerSecond is the model's prediction at OptimalStreams, but no more than
+	// BestSampledBitsPerSecond unless Extrapolated: what one stripe carries as far as
+	// the samples show it.
 	PeakBitsPerSecond float64
 	// FitErrorBitsPerSecond is the mean absolute error of the model over every point
 	// BestCmb was given, not only the three it was fitted to (DADC'09 §3.2, BestCmb
@@ -54,8 +56,16 @@ type StreamFit struct {
 	// Points are the stream counts of the three points the coefficients come from.
 	Points [3]int
 	// MaxSampledStreams is the largest stream count among the points; it bounds the
-	// optimum of a model that rises monotonically.
+	// optimum of a model that rises monotonically, and of any model not trusted
+	// beyond its samples (see TrustedBeyondSamples).
 	MaxSampledStreams int
+	// BestSampledBitsPerSecond is the best rate among the points; 0 when unknown (a
+	// stored fit). A plan never predicts one stripe above it unless the fit is
+	// trusted beyond its samples (NewPathCapacity).
+	BestSampledBitsPerSecond float64
+	// Extrapolated says OptimalStreams lies beyond MaxSampledStreams, which
+	// TrustedBeyondSamples allowed.
+	Extrapolated bool
 }
 
 // BitsPerSecond predicts the throughput of a stripe with n streams. It returns 0 where
@@ -317,6 +327,47 @@ func Valid(m Model, a, b, c float64) bool {
 	return false
 }
 
+// TrustedBeyondSamples reports whether a model fitted to pts may place its optimum
+// beyond the largest sample (at most one doubling, optimumCeiling). The papers always
+// take the model's peak (DADC'09 §3.2, CALOPTSTREAMNO); a peak beyond the samples is
+// then the model's shape, not a measurement, and we take it only where both hold:
+//
+//   - The samples still rise at their end: the step between the two largest stream
+//     counts gained more than α per doubling (accuracy; DefaultAccuracy when ≤ 0),
+//     the test that keeps ExpSelection going.
+//     A sequence that ended because the rate flattened has shown where the path stops;
+//     a peak the model draws beyond it is the model's extrapolation of noise.
+//   - The model agrees with the samples within their noise: its mean absolute error
+//     is at most α/2 of the largest sample's rate, half the gain that counts as a
+//     rise, so that the rise it extrapolates is not its own error.
+//
+// With ExpSelection's samples the first holds only when the sequence stopped at the
+// stream limit, which bounds the plan anyway; samples from elsewhere (a profile, a
+// sequence with another limit) may still rise.
+func TrustedBeyondSamples(fit StreamFit, pts []StreamPoint, accuracy float64) bool {
+	if !(accuracy > 0) {
+		accuracy = DefaultAccuracy
+	}
+	_, last, rising := risingAtEnd(pts, accuracy)
+	return rising && fit.FitErrorBitsPerSecond <= accuracy/2*last.BitsPerSecond
+}
+
+// risingAtEnd returns the last two of pts (by stream count) and whether the step
+// between them gained more than accuracy per doubling, ExpSelection's test: the slope
+// beats α·Th₁/n₁. With fewer than two points it returns zeros and false.
+func risingAtEnd(pts []StreamPoint, accuracy float64) (prev, last StreamPoint, rising bool) {
+	if !sortedDistinct(pts) {
+		pts = normalizePoints(append([]StreamPoint(nil), pts...))
+	}
+	n := len(pts)
+	if n < 2 {
+		return StreamPoint{}, StreamPoint{}, false
+	}
+	prev, last = pts[n-2], pts[n-1]
+	rising = (last.BitsPerSecond-prev.BitsPerSecond)*float64(prev.Streams) > accuracy*prev.BitsPerSecond*float64(last.Streams-prev.Streams)
+	return prev, last, rising
+}
+
 // optimumCeiling bounds an optimum beyond the samples: more than one doubling past the
 // largest sampled stream count is an extrapolation the samples cannot support.
 func optimumCeiling(maxSampled int) int {
@@ -340,8 +391,15 @@ func optimumCeiling(maxSampled int) int {
 // A real-valued n* is rounded to whichever neighbouring integer the model predicts
 // higher, and bounded by 2·maxSampled (optimumCeiling): the samples of ExpSelection
 // stop once the curve flattens, so a peak far beyond them is an artefact of the fit.
+// BestCmb bounds it by maxSampled itself where the model is not trusted beyond its
+// samples (TrustedBeyondSamples).
 func Optimum(m Model, a, b, c float64, maxSampled int) int {
-	ceiling := optimumCeiling(maxSampled)
+	return optimumWithin(m, a, b, c, maxSampled, optimumCeiling(maxSampled))
+}
+
+// optimumWithin is Optimum with the ceiling given: optimumCeiling(maxSampled) where
+// the model is trusted beyond its samples, maxSampled where it is not.
+func optimumWithin(m Model, a, b, c float64, maxSampled, ceiling int) int {
 	var x float64
 	monotone := false
 	switch m {

@@ -3,6 +3,8 @@ package optimizer
 import (
 	"errors"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -146,31 +148,6 @@ func TestOptimum(t *testing.T) {
 	}
 }
 
-// LONI case study of Condor Week 2011: streams 1, 2, 4, 8 → 903.41, 954.84, 990.91,
-// 953.43 Mbit/s, for which the slides report N_opt = 2 (the curve is nearly flat from 2
-// to 8). A direction test: the fit must be valid, peak inside the sampled range at a
-// small count, and follow the measurements closely.
-var loniStreams = []StreamPoint{{1, 903.41e6}, {2, 954.84e6}, {4, 990.91e6}, {8, 953.43e6}}
-
-func TestBestCmbLONI(t *testing.T) {
-	fit, err := BestCmb(loniStreams)
-	if err != nil {
-		t.Fatalf("BestCmb(LONI) error: %v", err)
-	}
-	if fit.OptimalStreams < 2 || fit.OptimalStreams > 4 {
-		t.Errorf("optimum = %d streams, want 2..4 (the slides choose 2): %s", fit.OptimalStreams, fit)
-	}
-	if fit.FitErrorBitsPerSecond > 0.01*954e6 {
-		t.Errorf("mean abs error %g bit/s, want < 1 %% of the rate: %s", fit.FitErrorBitsPerSecond, fit)
-	}
-	if fit.PeakBitsPerSecond < 950e6 || fit.PeakBitsPerSecond > 1010e6 {
-		t.Errorf("predicted peak %g bit/s, want within the measured 950..1010 Mbit/s", fit.PeakBitsPerSecond)
-	}
-	if !Valid(fit.Model, fit.A, fit.B, fit.C) {
-		t.Errorf("BestCmb returned invalid coefficients: %s", fit)
-	}
-}
-
 func TestBestCmbRecoversNoisyCurve(t *testing.T) {
 	tests := map[string]struct {
 		model   Model
@@ -295,5 +272,59 @@ func TestEmpiricalCurve(t *testing.T) {
 	}
 	if got := e.Optimal(); got != 4 { // 4 is within 1 % of the best (8)
 		t.Errorf("Optimal = %d, want 4", got)
+	}
+}
+
+// TestExtrapolationOnlyWhereTrusted (issue 11): the optimum goes beyond the largest
+// sample only where the model is trusted there, and the plan says so.
+func TestExtrapolationOnlyWhereTrusted(t *testing.T) {
+	tests := map[string]struct {
+		pts          []StreamPoint
+		wantOptimum  int
+		extrapolated bool
+		why          string // the end of FitStreams' why
+	}{
+		// exact points of a Newton curve peaking at 6 streams, sampled at 1, 2, 3: the
+		// samples still rise (+39 % from 2 to 3) and the model fits them exactly
+		"still rising, exact fit": {points(Newton, 1e-19, 1.08e-17, 3, 1, 2, 3), 6, true,
+			"; its optimum, 6 streams, lies beyond the largest sample (3 streams): extrapolated, since the samples still rose by more than 5 % per doubling at their end and the model fits them within 2.5 %"},
+		// Newton through these peaks at 9 streams, but 4 → 8 gained 2.9 %: held at 8
+		"flattened": {[]StreamPoint{{1, 1751e6}, {2, 2499e6}, {4, 2871e6}, {8, 2955e6}}, 8, false,
+			"; it peaks beyond the largest sample, but the samples stopped rising (2.87 Gbit/s at 4 streams, 2.96 Gbit/s at 8): the optimum is held at 8 streams"},
+		// the peak within the samples: nothing to say
+		"LONI": {loniStreams, 3, false, "(BestCmb, mean error 7.59 Mbit/s)"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fit, why, err := FitStreams(tc.pts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fit.OptimalStreams != tc.wantOptimum || fit.Extrapolated != tc.extrapolated {
+				t.Errorf("optimum %d, extrapolated %v; want %d, %v: %s", fit.OptimalStreams, fit.Extrapolated, tc.wantOptimum, tc.extrapolated, fit)
+			}
+			if !strings.HasSuffix(why, tc.why) {
+				t.Errorf("why %q, want it to end %q", why, tc.why)
+			}
+		})
+	}
+
+	// the plan of the rising samples: 5 streams (1.036 Gbit/s, within 2 % of the
+	// 1.054 at 6), beyond the 3 sampled, and a note that says so
+	var samples []Sample
+	for _, p := range tests["still rising, exact fit"].pts {
+		samples = append(samples, Sample{Streams: p.Streams, BitsPerSecond: p.BitsPerSecond})
+	}
+	node := nodes("n", 1, Node{NICBitsPerSecond: 100e9})
+	plan, err := MakePlan(PlanInput{Samples: samples, SourceNodes: node, DestinationNodes: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Flow.StreamsPerStripe != 5 || !strings.Contains(plan.FitReason, "extrapolated") {
+		t.Errorf("plan %s (%s), want 5 streams from the extrapolated model", plan.Flow.Reason, plan.FitReason)
+	}
+	note := "5 streams per stripe lie beyond the largest sample (3 streams): the Newton model is trusted there (see its reason)"
+	if !slices.Contains(plan.Notes, note) {
+		t.Errorf("notes %q, want %q", plan.Notes, note)
 	}
 }

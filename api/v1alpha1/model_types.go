@@ -62,7 +62,9 @@ type StreamModel struct {
 	C Decimal `json:"c,omitempty"`
 
 	// optimalStreams is the stream count at which the model peaks, bounded by the
-	// samples for a model that rises monotonically.
+	// samples for a model that rises monotonically, and beyond the largest sample
+	// only where the samples still rose at their end and the model fits them within
+	// half that rise (at most one doubling beyond; the reason says so).
 	// +kubebuilder:validation:Minimum=1
 	// +required
 	OptimalStreams int32 `json:"optimalStreams"`
@@ -72,8 +74,10 @@ type StreamModel struct {
 	// +required
 	FitErrorBitsPerSecond int64 `json:"fitErrorBitsPerSecond"`
 
-	// peakBitsPerSecond is the model's rate at optimalStreams: what one stripe carries
-	// as far as the samples show it (the plateau of the curve).
+	// peakBitsPerSecond is what one stripe carries as far as the samples show it (the
+	// plateau of the curve): the model's rate at optimalStreams, but no more than the
+	// best sample unless optimalStreams lies beyond the samples, where the model is
+	// trusted (the reason says so).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	PeakBitsPerSecond int64 `json:"peakBitsPerSecond,omitempty"`

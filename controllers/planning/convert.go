@@ -132,7 +132,7 @@ func StreamModel(f *optimizer.StreamFit) *v1alpha1.StreamModel {
 	}
 	m := &v1alpha1.StreamModel{Name: v1alpha1.StreamModelName(f.Model), A: FormatDecimal(f.A), B: FormatDecimal(f.B),
 		OptimalStreams: int32(min(max(f.OptimalStreams, 1), math.MaxInt32)), FitErrorBitsPerSecond: roundNonNegative(f.FitErrorBitsPerSecond),
-		PeakBitsPerSecond: roundNonNegative(f.BitsPerSecond(max(f.OptimalStreams, 1)))}
+		PeakBitsPerSecond: roundNonNegative(f.PeakBitsPerSecond)}
 	if f.Model != optimizer.Dinda && f.Model != optimizer.Plateau {
 		m.C = FormatDecimal(f.C)
 	}
@@ -175,6 +175,12 @@ func Fit(m *v1alpha1.StreamModel) (*optimizer.StreamFit, error) {
 	fit := &optimizer.StreamFit{Model: model, A: a, B: b, C: c, OptimalStreams: int(max(m.OptimalStreams, 1)),
 		FitErrorBitsPerSecond: float64(m.FitErrorBitsPerSecond), MaxSampledStreams: int(max(m.OptimalStreams, 1))}
 	fit.PeakBitsPerSecond = fit.BitsPerSecond(fit.OptimalStreams)
+	// the stored peak is the model's, but no more than the samples showed: it caps a
+	// warm plan as it capped the plan it came from (optimizer.NewPathCapacity)
+	if m.PeakBitsPerSecond > 0 {
+		fit.BestSampledBitsPerSecond = float64(m.PeakBitsPerSecond)
+		fit.PeakBitsPerSecond = min(fit.PeakBitsPerSecond, fit.BestSampledBitsPerSecond)
+	}
 	return fit, nil
 }
 

@@ -132,3 +132,45 @@ func TestRescaleAtPathCapacity(t *testing.T) {
 		})
 	}
 }
+
+// TestPeakWithinTheSamples: Newton through 1.2, 2.29 and 2.39 Gbit/s at 1, 2 and 4
+// streams peaks at 3 streams at 2.73 Gbit/s, between two samples and 14 % above both.
+// The plan and status.plan.model.peakBitsPerSecond count on the best sample, 2.39
+// Gbit/s (3 streams reach it by the model), and so does a warm start from the stored
+// model alone, which before predicted the model's 2.73.
+func TestPeakWithinTheSamples(t *testing.T) {
+	samples := []v1alpha1.ProbeSample{{Streams: 1, BitsPerSecond: 1_200_000_000}, {Streams: 2, BitsPerSecond: 2_290_000_000},
+		{Streams: 4, BitsPerSecond: 2_390_000_000}}
+	nodes := []Node{{Name: "n", NICBitsPerSecond: 10_000_000_000}}
+	auto := v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto}
+	cold, err := Plan(Input{Tuning: auto, Samples: samples, SourceNodes: nodes, DestinationNodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cold.Model
+	if m == nil || m.Name != v1alpha1.StreamModelNewton || m.OptimalStreams != 3 || m.PeakBitsPerSecond != 2_390_000_000 {
+		t.Fatalf("model %+v, want Newton, optimum 3, peak 2.39 Gbit/s", m)
+	}
+	if want := "Newton fits the samples best (BestCmb, mean error 0 bit/s); its peak, 2.73 Gbit/s at 3 streams, lies above every sample: the plan counts on the best sample, 2.39 Gbit/s"; m.Reason != want {
+		t.Errorf("reason %q, want %q", m.Reason, want)
+	}
+	fit, err := Fit(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int64(fit.BitsPerSecond(3) / 1e7); got != 273 {
+		t.Errorf("the model at 3 streams: %d × 10 Mbit/s, want 273", got)
+	}
+	if cold.StreamsPerStripe != 3 || cold.PredictedBitsPerSecond != 2_390_000_000 || cold.PathBitsPerSecond != 2_390_000_000 {
+		t.Errorf("cold plan %d streams, predicted %d within %d; want 3 streams at 2.39 Gbit/s", cold.StreamsPerStripe, cold.PredictedBitsPerSecond, cold.PathBitsPerSecond)
+	}
+	profile := Learn(v1alpha1.PathProfileStatus{}, "n/peak", &cold, samples, 2_300_000_000, time.Unix(1_800_000_000, 0))
+	profile.Samples = nil
+	warm, err := Plan(Input{Tuning: auto, Profile: &profile, SourceNodes: nodes, DestinationNodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warm.StreamsPerStripe != 3 || warm.PredictedBitsPerSecond != 2_390_000_000 || warm.PathBitsPerSecond != 2_390_000_000 {
+		t.Errorf("warm plan %d streams, predicted %d within %d; want the cold plan's 3 streams at 2.39 Gbit/s", warm.StreamsPerStripe, warm.PredictedBitsPerSecond, warm.PathBitsPerSecond)
+	}
+}
