@@ -218,11 +218,12 @@ type rsession struct {
 	job  *rjob
 	ctrl *wire.Writer
 
-	mu     sync.Mutex
-	chunks map[uint64]*rchunk
-	conns  map[*wire.Conn]struct{} // the control connection and the data streams
-	done   chan struct{}
-	dead   atomic.Bool
+	mu       sync.Mutex
+	ctrlConn *wire.Conn
+	chunks   map[uint64]*rchunk
+	conns    map[*wire.Conn]struct{} // the control connection and the data streams
+	done     chan struct{}
+	dead     atomic.Bool
 
 	memBytes atomic.Int64
 	memMore  chan struct{}
@@ -244,6 +245,8 @@ func (s *rsession) abort(why error) {
 	if !s.dead.Load() {
 		metrics.IntegrityFailures.Inc()
 		s.r.Log.Warn("Ending a session: a frame failed its integrity check", "session", s.id, "err", why.Error())
+		// A sender that no longer reads must not hold this goroutine.
+		s.ctrlConn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		s.ctrl.WriteJSON(wire.TypeError, wire.ErrorMsg{Error: "receiver: " + why.Error(), Integrity: true})
 	}
 	s.dead.Store(true)
@@ -283,7 +286,7 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello)
 		}
 		return
 	}
-	s := &rsession{id: hello.Session, r: r, ctrl: w, chunks: map[uint64]*rchunk{}, conns: map[*wire.Conn]struct{}{c: {}},
+	s := &rsession{id: hello.Session, r: r, ctrl: w, ctrlConn: c, chunks: map[uint64]*rchunk{}, conns: map[*wire.Conn]struct{}{c: {}},
 		done: make(chan struct{}), memMore: make(chan struct{}, 1)}
 	if err := wire.DecodeJSON(meta, &s.cfg); err != nil {
 		return

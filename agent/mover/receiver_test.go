@@ -76,7 +76,7 @@ func startReceiver(t *testing.T) (string, string) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rcv := &Receiver{Root: r, ID: "test", Log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
-	go Serve(ctx, ln, []byte(testSecret), rcv.HandleConn, rcv.Log)
+	go Serve(ctx, ln, []byte(testSecret), 0, rcv.HandleConn, rcv.Log)
 	t.Cleanup(func() { cancel(); r.Close() })
 	return ln.Addr().String(), dir
 }

@@ -58,6 +58,7 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	metricsAddr := fs.String("metrics-addr", metrics.DefaultAddr, metricsAddrUsage)
 	maxFile := byteSize(mover.DefaultMaxFileSize)
 	fs.Var(&maxFile, "max-file-size", "largest file a sender may announce")
+	maxHandshakes := fs.Int("max-handshakes", mover.DefaultMaxHandshakes, "connections allowed in their handshake at once (more are closed and counted as busy)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 		ID: fmt.Sprintf("%s-s%d-%d-%d", hostname(), *stripe, os.Getpid(), time.Now().UnixNano())}
 	serveMetrics(ctx, *metricsAddr, r.Status, log)
 	log.Info("Receiving", "listen", ln.Addr().String(), "root", *rootDir, "stripe", *stripe)
-	return mover.Serve(ctx, ln, secret, r.HandleConn, log)
+	return mover.Serve(ctx, ln, secret, *maxHandshakes, r.HandleConn, log)
 }
 
 // ---- send ----
@@ -212,7 +213,7 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		go mover.Serve(ctx, ln, secret, core.ServeConn, log)
+		go mover.Serve(ctx, ln, secret, 0, core.ServeConn, log)
 	}
 	serveMetrics(ctx, *metricsAddr, core.Status, log)
 	start := time.Now()
@@ -394,7 +395,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go mover.Serve(ctx, ln, secret, core.ServeConn, log)
+	go mover.Serve(ctx, ln, secret, 0, core.ServeConn, log)
 	serveMetrics(ctx, *metricsAddr, core.Status, log)
 	log.Info("Coordinating", "listen", ln.Addr().String(), "job", j.job, "files", core.Dataset().Files, "bytes", core.Dataset().Bytes)
 	runner := &coord.Runner{Core: core, Channel: ch, Interval: j.reportInterval, Grace: 30 * time.Second, Probe: probePlanner()}
