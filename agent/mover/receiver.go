@@ -973,7 +973,7 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 	if s.job == nil {
 		return
 	}
-	r, j := s.r, s.job
+	j := s.job
 	j.commit.flush() // what is verified is journaled and renamed before it is listed
 	j.state.Refresh()
 	var keys []journal.Key
@@ -985,9 +985,17 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		}
 	})
 	var out wire.Manifest
+	lstat := func(p string) (fs.FileInfo, error) {
+		// Through the directory cache: one syscall per file, not a walk from the root.
+		dirName, base := split(p)
+		dir, err := j.dirs.get(dirName)
+		if err != nil {
+			return nil, err
+		}
+		return dir.Lstat(base)
+	}
 	for i, k := range keys {
 		fs := states[i]
-		s.redoRename(k)
 		mf := wire.ManifestFile{Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, Digest: fs.Digest, ThisRun: q.Run != "" && fs.Run == q.Run}
 		if len(fs.Chunks) > 0 && mf.Digest == "" {
 			n := int32(0)
@@ -999,7 +1007,10 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 				mf.Chunks[idx] = cs.Digest
 			}
 		}
-		fi, err := r.Root.Lstat(k.Path)
+		fi, err := lstat(k.Path)
+		if err != nil && s.redoRename(k) {
+			fi, err = lstat(k.Path) // a rename a crash interrupted, finished now
+		}
 		switch {
 		case err != nil:
 			mf.Problem = "missing at its final name: " + fsname.Message(err)
@@ -1009,7 +1020,9 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 			mf.Problem = fmt.Sprintf("at its final name with size %d and mtime %d, journaled %d and %d (changed since, or another version)", fi.Size(), fi.ModTime().UnixNano(), k.Size, k.MtimeNs)
 		}
 		if mf.Problem == "" {
-			if tmp := TempName(k.Path, s.cfg.Job); r.Root.Remove(tmp) == nil {
+			dirName, _ := split(k.Path)
+			_, tmpBase := split(TempName(k.Path, s.cfg.Job))
+			if dir, err := j.dirs.get(dirName); err == nil && dir.Remove(tmpBase) == nil {
 				out.Debris++
 			}
 		}
