@@ -266,7 +266,7 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 	case contract.PhaseComplete:
 		sent := mover.BytesSent()
 		integrity, stalls := mover.Repairs()
-		fmt.Printf("Complete: %d files, %d bytes in %.1fs (%s); this run sent %d bytes, %d of them again; %d integrity failures and %d stalls repaired\n",
+		fmt.Printf("Complete: %d files, %d bytes in %.2fs (%s); this run sent %d bytes, %d of them again; %d integrity failures and %d stalls repaired\n",
 			rep.FilesDone, rep.BytesTotal, el, coord.HumanRate(int64(float64(rep.BytesTotal)*8/max(el, 1e-3))), sent, core.Resent(sent), integrity, stalls)
 		return nil
 	case contract.PhaseFailed:

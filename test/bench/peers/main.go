@@ -37,6 +37,8 @@ var (
 	fileStream = flag.Int("file-streams", 4, "streams for the file cases (both tools)")
 	cc         = flag.Int("cc", 4, "concurrency for the small files (both tools)")
 	repeat     = flag.Int("repeat", 3, "runs of each case; the median (by time) is reported")
+	cases      = flag.String("cases", "mem,file,small", "which cases to run: mem (memory to memory), file (the large file), small (the small files)")
+	verifyList = flag.String("verify", "false,true", "the verify settings of the file cases")
 	baseline   = flag.String("baseline", "", "another dtnflow-agent binary (an earlier commit) to run beside -agent in every dtnflow case, with its own receiver: the table adds dtnflow ÷ baseline")
 )
 
@@ -335,6 +337,9 @@ func run() error {
 	}
 
 	streams := parseList(*streamList)
+	if !strings.Contains(*cases, "mem") {
+		streams = nil
+	}
 	mem := strconv.FormatInt(*memBytes, 10)
 	fmt.Fprintln(os.Stderr, "Memory to memory")
 	for _, n := range streams {
@@ -382,7 +387,11 @@ func run() error {
 			}
 		}
 	}
-	for _, verify := range []bool{false, true} {
+	for _, vs := range strings.Split(*verifyList, ",") {
+		verify, err := strconv.ParseBool(strings.TrimSpace(vs))
+		if err != nil {
+			return fmt.Errorf("-verify: %w", err)
+		}
 		v := strconv.FormatBool(verify)
 		dtn := func(path string, extra ...string) func() []string {
 			return func() []string {
@@ -394,15 +403,20 @@ func run() error {
 		if verify {
 			gverify = []string{"-verify-checksum"}
 		}
-		fmt.Fprintf(os.Stderr, "One %d-byte file, verify %v\n", *bigBytes, verify)
-		err := runCase(verify, *bigBytes, 0,
-			contender{tool: "dtnflow", name: "file-2GiB", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin")},
-			contender{tool: "dtnflow", name: "file-2GiB+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Checksum")},
-			contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh,
-				cmd: fixed(append(append([]string{"globus-url-copy", "-p", fs, "-fast"}, gverify...),
-					gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin"))...)})
-		if err != nil {
-			return err
+		if strings.Contains(*cases, "file") {
+			fmt.Fprintf(os.Stderr, "One %d-byte file, verify %v\n", *bigBytes, verify)
+			err = runCase(verify, *bigBytes, 0,
+				contender{tool: "dtnflow", name: "file-2GiB", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin")},
+				contender{tool: "dtnflow", name: "file-2GiB+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Checksum")},
+				contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh,
+					cmd: fixed(append(append([]string{"globus-url-copy", "-p", fs, "-fast"}, gverify...),
+						gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin"))...)})
+			if err != nil {
+				return err
+			}
+		}
+		if !strings.Contains(*cases, "small") {
+			continue
 		}
 		fmt.Fprintf(os.Stderr, "%d files of %d bytes, verify %v\n", *smallCount, *smallSize, verify)
 		smallBytes := int64(*smallCount) * int64(*smallSize)
