@@ -29,6 +29,21 @@ type PathProfileSpec struct {
 	// +kubebuilder:default=86400
 	// +optional
 	MaxAgeSeconds *int64 `json:"maxAgeSeconds,omitempty"`
+
+	// maxActiveJobs is the most jobs that run on the path at once (FTS3's max active
+	// per link); more wait in the Queued state, higher priority first and, at equal
+	// priority, first come first served. Lowering it stops no running job.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	MaxActiveJobs *int32 `json:"maxActiveJobs,omitempty"`
+
+	// maxBitsPerSecond is the most the path's jobs move together, in bits per second;
+	// below the path's measured capacity it is what their shares divide, and their
+	// agents pace to their shares.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxBitsPerSecond *int64 `json:"maxBitsPerSecond,omitempty"`
 }
 
 // PathProfileStatus is what was learned about the path.
@@ -62,6 +77,11 @@ type PathProfileStatus struct {
 	// +optional
 	Samples []ProbeSample `json:"samples,omitempty"`
 
+	// capacity is the path's capacity as its jobs measured it, which concurrent jobs
+	// divide between them.
+	// +optional
+	Capacity *PathCapacityStatus `json:"capacity,omitempty"`
+
 	// lastUpdateTime is when the profile last learned something.
 	// +optional
 	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
@@ -75,6 +95,36 @@ type PathProfileStatus struct {
 	ContributingJobs []string `json:"contributingJobs,omitempty"`
 }
 
+// PathCapacityStatus is what the path's jobs measured of its capacity, each figure with
+// when it was measured: it is used while the profile is fresh (spec.maxAgeSeconds).
+type PathCapacityStatus struct {
+	// plateauBitsPerSecond is the plateau of the fitted throughput curve: what the
+	// samples show the path carries.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PlateauBitsPerSecond int64 `json:"plateauBitsPerSecond,omitempty"`
+
+	// plateauTime is when the plateau was fitted.
+	// +optional
+	PlateauTime *metav1.Time `json:"plateauTime,omitempty"`
+
+	// highestAggregateBitsPerSecond is the highest rate the path's jobs reached
+	// together, in one report interval.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HighestAggregateBitsPerSecond int64 `json:"highestAggregateBitsPerSecond,omitempty"`
+
+	// highestAggregateJobs is how many jobs reached it.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	HighestAggregateJobs int32 `json:"highestAggregateJobs,omitempty"`
+
+	// highestAggregateTime is when it was measured.
+	// +optional
+	HighestAggregateTime *metav1.Time `json:"highestAggregateTime,omitempty"`
+}
+
 // PathProfile is what dtnflow learned about one source → destination path, so the
 // next job on the path starts warm.
 // +kubebuilder:object:root=true
@@ -85,6 +135,9 @@ type PathProfileStatus struct {
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model.name`
 // +kubebuilder:printcolumn:name="Streams",type=integer,JSONPath=`.status.model.optimalStreams`
 // +kubebuilder:printcolumn:name="Best bit/s",type=integer,JSONPath=`.status.bestBitsPerSecond`
+// +kubebuilder:printcolumn:name="Plateau bit/s",type=integer,JSONPath=`.status.capacity.plateauBitsPerSecond`,priority=1
+// +kubebuilder:printcolumn:name="Aggregate bit/s",type=integer,JSONPath=`.status.capacity.highestAggregateBitsPerSecond`,priority=1
+// +kubebuilder:printcolumn:name="Max jobs",type=integer,JSONPath=`.spec.maxActiveJobs`,priority=1
 // +kubebuilder:printcolumn:name="Updated",type=date,JSONPath=`.status.lastUpdateTime`
 type PathProfile struct {
 	metav1.TypeMeta `json:",inline"`

@@ -61,6 +61,16 @@ type TransferJobSpec struct {
 	// +kubebuilder:default=false
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// priorityClassName names the TransferPriorityClass whose priority the job has: its
+	// weight in the shares of the path and the sites it uses with other jobs, and its
+	// place in their queues. The class's namespaceSelector must select the job's
+	// namespace, or the job does not run. Absent: priority 1, the lowest. It may change
+	// while the job runs; the shares follow.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
 }
 
 // RelativePath is a path under an endpoint's storage root: it has no leading '/', no
@@ -290,14 +300,18 @@ const (
 	ConditionFailed = "Failed"
 	// ConditionSuspended is True while spec.suspend holds the job.
 	ConditionSuspended = "Suspended"
+	// ConditionQueued is True while the job waits for room on its path or endpoints
+	// (their maxActiveJobs) or was preempted, and False once it is admitted.
+	ConditionQueued = "Queued"
 )
 
 // TransferState is a one-word summary of a job's conditions, for `kubectl get`.
-// +kubebuilder:validation:Enum=Pending;Probing;Transferring;Suspended;Complete;Failed
+// +kubebuilder:validation:Enum=Pending;Queued;Probing;Transferring;Suspended;Complete;Failed
 type TransferState string
 
 const (
 	StatePending      TransferState = "Pending"
+	StateQueued       TransferState = "Queued"
 	StateProbing      TransferState = "Probing"
 	StateTransferring TransferState = "Transferring"
 	StateSuspended    TransferState = "Suspended"
@@ -362,10 +376,106 @@ type TransferJobStatus struct {
 	// completionTime is when the job completed or failed.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// queue says where the job waits while it is Queued; absent otherwise.
+	// +optional
+	Queue *TransferQueue `json:"queue,omitempty"`
+
+	// sharing is the job's part of what it shares with other jobs: its priority, the
+	// jobs on its path and its share of the path's capacity.
+	// +optional
+	Sharing *TransferSharing `json:"sharing,omitempty"`
+}
+
+// TransferQueue is a job's place in the queue of its path and endpoints.
+type TransferQueue struct {
+	// position is the job's place among the queued jobs it waits behind: 1 is next.
+	// Jobs of higher priority go first; of equal priority, first come first served.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Position int32 `json:"position"`
+
+	// reason says what the job waits for: PathLimit or EndpointLimit (the path's or an
+	// endpoint's maxActiveJobs is reached, or a job before it waits there), or
+	// Preempted (a job of higher priority whose class allows it took its place).
+	// +kubebuilder:validation:Enum=PathLimit;EndpointLimit;Preempted
+	// +required
+	Reason string `json:"reason"`
+
+	// message names the limit for people, for example "PathProfile a.b allows 2 jobs
+	// at once (spec.maxActiveJobs)".
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// since is when the job started waiting.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// ShareBound names what set a job's share.
+// +kubebuilder:validation:Enum=Path;SourceEndpoint;DestinationEndpoint;Demand;None
+type ShareBound string
+
+const (
+	// ShareBoundPath: the path's capacity (or its PathProfile's maxBitsPerSecond),
+	// divided between the path's jobs.
+	ShareBoundPath ShareBound = "Path"
+	// ShareBoundSourceEndpoint and ShareBoundDestinationEndpoint: an endpoint's
+	// spec.sharing.maxBitsPerSecond, divided between the jobs of every path through
+	// the site.
+	ShareBoundSourceEndpoint      ShareBound = "SourceEndpoint"
+	ShareBoundDestinationEndpoint ShareBound = "DestinationEndpoint"
+	// ShareBoundDemand: the job can use less than a share (its own maxBitsPerSecond,
+	// or what its nodes carry), and leaves the rest to the others.
+	ShareBoundDemand ShareBound = "Demand"
+	// ShareBoundNone: nothing of known capacity is shared (a path not yet measured).
+	ShareBoundNone ShareBound = "None"
+)
+
+// TransferSharing is a job's part of the path and sites it shares with other jobs.
+type TransferSharing struct {
+	// priority is the job's priority (from spec.priorityClassName; 1 without one): its
+	// weight in the shares and its place in the queues.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +required
+	Priority int32 `json:"priority"`
+
+	// jobsOnPath is the number of jobs admitted on the job's path and not suspended,
+	// this one included.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	JobsOnPath int32 `json:"jobsOnPath,omitempty"`
+
+	// pathCapacityBitsPerSecond is the path's capacity the shares divide: the larger of
+	// the plateau of the fitted curve and the highest aggregate measured, as its
+	// PathProfile and the jobs' plans know them (within the profile's
+	// spec.maxBitsPerSecond). Absent while the path is not measured.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PathCapacityBitsPerSecond int64 `json:"pathCapacityBitsPerSecond,omitempty"`
+
+	// shareBitsPerSecond is the job's share: weighted max-min fair over the path and
+	// the endpoints' rate limits. Absent when nothing of known capacity bounds it.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ShareBitsPerSecond int64 `json:"shareBitsPerSecond,omitempty"`
+
+	// boundBy is what set the share.
+	// +optional
+	BoundBy ShareBound `json:"boundBy,omitempty"`
+
+	// paced is true when the agents hold the job to its share (status.plan
+	// .shareBitsPerSecond): other jobs share what bounds it, or an admin's rate limit
+	// does. A job alone on a measured path is not held to the measurement.
+	// +optional
+	Paced bool `json:"paced,omitempty"`
 }
 
 // BindingResource names what limits a plan's predicted rate.
-// +kubebuilder:validation:Enum=Path;NIC;CPU;Disk;Nodes;UserLimit
+// +kubebuilder:validation:Enum=Path;NIC;CPU;Disk;Nodes;UserLimit;Share
 type BindingResource string
 
 const (
@@ -377,6 +487,9 @@ const (
 	// (the endpoint's maxStripesPerNode, less other jobs' stripes).
 	BindingNodes     BindingResource = "Nodes"
 	BindingUserLimit BindingResource = "UserLimit"
+	// BindingShare: the job's share of a path or site it shares with other jobs
+	// (status.sharing).
+	BindingShare BindingResource = "Share"
 )
 
 // TransferPlan is the planner's decision for a job (the OPT_B flow model of Yildirim &
@@ -446,6 +559,14 @@ type TransferPlan struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	PathBitsPerSecond int64 `json:"pathBitsPerSecond,omitempty"`
+
+	// shareBitsPerSecond is the rate the plan is sized for when the job is held to its
+	// share of a path or site it shares with other jobs (status.sharing): stripes,
+	// streams and CPU requests for that rate, and the agents pace to it. Absent when
+	// the job is not held to a share.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ShareBitsPerSecond int64 `json:"shareBitsPerSecond,omitempty"`
 
 	// model is the fitted throughput-vs-streams model of one stripe; absent in Fixed
 	// mode, which does not probe.
@@ -657,11 +778,14 @@ type Replan struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=tj,categories=dtnflow
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Queue",type=integer,JSONPath=`.status.queue.position`
 // +kubebuilder:printcolumn:name="Progress%",type=integer,JSONPath=`.status.progress.percent`
 // +kubebuilder:printcolumn:name="Rate",type=string,JSONPath=`.status.progress.rate`
 // +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.progress.eta`
 // +kubebuilder:printcolumn:name="Stripes",type=integer,JSONPath=`.status.plan.stripesPerNode`,priority=1
 // +kubebuilder:printcolumn:name="Streams",type=integer,JSONPath=`.status.plan.streamsPerStripe`,priority=1
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.status.sharing.priority`,priority=1
+// +kubebuilder:printcolumn:name="Share bit/s",type=integer,JSONPath=`.status.sharing.shareBitsPerSecond`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TransferJob struct {
 	metav1.TypeMeta `json:",inline"`

@@ -177,6 +177,9 @@ func transferJobStatusTable() validationTable {
 		"replans":       []any{replan(0)},
 		"agentFailures": 0,
 		"startTime":     someTime,
+		"queue":         object{"position": 2, "reason": "PathLimit", "message": "PathProfile a.b allows 1 job(s) at once", "since": someTime},
+		"sharing": object{"priority": 2, "jobsOnPath": 3, "pathCapacityBitsPerSecond": int64(990_000_000),
+			"shareBitsPerSecond": int64(495_000_000), "boundBy": "Path", "paced": true},
 	}
 	const p = "status.plan"
 	return validationTable{
@@ -255,6 +258,21 @@ func transferJobStatusTable() validationTable {
 			},
 			shapeCases("status.replans[0].from"),
 			shapeCases("status.replans[0].to"),
+			boundCases(p+".shareBitsPerSecond", nil, 0, nil),
+			[]validationCase{
+				required("status.queue.position", nil), required("status.queue.reason", nil),
+				int32Overflow("status.queue.position", nil),
+				notIn("status.queue.reason", "Bored"),
+				tooLong("status.queue.message", 1024),
+				dateTime("status.queue.since"),
+				required("status.sharing.priority", nil),
+				notIn("status.sharing.boundBy", "Luck"),
+			},
+			boundCases("status.queue.position", nil, 1, nil),
+			boundCases("status.sharing.priority", nil, 1, upTo(1000)),
+			boundCases("status.sharing.jobsOnPath", nil, 0, upTo(100000)),
+			boundCases("status.sharing.pathCapacityBitsPerSecond", nil, 0, nil),
+			boundCases("status.sharing.shareBitsPerSecond", nil, 0, nil),
 		),
 		accepted: []acceptedCase{
 			{"every list at its longest", func(o object) {
@@ -328,6 +346,8 @@ func pathProfileStatusTable() validationTable {
 		"samples":          []any{validProbeSample()},
 		"lastUpdateTime":   someTime,
 		"contributingJobs": []any{job(0)},
+		"capacity": object{"plateauBitsPerSecond": int64(990_000_000), "plateauTime": someTime,
+			"highestAggregateBitsPerSecond": int64(970_000_000), "highestAggregateJobs": 4, "highestAggregateTime": someTime},
 	}
 	return validationTable{
 		kind: "PathProfile",
@@ -351,7 +371,12 @@ func pathProfileStatusTable() validationTable {
 				{name: "contributing job longer than namespace/name", mutate: func(o object) {
 					set(o, "status.contributingJobs", []any{dnsName(63) + "/" + dnsName(254)})
 				}, check: "maxLength", field: "status.contributingJobs[0]", want: "may not be more than 317 bytes"},
+				dateTime("status.capacity.plateauTime"),
+				dateTime("status.capacity.highestAggregateTime"),
 			},
+			boundCases("status.capacity.plateauBitsPerSecond", nil, 0, nil),
+			boundCases("status.capacity.highestAggregateBitsPerSecond", nil, 0, nil),
+			boundCases("status.capacity.highestAggregateJobs", nil, 0, upTo(100000)),
 		),
 		accepted: []acceptedCase{
 			{"16 contributing jobs of the longest names", func(o object) {

@@ -199,6 +199,12 @@ func transferJobCreateTable() validationTable {
 			},
 			boundCases("spec.backoffLimit", nil, 0, upTo(1000)),
 			boundCases("spec.ttlSecondsAfterFinished", nil, 0, nil),
+			[]validationCase{
+				{name: "priorityClassName longer than a name", mutate: func(o object) { set(o, "spec.priorityClassName", dnsName(254)) },
+					check: "maxLength", field: "spec.priorityClassName", want: "may not be more than 253 bytes"},
+				{name: "priorityClassName not a DNS name", mutate: func(o object) { set(o, "spec.priorityClassName", "Express_Lane") },
+					check: "pattern", field: "spec.priorityClassName", want: dnsPattern},
+			},
 		),
 		accepted: []acceptedCase{
 			{"name of 253 characters", func(o object) { set(o, "metadata.name", dnsName(253)) }},
@@ -228,6 +234,7 @@ func transferJobCreateTable() validationTable {
 				set(o, "spec.backoffLimit", 1000)
 				set(o, "spec.ttlSecondsAfterFinished", int64(1)<<31-1)
 			}},
+			{"priorityClassName of 253 characters", func(o object) { set(o, "spec.priorityClassName", dnsName(253)) }},
 		},
 	}
 }
@@ -256,6 +263,7 @@ func transferJobUpdateTable() validationTable {
 			{"backoffLimit", func(o object) { set(o, "spec.backoffLimit", 2) }},
 			{"ttlSecondsAfterFinished", func(o object) { set(o, "spec.ttlSecondsAfterFinished", 60) }},
 			{"overwrite", func(o object) { set(o, "spec.overwrite", "Always") }},
+			{"priorityClassName", func(o object) { set(o, "spec.priorityClassName", "express") }},
 		},
 	}
 }
@@ -303,6 +311,8 @@ func transferEndpointCreateTable() validationTable {
 					check: "pattern", field: "spec.cpuBudgetPerNode", want: "should match"},
 			},
 			boundCases("spec.maxStripesPerNode", nil, 1, upTo(64)),
+			boundCases("spec.sharing.maxActiveJobs", nil, 1, upTo(10000)),
+			boundCases("spec.sharing.maxBitsPerSecond", nil, 1, nil),
 			[]validationCase{
 				required("spec.namespaceSelector", nil),
 				{name: "namespaceSelector of 65 matchLabels", mutate: func(o object) {
@@ -355,6 +365,9 @@ func transferEndpointCreateTable() validationTable {
 			{"externalAddress of 255 characters at port 65535", func(o object) { set(o, "spec.externalAddress", dnsName(249)+":65535") }},
 			{"externalAddress of an IPv6 host at port 1", func(o object) { set(o, "spec.externalAddress", "[fd00::1]:1") }},
 			{"maxStripesPerNode at 64", func(o object) { set(o, "spec.maxStripesPerNode", 64) }},
+			{"sharing at its limits", func(o object) {
+				set(o, "spec.sharing", object{"maxActiveJobs": 10000, "maxBitsPerSecond": int64(1) << 62})
+			}},
 		},
 	}
 }
@@ -379,6 +392,8 @@ func pathProfileCreateTable() validationTable {
 			endpointNameCases("spec.sourceEndpoint"),
 			endpointNameCases("spec.destinationEndpoint"),
 			boundCases("spec.maxAgeSeconds", nil, 0, nil),
+			boundCases("spec.maxActiveJobs", nil, 1, upTo(10000)),
+			boundCases("spec.maxBitsPerSecond", nil, 1, nil),
 		),
 		accepted: []acceptedCase{
 			{"name of 253 characters", func(o object) { set(o, "metadata.name", dnsName(253)) }},
@@ -403,8 +418,67 @@ func pathProfileUpdateTable() validationTable {
 		},
 		accepted: []acceptedCase{
 			{"maxAgeSeconds", func(o object) { set(o, "spec.maxAgeSeconds", 600) }},
+			{"maxActiveJobs and maxBitsPerSecond", func(o object) {
+				set(o, "spec.maxActiveJobs", 1)
+				set(o, "spec.maxBitsPerSecond", int64(1))
+			}},
 		},
 	}
+}
+
+func validPriorityClass(name string) object {
+	return object{
+		"apiVersion": "dtnflow.io/v1alpha1",
+		"kind":       "TransferPriorityClass",
+		"metadata":   object{"name": name},
+		"spec":       object{"priority": int64(2), "namespaceSelector": object{}},
+	}
+}
+
+func transferPriorityClassCreateTable() validationTable {
+	expression := func(o object) {
+		set(o, "spec.namespaceSelector", object{"matchExpressions": []any{object{"key": "tier", "operator": "In", "values": []any{"express"}}}})
+	}
+	return validationTable{
+		kind: "TransferPriorityClass",
+		op:   opCreate,
+		base: func() object { return validPriorityClass("express-v") },
+		refused: concat(
+			metadataNameCases(),
+			[]validationCase{
+				required("spec", nil),
+				required("spec.priority", nil),
+			},
+			boundCases("spec.priority", nil, 1, upTo(1000)),
+			[]validationCase{
+				required("spec.namespaceSelector", nil),
+				{name: "namespaceSelector of 65 matchLabels", mutate: func(o object) {
+					set(o, "spec.namespaceSelector", object{"matchLabels": mapOf(65, func(i int) (string, any) { return fmt.Sprintf("l%02d", i), "x" })})
+				}, check: "rule", field: "spec.namespaceSelector.matchLabels", want: "spec.namespaceSelector.matchLabels must have at most 64 entries"},
+				{name: "namespaceSelector of 17 matchExpressions", mutate: func(o object) {
+					set(o, "spec.namespaceSelector", object{"matchExpressions": listOf(17, func(i int) any {
+						return object{"key": fmt.Sprintf("l%02d", i), "operator": "Exists"}
+					})})
+				}, check: "rule", field: "spec.namespaceSelector.matchExpressions", want: "spec.namespaceSelector.matchExpressions must have at most 16 items"},
+				required("spec.namespaceSelector.matchExpressions[0].key", expression),
+				required("spec.namespaceSelector.matchExpressions[0].operator", expression),
+				notIn("spec.preemption", "Always"),
+				tooLong("spec.description", 1024),
+			},
+		),
+		accepted: []acceptedCase{
+			{"name of 253 characters", func(o object) { set(o, "metadata.name", dnsName(253)) }},
+			{"priority 1000 that preempts, with the longest description", func(o object) {
+				set(o, "spec.priority", 1000)
+				set(o, "spec.preemption", "LowerPriority")
+				set(o, "spec.description", strings.Repeat("d", 1024))
+			}},
+		},
+	}
+}
+
+func TestTransferPriorityClassValidation(t *testing.T) {
+	t.Run("create", func(t *testing.T) { runValidationTable(t, transferPriorityClassCreateTable()) })
 }
 
 func TestTransferJobValidation(t *testing.T) {
@@ -431,5 +505,6 @@ func allTables() []validationTable {
 		transferJobCreateTable(), transferJobUpdateTable(), transferJobStatusTable(),
 		transferEndpointCreateTable(), transferEndpointStatusTable(),
 		pathProfileCreateTable(), pathProfileUpdateTable(), pathProfileStatusTable(),
+		transferPriorityClassCreateTable(),
 	}
 }
