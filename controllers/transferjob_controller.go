@@ -40,6 +40,9 @@ type TransferJobReconciler struct {
 	exp     *expectations
 	ports   *portAllocator
 	rescale rescaleMemory
+	// sharing serializes passes and remembers what they decided for the jobs that
+	// share paths and endpoints (sharing.go).
+	sharing *sharingLedger
 	// authReady holds the UIDs of jobs whose secret and coordinator RBAC were created.
 	authReady sync.Map
 }
@@ -48,6 +51,7 @@ type TransferJobReconciler struct {
 func (r *TransferJobReconciler) forget(uid types.UID) {
 	r.exp.Forget(uid)
 	r.rescale.forget(uid)
+	r.sharing.forget(uid)
 	r.authReady.Delete(uid)
 }
 
@@ -70,11 +74,13 @@ func (r *TransferJobReconciler) setDefaults() {
 	r.exp = newExpectations(r.Clock)
 	r.ports = newPortAllocator(r.Clock)
 	r.rescale = rescaleMemory{states: map[types.UID]any{}}
+	r.sharing = newSharingLedger()
 }
 
 // +kubebuilder:rbac:groups=dtnflow.io,resources=transferjobs,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=dtnflow.io,resources=transferjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=dtnflow.io,resources=transferendpoints,verbs=get;list;watch
+// +kubebuilder:rbac:groups=dtnflow.io,resources=transferpriorityclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=dtnflow.io,resources=pathprofiles,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=dtnflow.io,resources=pathprofiles/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
@@ -103,13 +109,18 @@ func (r *TransferJobReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// The controller's logger already carries the job (as "TransferJob", klog.KObj).
 	log := ctrl.LoggerFrom(ctx)
 
+	// One pass at a time decides what jobs share, through to its status write.
+	r.sharing.pass.Lock()
 	p := newPass(&job, r.Clock.Now())
 	err := r.reconcile(ctx, p)
 	if err == nil {
 		p.st.ObservedGeneration = job.Generation
 	}
 	p.st.State = stateOf(p.st.Conditions)
-	if werr := r.writeStatus(ctx, &job, p.st); werr != nil {
+	r.sharing.record(job.UID, p.st)
+	werr := r.writeStatus(ctx, &job, p.st)
+	r.sharing.pass.Unlock()
+	if werr != nil {
 		return ctrl.Result{}, errors.Join(err, werr)
 	}
 	r.recordEvents(&job, p)
@@ -185,6 +196,9 @@ type pass struct {
 	st  *dtnflowv1alpha1.TransferJobStatus
 	now metav1.Time
 	obs *observed
+	// share is the job's place among the jobs it shares paths and endpoints with, once
+	// the pass has admitted it.
+	share *shareView
 
 	events        []jobEvent
 	replanReasons []string

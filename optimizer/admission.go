@@ -48,7 +48,10 @@ type Admission struct {
 // with it may go ahead. A waiting job that Preempts takes, on each full link, the
 // slots of running jobs of the lowest priority below its own (the one started last
 // among equals) until it fits; if some full link has not enough of them, nobody is
-// preempted and it waits. The answer is in the order of cands.
+// preempted and it waits. A running job that Preempts does the same on a link over
+// its limit — that is how the job it took the place of learns it, once the preemptor
+// runs — while running jobs over a limit with no such job among them keep their
+// slots. The answer is in the order of cands.
 func Admit(maxActive map[string]int, cands []AdmissionCandidate) []Admission {
 	out := make([]Admission, len(cands))
 	for i, c := range cands {
@@ -72,8 +75,44 @@ func Admit(maxActive map[string]int, cands []AdmissionCandidate) []Admission {
 	}
 	sort.SliceStable(order, func(a, b int) bool { return queuedBefore(cands[order[a]], cands[order[b]]) })
 
-	reserved := map[string]bool{} // links a job earlier in the order waits for
 	var queued []int
+	preempt := func(by int, victims map[int]string) {
+		for v, link := range victims {
+			out[v].Admitted, out[v].PreemptedBy, out[v].WaitingFor = false, cands[by].ID, link
+			for _, l := range uniqueLinks(cands[v].Links) {
+				holders[l] = without(holders[l], v)
+			}
+			queued = append(queued, v)
+		}
+	}
+	// running preemptors, highest priority first, bring the links they hold back to
+	// their limits
+	var running []int
+	for i, c := range cands {
+		if c.Running && c.Preempts {
+			running = append(running, i)
+		}
+	}
+	sort.SliceStable(running, func(a, b int) bool { return queuedBefore(cands[running[a]], cands[running[b]]) })
+	for _, i := range running {
+		if !out[i].Admitted {
+			continue // preempted by a preemptor of higher priority
+		}
+		var over []string
+		for _, l := range uniqueLinks(cands[i].Links) {
+			if maxActive[l] >= 1 && len(holders[l]) > maxActive[l] {
+				over = append(over, l)
+			}
+		}
+		if len(over) == 0 {
+			continue
+		}
+		if victims, ok := preemptionVictims(cands, holders, maxActive, over, cands[i].Priority, 0); ok {
+			preempt(i, victims)
+		}
+	}
+
+	reserved := map[string]bool{} // links a job earlier in the order waits for
 	for _, i := range order {
 		c := cands[i]
 		links := uniqueLinks(c.Links)
@@ -88,14 +127,8 @@ func Admit(maxActive map[string]int, cands []AdmissionCandidate) []Admission {
 		}
 		admit := len(full) == 0 && len(blocked) == 0
 		if !admit && len(blocked) == 0 && c.Preempts {
-			if victims, ok := preemptionVictims(cands, holders, maxActive, full, c.Priority); ok {
-				for v, link := range victims {
-					out[v].Admitted, out[v].PreemptedBy, out[v].WaitingFor = false, c.ID, link
-					for _, l := range uniqueLinks(cands[v].Links) {
-						holders[l] = without(holders[l], v)
-					}
-					queued = append(queued, v)
-				}
+			if victims, ok := preemptionVictims(cands, holders, maxActive, full, c.Priority, 1); ok {
+				preempt(i, victims)
 				admit = true
 			}
 		}
@@ -142,10 +175,10 @@ func queuedBefore(a, b AdmissionCandidate) bool {
 }
 
 // preemptionVictims picks, on each full link, holders of the lowest priority below
-// prio (the latest created among equals) until the link has room for one more; a
+// prio (the latest created among equals) until the link has room for need more; a
 // victim frees every link it holds. It returns each victim with the link it was
 // picked for; ok is false when some full link cannot be freed so.
-func preemptionVictims(cands []AdmissionCandidate, holders map[string][]int, maxActive map[string]int, full []string, prio int) (map[int]string, bool) {
+func preemptionVictims(cands []AdmissionCandidate, holders map[string][]int, maxActive map[string]int, full []string, prio, need int) (map[int]string, bool) {
 	victims := map[int]string{}
 	for _, l := range full {
 		for {
@@ -155,7 +188,7 @@ func preemptionVictims(cands []AdmissionCandidate, holders map[string][]int, max
 					left++
 				}
 			}
-			if left < maxActive[l] {
+			if left+need <= maxActive[l] {
 				break
 			}
 			best := -1

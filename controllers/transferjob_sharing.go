@@ -1,0 +1,202 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+)
+
+// The steps of a pass that deal with other jobs (sharing.go has the view they act on):
+// admission or the queue, the share a plan is made for and re-plans that follow it,
+// one prober per cold path, and what the path's PathProfile learns of its capacity.
+
+// admit computes the job's sharing view and either admits the job (it goes on with
+// the pass) or queues it: a Queued condition, its place in status.queue, and no pods.
+// It reports whether the pass goes on.
+func (r *TransferJobReconciler) admit(ctx context.Context, p *pass) (bool, error) {
+	view, prob, err := r.shareViewFor(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	if prob != nil {
+		return false, r.reconcileBlocked(ctx, p, prob)
+	}
+	p.share = view
+	p.st.Sharing = sharingStatus(view)
+	for i := range p.obs.endpoints.SourceNodes {
+		n := &p.obs.endpoints.SourceNodes[i]
+		n.OthersBitsPerSecond, n.OthersMillicores = view.loads[n.Name].bitsPerSecond, view.loads[n.Name].millicores
+	}
+	for i := range p.obs.endpoints.DestinationNodes {
+		n := &p.obs.endpoints.DestinationNodes[i]
+		n.OthersBitsPerSecond, n.OthersMillicores = view.loads[n.Name].bitsPerSecond, view.loads[n.Name].millicores
+	}
+	if view.admission.Admitted {
+		if c := meta.FindStatusCondition(p.st.Conditions, dtnflowv1alpha1.ConditionQueued); c != nil && c.Status == metav1.ConditionTrue {
+			p.event(corev1.EventTypeNormal, ReasonAdmitted, "Admit", fmt.Sprintf("Admitted after waiting since %s", c.LastTransitionTime.UTC().Format("15:04:05")))
+		}
+		p.condition(dtnflowv1alpha1.ConditionQueued, metav1.ConditionFalse, ReasonAdmitted,
+			fmt.Sprintf("admitted with priority %d; %d job(s) on the path", view.priority, view.jobsOnPath))
+		p.st.Queue = nil
+		return true, nil
+	}
+	return false, r.reconcileQueued(ctx, p)
+}
+
+// reconcileQueued keeps a job that is not admitted waiting: its place and reason in
+// status, and no pods (a job preempted while running has its agents stopped; its
+// receivers' journals keep what was verified, so it resumes from there).
+func (r *TransferJobReconciler) reconcileQueued(ctx context.Context, p *pass) error {
+	a := p.share.admission
+	reason := queueReason(a)
+	prev := meta.FindStatusCondition(p.st.Conditions, dtnflowv1alpha1.ConditionQueued)
+	if prev != nil && prev.Status == metav1.ConditionTrue && prev.Reason == ReasonPreempted {
+		reason = ReasonPreempted // it waits because it was preempted, until it runs again
+	}
+	if prev == nil || prev.Status != metav1.ConditionTrue || prev.Reason != reason {
+		p.event(corev1.EventTypeNormal, reason, "Queue", p.share.waitMessage)
+	}
+	p.condition(dtnflowv1alpha1.ConditionQueued, metav1.ConditionTrue, reason, p.share.waitMessage)
+	since := p.now
+	if p.st.Queue != nil && p.st.Queue.Since != nil {
+		since = *p.st.Queue.Since
+	}
+	p.st.Queue = &dtnflowv1alpha1.TransferQueue{Position: int32(min(a.Position, math.MaxInt32)), Reason: reason,
+		Message: truncateMessage(p.share.waitMessage), Since: &since}
+	p.clear(dtnflowv1alpha1.ConditionProbing, reason, "the job is queued")
+	p.clear(dtnflowv1alpha1.ConditionTransferring, reason, "the job is queued")
+	p.st.Stripes = nil
+	if p.st.Progress != nil {
+		p.st.Progress = progressFrom(p.st.Progress, nil, p.st.StartTime, p.now.Time)
+	}
+	if pods := p.obs.agentPods(); len(pods) > 0 {
+		return r.deleteAgents(ctx, p, pods, reason)
+	}
+	return nil
+}
+
+// sharingStatus is status.sharing from the view.
+func sharingStatus(v *shareView) *dtnflowv1alpha1.TransferSharing {
+	s := &dtnflowv1alpha1.TransferSharing{Priority: v.priority, JobsOnPath: int32(min(v.jobsOnPath, 100000)),
+		PathCapacityBitsPerSecond: roundRate(v.capacity), BoundBy: v.boundBy, Paced: v.share.Paced}
+	if !math.IsInf(v.share.BitsPerSecond, 0) {
+		s.ShareBitsPerSecond = roundRate(v.share.BitsPerSecond)
+	}
+	return s
+}
+
+func roundRate(x float64) int64 {
+	if math.IsNaN(x) || x <= 0 {
+		return 0
+	}
+	return int64(math.Min(math.Round(x), math.MaxInt64))
+}
+
+// waitForPathProbe keeps a job whose path is cold from probing while another job of
+// the path probes it (or is elected to): the job holds no pods, says whom it waits
+// for, and plans from the profile the prober teaches once it has planned. It reports
+// whether the job waits.
+func (r *TransferJobReconciler) waitForPathProbe(ctx context.Context, p *pass) (bool, error) {
+	v := p.share
+	self := p.job.Namespace + "/" + p.job.Name
+	if v == nil || v.prober == "" || v.prober == self {
+		return false, nil
+	}
+	msg := fmt.Sprintf("%s probes the path; this job plans from what it learns, without a probe of its own", v.prober)
+	if c := meta.FindStatusCondition(p.st.Conditions, dtnflowv1alpha1.ConditionProbing); c == nil || c.Reason != ReasonWaitingForPathProbe {
+		p.event(corev1.EventTypeNormal, ReasonWaitingForPathProbe, "Probe", msg)
+	}
+	p.condition(dtnflowv1alpha1.ConditionProbing, metav1.ConditionFalse, ReasonWaitingForPathProbe, msg)
+	p.condition(dtnflowv1alpha1.ConditionPlanned, metav1.ConditionFalse, ReasonWaitingForPathProbe, msg)
+	if pods := p.obs.agentPods(); len(pods) > 0 {
+		return true, r.deleteAgents(ctx, p, pods, ReasonWaitingForPathProbe)
+	}
+	return true, nil
+}
+
+// learnFromProbe records a probe's findings in the path's PathProfile as soon as the
+// job has planned from them, so that the path's other jobs plan from the profile
+// instead of probing the path again.
+func (r *TransferJobReconciler) learnFromProbe(ctx context.Context, p *pass) {
+	if len(p.st.Samples) == 0 || p.st.Plan == nil || p.st.Plan.Model == nil {
+		return
+	}
+	if err := r.learn(ctx, p); err != nil {
+		logf.FromContext(ctx).Error(err, "Could not update the PathProfile from the probe", "pathProfile", PathProfileNameFor(p.job))
+		p.event(corev1.EventTypeWarning, "PathProfileNotUpdated", "Learn", err.Error())
+	}
+}
+
+// followShare re-plans a running job whose share moved by more than shareTolerance (or
+// that starts or stops being held to one): OPT_B for the new share in Auto mode; the
+// same shape paced to the new share in Fixed mode. The change is a recorded Replan
+// whose reason says whether jobs arrived on the path or left it.
+func (r *TransferJobReconciler) followShare(p *pass) {
+	want, have := p.share.planShare(), p.st.Plan.ShareBitsPerSecond
+	if !shareMoved(have, want) {
+		return
+	}
+	reason := ReasonShareChanged
+	if prev := p.job.Status.Sharing; prev != nil && p.st.Sharing != nil {
+		switch {
+		case p.st.Sharing.JobsOnPath > prev.JobsOnPath:
+			reason = ReasonPathJobArrived
+		case p.st.Sharing.JobsOnPath < prev.JobsOnPath:
+			reason = ReasonPathJobLeft
+		}
+	}
+	msg := describeShare(p.st.Sharing, want)
+	if p.job.Spec.Tuning.Mode == dtnflowv1alpha1.TuningFixed {
+		next := p.st.Plan.DeepCopy()
+		next.ShareBitsPerSecond = want
+		stampPlanHash(next, p.job)
+		p.replan(next, reason, msg+"; spec.tuning.mode is Fixed: the shape stays, the agents pace to the share")
+		return
+	}
+	req := r.planRequest(p, nil)
+	next, err := r.Planner.Plan(req)
+	if err != nil {
+		p.event(corev1.EventTypeWarning, ReasonPlanFailed, "Plan", fmt.Sprintf("%s, but no plan fits it: %v; the current plan goes on", msg, err))
+		return
+	}
+	stampPlanHash(&next, p.job)
+	p.replan(&next, reason, msg+"; "+describePlan(&next))
+	r.rescale.forget(p.job.UID)
+}
+
+// shareMoved says whether a plan made for share have should be made again for want.
+func shareMoved(have, want int64) bool {
+	if have == want {
+		return false
+	}
+	if have == 0 || want == 0 {
+		return true
+	}
+	return math.Abs(float64(want-have)) > shareTolerance*float64(have)
+}
+
+// describeShare writes a job's share for people.
+func describeShare(s *dtnflowv1alpha1.TransferSharing, want int64) string {
+	if s == nil {
+		return "share changed"
+	}
+	jobs := fmt.Sprintf("%d job(s) on the path", s.JobsOnPath)
+	if want == 0 {
+		return fmt.Sprintf("%s: not held to a share (nobody else shares what bounds it); the path carries %s", jobs, formatRate(s.PathCapacityBitsPerSecond))
+	}
+	return fmt.Sprintf("%s: share %s of the path's %s at priority %d, bound by %s", jobs, formatRate(want), formatRate(s.PathCapacityBitsPerSecond), s.Priority, s.BoundBy)
+}
+
+func truncateMessage(s string) string {
+	if len(s) > 1024 {
+		return s[:1021] + "..."
+	}
+	return s
+}
