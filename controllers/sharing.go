@@ -62,15 +62,34 @@ type sharingLedger struct {
 
 	mu      sync.Mutex
 	decided map[types.UID]*dtnflowv1alpha1.TransferJobStatus
+	// plannedWith is how many jobs were on the path when a job's plan was last made
+	// for its share, so that a re-plan says whether jobs arrived or left since (the
+	// status's count moves on while a re-plan waits for its interval). Lost on a
+	// restart, when the status's count stands in.
+	plannedWith map[types.UID]int32
 }
 
 func newSharingLedger() *sharingLedger {
-	return &sharingLedger{decided: map[types.UID]*dtnflowv1alpha1.TransferJobStatus{}}
+	return &sharingLedger{decided: map[types.UID]*dtnflowv1alpha1.TransferJobStatus{}, plannedWith: map[types.UID]int32{}}
+}
+
+func (l *sharingLedger) setPlannedWith(uid types.UID, jobs int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.plannedWith[uid] = jobs
+}
+
+func (l *sharingLedger) getPlannedWith(uid types.UID) (int32, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.plannedWith[uid]
+	return n, ok
 }
 
 // record keeps the status a pass decided for a job.
 func (l *sharingLedger) record(uid types.UID, st *dtnflowv1alpha1.TransferJobStatus) {
-	keep := &dtnflowv1alpha1.TransferJobStatus{Conditions: st.Conditions, Plan: st.Plan, Sharing: st.Sharing, Queue: st.Queue, StartTime: st.StartTime}
+	keep := &dtnflowv1alpha1.TransferJobStatus{Conditions: st.Conditions, Plan: st.Plan, Sharing: st.Sharing, Queue: st.Queue, StartTime: st.StartTime,
+		Progress: st.Progress}
 	keep = keep.DeepCopy()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -81,6 +100,7 @@ func (l *sharingLedger) forget(uid types.UID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.decided, uid)
+	delete(l.plannedWith, uid)
 }
 
 // statusOf is a job's status as this manager last decided it, else as cached.
@@ -110,6 +130,10 @@ type shareView struct {
 	prober string
 	// loads are what other jobs' plans hold of each node.
 	loads map[string]nodeLoad
+	// othersOnPath is the rate the path's other running jobs measured in their latest
+	// reports (those within two report intervals), and othersReporting how many did.
+	othersOnPath    int64
+	othersReporting int
 }
 
 // planShare is the rate the job's plan is held to: its share when paced, else 0.
@@ -367,12 +391,18 @@ func (r *TransferJobReconciler) shareViewFor(ctx context.Context, p *pass) (*sha
 		v.prober = waiting[0].key
 	}
 
-	// what the other admitted jobs' plans hold of each node
+	// what the other admitted jobs' plans hold of each node, and what the path's
+	// others measured lately
 	for m := range admitted {
 		if m == me || m.st.Plan == nil {
 			continue
 		}
 		addPlanLoad(v.loads, m.st.Plan)
+		if pr := m.st.Progress; m.path == me.path && pr != nil && pr.LastUpdateTime != nil && pr.CurrentBitsPerSecond > 0 &&
+			p.now.Sub(pr.LastUpdateTime.Time) <= 2*r.ReportInterval {
+			v.othersOnPath += pr.CurrentBitsPerSecond
+			v.othersReporting++
+		}
 	}
 	return v, nil, nil
 }

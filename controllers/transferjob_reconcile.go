@@ -355,6 +355,7 @@ func (r *TransferJobReconciler) run(ctx context.Context, p *pass) error {
 	} else {
 		p.bytesMoved = p.st.Progress.BytesDone
 	}
+	r.learnAggregate(ctx, p)
 	reason := ReasonStartingAgents
 	if rep != nil && rep.Phase == contract.PhaseTransferring {
 		reason = ReasonTransferring

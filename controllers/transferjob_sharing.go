@@ -4,13 +4,18 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/controllers/planning"
 )
 
 // The steps of a pass that deal with other jobs (sharing.go has the view they act on):
@@ -37,6 +42,10 @@ func (r *TransferJobReconciler) admit(ctx context.Context, p *pass) (bool, error
 	for i := range p.obs.endpoints.DestinationNodes {
 		n := &p.obs.endpoints.DestinationNodes[i]
 		n.OthersBitsPerSecond, n.OthersMillicores = view.loads[n.Name].bitsPerSecond, view.loads[n.Name].millicores
+	}
+	if p.st.Plan == nil {
+		// the first plan will be made for this many jobs on the path
+		r.sharing.setPlannedWith(p.job.UID, int32(view.jobsOnPath))
 	}
 	if view.admission.Admitted {
 		if c := meta.FindStatusCondition(p.st.Conditions, dtnflowv1alpha1.ConditionQueued); c != nil && c.Status == metav1.ConditionTrue {
@@ -137,20 +146,34 @@ func (r *TransferJobReconciler) learnFromProbe(ctx context.Context, p *pass) {
 // followShare re-plans a running job whose share moved by more than shareTolerance (or
 // that starts or stops being held to one): OPT_B for the new share in Auto mode; the
 // same shape paced to the new share in Fixed mode. The change is a recorded Replan
-// whose reason says whether jobs arrived on the path or left it.
+// whose reason says whether jobs arrived on the path or left it. A job re-plans for its
+// share at most once per report interval: the first change is followed at once, and
+// while jobs keep arriving or leaving (a burst of hundreds created together) the
+// later ones are taken together an interval later, not each on its own.
 func (r *TransferJobReconciler) followShare(p *pass) {
 	want, have := p.share.planShare(), p.st.Plan.ShareBitsPerSecond
 	if !shareMoved(have, want) {
 		return
 	}
+	if last := lastShareReplan(p.st.Replans); last != nil {
+		if wait := last.Time.Add(r.ReportInterval).Sub(p.now.Time); wait > 0 {
+			p.requeue(wait)
+			return
+		}
+	}
 	reason := ReasonShareChanged
-	if prev := p.job.Status.Sharing; prev != nil && p.st.Sharing != nil {
+	before, known := r.sharing.getPlannedWith(p.job.UID)
+	if prev := p.job.Status.Sharing; !known && prev != nil {
+		before, known = prev.JobsOnPath, true
+	}
+	if now := p.st.Sharing; known && now != nil {
 		switch {
-		case p.st.Sharing.JobsOnPath > prev.JobsOnPath:
+		case now.JobsOnPath > before:
 			reason = ReasonPathJobArrived
-		case p.st.Sharing.JobsOnPath < prev.JobsOnPath:
+		case now.JobsOnPath < before:
 			reason = ReasonPathJobLeft
 		}
+		r.sharing.setPlannedWith(p.job.UID, now.JobsOnPath)
 	}
 	msg := describeShare(p.st.Sharing, want)
 	if p.job.Spec.Tuning.Mode == dtnflowv1alpha1.TuningFixed {
@@ -169,6 +192,17 @@ func (r *TransferJobReconciler) followShare(p *pass) {
 	stampPlanHash(&next, p.job)
 	p.replan(&next, reason, msg+"; "+describePlan(&next))
 	r.rescale.forget(p.job.UID)
+}
+
+// lastShareReplan is the latest re-plan that followed a share, nil when none did.
+func lastShareReplan(replans []dtnflowv1alpha1.Replan) *dtnflowv1alpha1.Replan {
+	for i := len(replans) - 1; i >= 0; i-- {
+		switch replans[i].Reason {
+		case ReasonPathJobArrived, ReasonPathJobLeft, ReasonShareChanged:
+			return &replans[i]
+		}
+	}
+	return nil
 }
 
 // shareMoved says whether a plan made for share have should be made again for want.
@@ -199,4 +233,53 @@ func truncateMessage(s string) string {
 		return s[:1021] + "..."
 	}
 	return s
+}
+
+// aggregateGain is how far the path's jobs must go above the highest aggregate the
+// PathProfile holds before it is written again (a write per report of every job on a
+// busy path would be most of the manager's writes).
+const aggregateGain = 0.02
+
+// learnAggregate records in the path's PathProfile the rate the path's jobs reach
+// together when it is the highest measured (by aggregateGain), or the one recorded is
+// no longer fresh: it is part of the capacity the path's shares divide.
+func (r *TransferJobReconciler) learnAggregate(ctx context.Context, p *pass) {
+	pp, prog := p.obs.profile, p.st.Progress
+	if !p.newReport || pp == nil || prog == nil || prog.CurrentBitsPerSecond <= 0 || p.share == nil {
+		return
+	}
+	agg := prog.CurrentBitsPerSecond + p.share.othersOnPath
+	jobs := int32(1 + p.share.othersReporting)
+	c := pp.Status.Capacity
+	maxAge := planning.DefaultProfileMaxAge
+	if pp.Spec.MaxAgeSeconds != nil {
+		maxAge = time.Duration(*pp.Spec.MaxAgeSeconds) * time.Second
+	}
+	fresh := c != nil && c.HighestAggregateTime != nil && !p.now.After(c.HighestAggregateTime.Add(maxAge))
+	if fresh && float64(agg) <= float64(c.HighestAggregateBitsPerSecond)*(1+aggregateGain) {
+		return
+	}
+	profile := pp.DeepCopy()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		patch := client.MergeFromWithOptions(profile.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if profile.Status.Capacity == nil {
+			profile.Status.Capacity = &dtnflowv1alpha1.PathCapacityStatus{}
+		}
+		pc := profile.Status.Capacity
+		if pc.HighestAggregateTime != nil && !p.now.After(pc.HighestAggregateTime.Add(maxAge)) && agg <= pc.HighestAggregateBitsPerSecond {
+			return nil // another job of the path wrote a higher one meanwhile
+		}
+		now := p.now
+		pc.HighestAggregateBitsPerSecond, pc.HighestAggregateJobs, pc.HighestAggregateTime = agg, jobs, &now
+		err := r.Client.Status().Patch(ctx, profile, patch)
+		if apierrors.IsConflict(err) {
+			if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(profile), profile); gerr != nil {
+				return gerr
+			}
+		}
+		return err
+	})
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "Could not record the path's aggregate rate", "pathProfile", pp.Name)
+	}
 }

@@ -169,8 +169,10 @@ func updateEndpoint(t *testing.T, name string, change func(*dtnflowv1alpha1.Tran
 // TestSharesFollowArrivalsAndDepartures: a job alone on a measured path is planned for
 // all of it and not paced; a second job of twice its priority arrives and both are
 // planned for their shares, 1:2 of the path's capacity, the first re-planned with
-// reason PathJobArrived — at once, with no report interval passing on the clock; when
-// the second completes, the first is re-planned for the whole path (PathJobLeft).
+// reason PathJobArrived — at once, with no report interval passing on the clock; a
+// third arriving an instant later is taken in an interval later (one share re-plan
+// per interval); when the others complete, the first is re-planned for the whole
+// path (PathJobLeft).
 func TestSharesFollowArrivalsAndDepartures(t *testing.T) {
 	clk := newClock()
 	startManager(t, clk, managerOptions{})
@@ -226,8 +228,30 @@ func TestSharesFollowArrivalsAndDepartures(t *testing.T) {
 		}
 	})
 
+	// a third job an instant later: the first re-planned for the second just now, so
+	// it takes the third in an interval later, not at once
+	three := createJob(t, ns, "three", jobSpec(src, dst))
+	startTransfer(t, three)
+	consistently(t, func(g Gomega) {
+		g.Expect(planOf(g, getJob(g, one)).ShareBitsPerSecond).To(BeNumerically("~", third, 2))
+	})
+	clk.Step(reportInterval)
+	reportMoving(t, clk, one)
+	eventually(t, func(g Gomega) {
+		j := getJob(g, one)
+		g.Expect(planOf(g, j).ShareBitsPerSecond).To(BeNumerically("~", capacity/4, 2))
+		g.Expect(j.Status.Replans[len(j.Status.Replans)-1].Reason).To(Equal(controllers.ReasonPathJobArrived))
+		g.Expect(planOf(g, getJob(g, three)).ShareBitsPerSecond).To(BeNumerically("~", capacity/4, 2))
+	})
+
 	clk.Step(reportInterval)
 	completeJob(t, clk, two)
+	completeJob(t, clk, three)
+	eventually(t, func(g Gomega) {
+		g.Expect(planOf(g, getJob(g, one)).ShareBitsPerSecond).To(BeNumerically("~", capacity/2, 2))
+	})
+	clk.Step(reportInterval)
+	reportMoving(t, clk, one)
 	eventually(t, func(g Gomega) {
 		j := getJob(g, one)
 		g.Expect(planOf(g, j).ShareBitsPerSecond).To(BeZero())
@@ -236,6 +260,16 @@ func TestSharesFollowArrivalsAndDepartures(t *testing.T) {
 		g.Expect(last.Time.Time).To(BeTemporally("==", clk.Now().Truncate(time.Second)))
 		g.Expect(directive(g, one).MaxBitsPerSecond).To(BeZero())
 		g.Expect(j.Status.Sharing.JobsOnPath).To(Equal(int32(1)))
+	})
+}
+
+// reportMoving plays the coordinator's report of an interval: it wakes the manager as
+// the report would, after the test moved the clock.
+func reportMoving(t *testing.T, clk interface{ Now() time.Time }, job *dtnflowv1alpha1.TransferJob) {
+	t.Helper()
+	eventually(t, func(g Gomega) {
+		report(g, job, contract.Report{Generation: directive(g, job).Generation, Phase: contract.PhaseTransferring, Time: clk.Now(),
+			BytesDone: 1 << 30, BytesTotal: dataset.Bytes, FilesTotal: dataset.Files, BitsPerSecond: 1e8})
 	})
 }
 
@@ -335,4 +369,50 @@ func pinnedTo(p corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// TestPathLearnsItsAggregate: two jobs on a path measured at 960 Mbit/s report 500 and
+// 600 Mbit/s in one interval; the PathProfile records 1.1 Gbit/s reached by two jobs as
+// the highest aggregate, and the shares divide that from the next interval on.
+func TestPathLearnsItsAggregate(t *testing.T) {
+	clk := newClock()
+	startManager(t, clk, managerOptions{})
+	src, dst := newSite(t, "src", siteOptions{}), newSite(t, "dst", siteOptions{})
+	ns := createNamespace(t, nil)
+	pp := warmProfile(t, clk, src, dst, nil)
+	one := createJob(t, ns, "one", jobSpec(src, dst))
+	startTransfer(t, one)
+	two := createJob(t, ns, "two", jobSpec(src, dst))
+	startTransfer(t, two)
+	eventually(t, func(g Gomega) {
+		g.Expect(planOf(g, getJob(g, one)).ShareBitsPerSecond).To(BeNumerically("~", pp.Status.Capacity.PlateauBitsPerSecond/2, 1))
+	})
+	clk.Step(reportInterval)
+	// reports later than startTransfer's first one, which carries the wall clock's time
+	at := time.Now().Add(time.Hour).Truncate(time.Second)
+	for _, r := range []struct {
+		job *dtnflowv1alpha1.TransferJob
+		bps int64
+	}{{two, 500_000_000}, {one, 600_000_000}} {
+		eventually(t, func(g Gomega) {
+			if p := getJob(g, r.job).Status.Progress; p == nil || p.LastUpdateTime == nil || !p.LastUpdateTime.Time.Equal(at) {
+				report(g, r.job, contract.Report{Generation: directive(g, r.job).Generation, Phase: contract.PhaseTransferring, Time: at,
+					BytesDone: 1 << 30, BytesTotal: dataset.Bytes, FilesTotal: dataset.Files, BitsPerSecond: r.bps})
+			}
+			g.Expect(progressOf(g, getJob(g, r.job)).CurrentBitsPerSecond).To(Equal(r.bps))
+		})
+	}
+	eventually(t, func(g Gomega) {
+		var got dtnflowv1alpha1.PathProfile
+		g.Expect(env.Client.Get(context.Background(), types.NamespacedName{Name: pp.Name}, &got)).To(Succeed())
+		g.Expect(got.Status.Capacity.HighestAggregateBitsPerSecond).To(Equal(int64(1_100_000_000)))
+		g.Expect(got.Status.Capacity.HighestAggregateJobs).To(Equal(int32(2)))
+		g.Expect(got.Status.Capacity.PlateauBitsPerSecond).To(Equal(pp.Status.Capacity.PlateauBitsPerSecond))
+		for _, j := range []*dtnflowv1alpha1.TransferJob{one, two} {
+			s := getJob(g, j).Status
+			g.Expect(s.Sharing.PathCapacityBitsPerSecond).To(Equal(int64(1_100_000_000)))
+			g.Expect(planOf(g, getJob(g, j)).ShareBitsPerSecond).To(BeNumerically("~", 550_000_000, 1))
+			g.Expect(s.Replans[len(s.Replans)-1].Reason).To(Equal(controllers.ReasonShareChanged))
+		}
+	})
 }
