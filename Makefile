@@ -141,6 +141,15 @@ bench-cluster: deps kube-cluster-assets images chart-sync $(HELM) ## bench-wan's
 	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
 	  bash -c '$(BIN)/bench-cluster -json $(CACHE)/bench-cluster.jsonl $(BENCH_CLUSTER_FLAGS); rc=$$?; hack/cluster/down.sh >/dev/null || rc=1; exit $$rc'
 
+BENCH_SHARING_FLAGS ?= -rate 1G -rtt 50ms -jobs 3 -size 1GiB
+
+.PHONY: bench-sharing
+bench-sharing: deps kube-cluster-assets images chart-sync $(HELM) ## Jobs sharing one path through the operator on the local cluster: shares against weights, Jain's index, re-plan latency (BENCH_SHARING_FLAGS; JSON lines in .cache/).
+	@mkdir -p $(BIN) $(CACHE)
+	go build -o $(BIN)/bench-sharing ./test/e2e/cmd/bench-sharing
+	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
+	  bash -c '$(BIN)/bench-sharing -json $(CACHE)/bench-sharing.jsonl $(BENCH_SHARING_FLAGS); rc=$$?; hack/cluster/down.sh >/dev/null || rc=1; exit $$rc'
+
 ##@ Benchmarks
 
 .PHONY: bench-peers
