@@ -35,6 +35,10 @@ func (r *TransferJobReconciler) admit(ctx context.Context, p *pass) (bool, error
 	}
 	p.share = view
 	p.st.Sharing = sharingStatus(view)
+	p.st.Sharing.Fairness = p.job.Spec.Tuning.Fairness
+	if p.st.Sharing.Fairness == "" {
+		p.st.Sharing.Fairness = dtnflowv1alpha1.FairnessDefault
+	}
 	for i := range p.obs.endpoints.SourceNodes {
 		n := &p.obs.endpoints.SourceNodes[i]
 		n.OthersBitsPerSecond, n.OthersMillicores = view.loads[n.Name].bitsPerSecond, view.loads[n.Name].millicores

@@ -135,6 +135,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.fixed) || !has(self.limits) || !has(self.limits.maxStripesPerNode) || self.fixed.stripesPerNode <= self.limits.maxStripesPerNode",message="spec.tuning.fixed.stripesPerNode must not exceed spec.tuning.limits.maxStripesPerNode",fieldPath=".fixed.stripesPerNode"
 // +kubebuilder:validation:XValidation:rule="!has(self.fixed) || !has(self.limits) || !has(self.limits.maxStreamsPerStripe) || self.fixed.streamsPerStripe <= self.limits.maxStreamsPerStripe",message="spec.tuning.fixed.streamsPerStripe must not exceed spec.tuning.limits.maxStreamsPerStripe",fieldPath=".fixed.streamsPerStripe"
 // +kubebuilder:validation:XValidation:rule="!has(self.fixed) || !has(self.limits) || !has(self.limits.maxConcurrency) || self.fixed.concurrency <= self.limits.maxConcurrency",message="spec.tuning.fixed.concurrency must not exceed spec.tuning.limits.maxConcurrency",fieldPath=".fixed.concurrency"
+// +kubebuilder:validation:XValidation:rule="!has(self.fairness) || self.fairness != 'Strict' || self.mode != 'Fixed'",message="spec.tuning.fairness Strict plans the streams itself and cannot be combined with spec.tuning.mode Fixed",fieldPath=".fairness"
 type TransferTuning struct {
 	// mode is Auto (probe, fit, plan and re-plan) or Fixed (use fixed as given).
 	// +kubebuilder:default=Auto
@@ -151,7 +152,28 @@ type TransferTuning struct {
 	// the new limits.
 	// +optional
 	Limits *TuningLimits `json:"limits,omitempty"`
+
+	// fairness is how the job treats traffic it does not own on a shared bottleneck.
+	// Default takes the rate the model finds for the job's share, with as many
+	// parallel TCP streams as pay; other TCP flows on the bottleneck then get less than
+	// one flow's fair share while it runs. Strict moves the job as one TCP stream (one
+	// stripe of one stream, with the buffer the probe settled on), so that every
+	// competing flow keeps its fair share — at the cost of the rate one stream reaches.
+	// Absent means Default (no default is written, so that jobs stored before the
+	// field existed keep their tuning unchanged). status.sharing.fairness says which
+	// is in effect.
+	// +optional
+	Fairness FairnessMode `json:"fairness,omitempty"`
 }
+
+// FairnessMode is how a job treats traffic it does not own.
+// +kubebuilder:validation:Enum=Default;Strict
+type FairnessMode string
+
+const (
+	FairnessDefault FairnessMode = "Default"
+	FairnessStrict  FairnessMode = "Strict"
+)
 
 // FixedTuning is a complete set of transfer parameters chosen by hand.
 type FixedTuning struct {
@@ -472,6 +494,11 @@ type TransferSharing struct {
 	// does. A job alone on a measured path is not held to the measurement.
 	// +optional
 	Paced bool `json:"paced,omitempty"`
+
+	// fairness is spec.tuning.fairness as the plan applies it: Strict plans one TCP
+	// stream.
+	// +optional
+	Fairness FairnessMode `json:"fairness,omitempty"`
 }
 
 // BindingResource names what limits a plan's predicted rate.

@@ -41,14 +41,19 @@ type Input struct {
 	ShareBitsPerSecond int64
 }
 
-// limits are the user's limits with the job's share as a rate cap when it is lower;
-// shareBinds says the share is the cap.
+// limits are the user's limits with the job's share as a rate cap when it is lower,
+// and one stream in all for Strict fairness; shareBinds says the share is the cap.
 func (in Input) limits() (optimizer.Limits, bool) {
-	return limitsWithShare(in.Tuning.Limits, in.ShareBitsPerSecond)
+	return limitsWithShare(in.Tuning, in.ShareBitsPerSecond)
 }
 
-func limitsWithShare(l *v1alpha1.TuningLimits, share int64) (optimizer.Limits, bool) {
-	limits := Limits(l)
+func limitsWithShare(t v1alpha1.TransferTuning, share int64) (optimizer.Limits, bool) {
+	limits := Limits(t.Limits)
+	if t.Fairness == v1alpha1.FairnessStrict {
+		// one TCP stream: on a bottleneck shared with other TCP flows the job is one
+		// flow among them, and each keeps its fair share
+		limits.MaxNodes, limits.MaxStripesPerNode, limits.MaxStreamsPerStripe = 1, 1, 1
+	}
 	if share > 0 && (limits.MaxBitsPerSecond <= 0 || float64(share) < limits.MaxBitsPerSecond) {
 		limits.MaxBitsPerSecond = float64(share)
 		return limits, true

@@ -70,7 +70,7 @@ func Rescale(state *RescaleState, in RescaleInput) (RescaleDecision, *RescaleSta
 		return hold("FixedTuning", "spec.tuning.mode is Fixed: the plan is not changed while the job runs")
 	}
 
-	limits, _ := limitsWithShare(in.Tuning.Limits, in.ShareBitsPerSecond)
+	limits, _ := limitsWithShare(in.Tuning, in.ShareBitsPerSecond)
 	lim := limits.WithDefaults()
 	src := pick(toOptimizerNodes(in.SourceNodes), plan.SourceNodes)
 	dst := externalNodes(len(src))

@@ -109,3 +109,30 @@ func TestLearnTwiceAndCapacity(t *testing.T) {
 		t.Errorf("after learning twice from one job: %d samples, best %d, jobs %v", len(atEnd.Samples), atEnd.BestBitsPerSecond, atEnd.ContributingJobs)
 	}
 }
+
+// TestStrictFairness: a job in Strict fairness is planned as one TCP stream, whatever
+// its limits allow, with the buffer the probe settled on; the rescale policy adds none.
+func TestStrictFairness(t *testing.T) {
+	d := ProbeDirective(ProbeInput{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto}, NICBitsPerSecond: 10e9, RTT: 2 * time.Millisecond})
+	in := Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto, Fairness: v1alpha1.FairnessStrict,
+		Limits: &v1alpha1.TuningLimits{MaxStreamsPerStripe: ptr[int32](16)}}, Samples: probe(t, d),
+		SourceNodes: tenGigNodes("src-", 2), DestinationNodes: tenGigNodes("dst-", 2), RTT: 2 * time.Millisecond}
+	plan, err := Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Stripes(plan) != 1 || plan.StreamsPerStripe != 1 || plan.BufferBytes != 1<<20 {
+		t.Fatalf("Strict plan: %d stripes × %d streams, buffer %d; want one stream with the probe's 1 MiB", Stripes(plan), plan.StreamsPerStripe, plan.BufferBytes)
+	}
+	var state *RescaleState
+	now := time.Unix(10_000, 0)
+	for round := range 20 {
+		now = now.Add(10 * time.Second)
+		dec, next := Rescale(state, RescaleInput{Tuning: in.Tuning, Plan: plan, Report: report(now, plan, plan.PredictedBitsPerSecond/3),
+			SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Now: now})
+		state = next
+		if dec.Plan != nil && (Stripes(*dec.Plan) != 1 || dec.Plan.StreamsPerStripe != 1) {
+			t.Fatalf("round %d: %s to %d stripes × %d streams", round, dec.Reason, Stripes(*dec.Plan), dec.Plan.StreamsPerStripe)
+		}
+	}
+}

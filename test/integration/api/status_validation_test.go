@@ -267,6 +267,7 @@ func transferJobStatusTable() validationTable {
 				dateTime("status.queue.since"),
 				required("status.sharing.priority", nil),
 				notIn("status.sharing.boundBy", "Luck"),
+				notIn("status.sharing.fairness", "Polite"),
 			},
 			boundCases("status.queue.position", nil, 1, nil),
 			boundCases("status.sharing.priority", nil, 1, upTo(1000)),

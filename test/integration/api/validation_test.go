@@ -189,6 +189,10 @@ func transferJobCreateTable() validationTable {
 					field: "spec.tuning.limits.maxBitsPerSecond", want: "must be of type integer"},
 				{name: "rate as a string", mutate: func(o object) { set(o, "spec.tuning.limits.maxBitsPerSecond", "1G") },
 					field: "spec.tuning.limits.maxBitsPerSecond", want: "must be of type integer"},
+				{name: "unknown fairness", mutate: func(o object) { set(o, "spec.tuning.fairness", "Polite") },
+					check: "enum", field: "spec.tuning.fairness", want: "Unsupported value"},
+				{name: "Strict fairness in Fixed mode", mutate: func(o object) { fixed(o); set(o, "spec.tuning.fairness", "Strict") },
+					check: "rule", field: "spec.tuning.fairness", want: "spec.tuning.fairness Strict plans the streams itself and cannot be combined with spec.tuning.mode Fixed"},
 				{name: "unknown checksum", mutate: func(o object) { set(o, "spec.integrity.checksum", "CRC32") },
 					check: "enum", field: "spec.integrity.checksum", want: "Unsupported value"},
 				{name: "unknown in-flight check", mutate: func(o object) { set(o, "spec.integrity.inFlight", "None") },
@@ -264,6 +268,7 @@ func transferJobUpdateTable() validationTable {
 			{"ttlSecondsAfterFinished", func(o object) { set(o, "spec.ttlSecondsAfterFinished", 60) }},
 			{"overwrite", func(o object) { set(o, "spec.overwrite", "Always") }},
 			{"priorityClassName", func(o object) { set(o, "spec.priorityClassName", "express") }},
+			{"fairness", func(o object) { set(o, "spec.tuning.fairness", "Strict") }},
 		},
 	}
 }

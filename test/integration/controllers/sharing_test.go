@@ -416,3 +416,23 @@ func TestPathLearnsItsAggregate(t *testing.T) {
 		}
 	})
 }
+
+// TestStrictFairness: a job in Strict fairness runs as one TCP stream and says so.
+func TestStrictFairness(t *testing.T) {
+	clk := newClock()
+	startManager(t, clk, managerOptions{})
+	src, dst := newSite(t, "src", siteOptions{}), newSite(t, "dst", siteOptions{})
+	ns := createNamespace(t, nil)
+	warmProfile(t, clk, src, dst, nil)
+	spec := jobSpec(src, dst)
+	spec.Tuning.Fairness = dtnflowv1alpha1.FairnessStrict
+	job := createJob(t, ns, "polite", spec)
+	plan := startTransfer(t, job)
+	if planning.Stripes(*plan) != 1 || plan.StreamsPerStripe != 1 {
+		t.Fatalf("Strict job planned %d stripes × %d streams, want one stream", planning.Stripes(*plan), plan.StreamsPerStripe)
+	}
+	eventually(t, func(g Gomega) {
+		g.Expect(getJob(g, job).Status.Sharing.Fairness).To(Equal(dtnflowv1alpha1.FairnessStrict))
+		g.Expect(directive(g, job).StreamsPerStripe).To(Equal(int32(1)))
+	})
+}
