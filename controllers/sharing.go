@@ -319,7 +319,7 @@ func (r *TransferJobReconciler) shareViewFor(ctx context.Context, p *pass) (*sha
 				plans = append(plans, m.st.Plan)
 			}
 		}
-		if m := me; m.path == link && p.st.Plan != nil {
+		if me.path == link && p.st.Plan != nil {
 			plans = append(plans, p.st.Plan)
 		}
 		c := pathCapacity(pp, plans, p.now.Time)
