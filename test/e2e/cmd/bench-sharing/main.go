@@ -54,11 +54,14 @@ type JobResult struct {
 	// that time.
 	OverlapBitsPerSecond int64 `json:"overlapBitsPerSecond"`
 	// ShareBitsPerSecond is status.sharing.shareBitsPerSecond then.
-	ShareBitsPerSecond int64    `json:"shareBitsPerSecond"`
-	Seconds            float64  `json:"seconds"`
-	Plan               string   `json:"plan"`
-	Replans            []string `json:"replans"`
-	State              string   `json:"state"`
+	ShareBitsPerSecond int64 `json:"shareBitsPerSecond"`
+	// Timeline is the job's reports as read: seconds since the shared jobs were
+	// created, bytes verified, the current rate and the share.
+	Timeline [][4]int64 `json:"timeline"`
+	Seconds  float64    `json:"seconds"`
+	Plan     string     `json:"plan"`
+	Replans  []string   `json:"replans"`
+	State    string     `json:"state"`
 }
 
 // Result is one run.
@@ -96,6 +99,7 @@ func run() error {
 	jobs := flag.Int("jobs", 3, "jobs started together")
 	weights := flag.String("weights", "", "the jobs' priorities, comma-separated (default all 1)")
 	size := flag.String("size", "1GiB", "each job's one file")
+	aloneSize := flag.String("alone-size", "", "the file of the job alone (default -size)")
 	late := flag.Bool("late", false, "one more job (priority 1) arrives -late-after after the others")
 	lateAfter := flag.Duration("late-after", 20*time.Second, "when the late job arrives")
 	jsonOut := flag.String("json", "", "append one JSON line per run to this file")
@@ -111,6 +115,12 @@ func run() error {
 	fileBytes, err := wanem.ParseBytes(*size)
 	if err != nil {
 		return err
+	}
+	aloneBytes := fileBytes
+	if *aloneSize != "" {
+		if aloneBytes, err = wanem.ParseBytes(*aloneSize); err != nil {
+			return err
+		}
 	}
 	ws := make([]int, *jobs)
 	for i := range ws {
@@ -152,7 +162,7 @@ func run() error {
 		return err
 	}
 	res := Result{Rate: linkRate, RTT: rtt.String(), Bytes: fileBytes, Weights: ws}
-	b := &bench{c: c, fileBytes: fileBytes, timeout: *timeout}
+	b := &bench{c: c, fileBytes: fileBytes, aloneBytes: aloneBytes, timeout: *timeout}
 	defer b.cleanup()
 	if err := b.measure(ctx, &res, ws, *late, *lateAfter); err != nil {
 		res.Error = err.Error()
@@ -174,11 +184,11 @@ func run() error {
 }
 
 type bench struct {
-	c         *framework.Cluster
-	fileBytes int64
-	timeout   time.Duration
-	dirs      []string
-	objects   []client.Object
+	c                     *framework.Cluster
+	fileBytes, aloneBytes int64
+	timeout               time.Duration
+	dirs                  []string
+	objects               []client.Object
 }
 
 func (b *bench) cleanup() {
@@ -190,12 +200,12 @@ func (b *bench) cleanup() {
 	}
 }
 
-// job writes a job's file at site A and returns the job (not created).
-func (b *bench) job(name string, class string) (*dtnflowv1alpha1.TransferJob, error) {
+// job writes a job's file of size bytes at site A and returns the job (not created).
+func (b *bench) job(name string, class string, size int64) (*dtnflowv1alpha1.TransferJob, error) {
 	rel := "sharing/" + name
 	dir := filepath.Join(b.c.Source().Storage, rel)
 	_ = os.RemoveAll(dir)
-	if _, err := wan.Generate(wan.DatasetSpec{Kind: wan.Large, LargeBytes: b.fileBytes, Seed: uint64(len(b.dirs) + 1)}, dir); err != nil {
+	if _, err := wan.Generate(wan.DatasetSpec{Kind: wan.Large, LargeBytes: size, Seed: uint64(len(b.dirs) + 1)}, dir); err != nil {
 		return nil, err
 	}
 	dest := filepath.Join(b.c.Destination().Storage, "incoming-sharing")
@@ -266,7 +276,7 @@ func (b *bench) measure(ctx context.Context, res *Result, weights []int, late bo
 	if err := b.c.Client.Delete(ctx, profile); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	alone, err := b.job("alone", "")
+	alone, err := b.job("alone", "", b.aloneBytes)
 	if err != nil {
 		return err
 	}
@@ -299,6 +309,9 @@ func (b *bench) measure(ctx context.Context, res *Result, weights []int, late bo
 		time.Sleep(time.Second)
 	}
 	res.AloneBitsPerSecond = int64(float64(last.bytes-first.bytes) * 8 / last.at.Sub(first.at).Seconds())
+	// its files make room for the shared jobs' (the storage is tmpfs)
+	_ = os.RemoveAll(filepath.Join(b.c.Source().Storage, "sharing", alone.Name))
+	_ = os.RemoveAll(filepath.Join(b.c.Destination().Storage, "incoming-sharing", "sharing", alone.Name))
 
 	// the priority classes, then the jobs together
 	classes := map[int]string{}
@@ -315,7 +328,7 @@ func (b *bench) measure(ctx context.Context, res *Result, weights []int, late bo
 	}
 	var jobs []*dtnflowv1alpha1.TransferJob
 	for i, w := range weights {
-		j, err := b.job(fmt.Sprintf("shared-%d", i), classes[w])
+		j, err := b.job(fmt.Sprintf("shared-%d", i), classes[w], b.fileBytes)
 		if err != nil {
 			return err
 		}
@@ -324,7 +337,7 @@ func (b *bench) measure(ctx context.Context, res *Result, weights []int, late bo
 	}
 	var lateJob *dtnflowv1alpha1.TransferJob
 	if late {
-		if lateJob, err = b.job("late", ""); err != nil {
+		if lateJob, err = b.job("late", "", b.fileBytes); err != nil {
 			return err
 		}
 		res.Jobs = append(res.Jobs, JobResult{Name: lateJob.Name, Weight: 1, Late: true})
@@ -367,23 +380,19 @@ func (b *bench) measure(ctx context.Context, res *Result, weights []int, late bo
 		time.Sleep(time.Second)
 	}
 
-	// the window where every job transferred: from the last one's first report while
-	// transferring to the first one's completion
+	// the window where every job transferred: from the last one's first report of
+	// bytes moved to the first one's last report before it completed (report times,
+	// as the coordinators stamped them)
 	var from, to time.Time
 	for i := range all {
-		var f, e time.Time
-		for _, s := range samples[i] {
-			if s.state == dtnflowv1alpha1.StateTransferring && s.bytes > 0 && f.IsZero() {
-				f = s.at
-			}
-			if done(s.state) && e.IsZero() {
-				e = s.at
-			}
+		pts := reports(samples[i])
+		if len(pts) == 0 {
+			return fmt.Errorf("job %s never reported bytes moved", all[i].Name)
 		}
-		if f.After(from) {
+		if f := pts[0].reported; f.After(from) {
 			from = f
 		}
-		if to.IsZero() || e.Before(to) {
+		if e := pts[len(pts)-1].reported; to.IsZero() || e.Before(to) {
 			to = e
 		}
 	}
@@ -400,11 +409,14 @@ func (b *bench) measure(ctx context.Context, res *Result, weights []int, late bo
 		for _, r := range got.Status.Replans {
 			jr.Replans = append(jr.Replans, fmt.Sprintf("%s@%s", r.Reason, r.Time.Sub(got.CreationTimestamp.Time).Round(time.Second)))
 		}
-		a, z := at(samples[i], from), at(samples[i], to)
-		if secs := z.at.Sub(a.at).Seconds(); secs > 0 {
-			jr.OverlapBitsPerSecond = int64(float64(z.bytes-a.bytes) * 8 / secs)
+		pts := reports(samples[i])
+		if secs := to.Sub(from).Seconds(); secs > 0 {
+			jr.OverlapBitsPerSecond = int64((bytesAt(pts, to) - bytesAt(pts, from)) * 8 / secs)
 		}
 		jr.ShareBitsPerSecond = at(samples[i], from.Add(to.Sub(from)/2)).share
+		for _, s := range samples[i] {
+			jr.Timeline = append(jr.Timeline, [4]int64{int64(s.at.Sub(start) / time.Second), s.bytes, s.current, s.share})
+		}
 		res.AggregateBitsPerSecond += jr.OverlapBitsPerSecond
 		perWeight = append(perWeight, float64(jr.OverlapBitsPerSecond)/float64(jr.Weight))
 		if jr.State != string(dtnflowv1alpha1.StateComplete) {
@@ -423,8 +435,9 @@ func (b *bench) measure(ctx context.Context, res *Result, weights []int, late bo
 				}
 			}
 		}
+		res.LateShareSeconds = -1 // not reached
 		for _, s := range samples[li] {
-			if s.share > 0 && s.current >= s.share*9/10 {
+			if s.reported.After(lateCreated) && s.share > 0 && s.current >= s.share*9/10 {
 				res.LateShareSeconds = s.reported.Sub(lateCreated).Seconds()
 				break
 			}
@@ -447,6 +460,34 @@ func (b *bench) measure(ctx context.Context, res *Result, weights []int, late bo
 		}
 	}
 	return nil
+}
+
+// reports are a job's distinct reports while it moved data: the first sample of each
+// report time with bytes verified.
+func reports(ss []sample) []sample {
+	var out []sample
+	for _, s := range ss {
+		if s.bytes <= 0 || s.reported.IsZero() || (len(out) > 0 && !s.reported.After(out[len(out)-1].reported)) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// bytesAt is the bytes verified at t, interpolated linearly between reports.
+func bytesAt(pts []sample, t time.Time) float64 {
+	if !t.After(pts[0].reported) {
+		return float64(pts[0].bytes)
+	}
+	for i := 1; i < len(pts); i++ {
+		if !t.After(pts[i].reported) {
+			a, z := pts[i-1], pts[i]
+			f := t.Sub(a.reported).Seconds() / z.reported.Sub(a.reported).Seconds()
+			return float64(a.bytes) + f*float64(z.bytes-a.bytes)
+		}
+	}
+	return float64(pts[len(pts)-1].bytes)
 }
 
 // at is the latest sample at or before t (the first one when none is).
@@ -486,8 +527,12 @@ func report(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "\nall together for %.0f s: aggregate %.0f Mbit/s = %.2f of the link, %.2f of the job alone; Jain's index of rate per weight %.3f\n",
 		r.OverlapSeconds, float64(r.AggregateBitsPerSecond)/1e6, float64(r.AggregateBitsPerSecond)/float64(r.Rate),
 		float64(r.AggregateBitsPerSecond)/math.Max(1, float64(r.AloneBitsPerSecond)), r.Jain)
-	if len(r.ReplanSeconds) > 0 || r.LateShareSeconds > 0 {
-		fmt.Fprintf(w, "late job: the running jobs re-planned for it after %v s; it moved at 90 %% of its share after %.0f s\n", r.ReplanSeconds, r.LateShareSeconds)
+	if len(r.ReplanSeconds) > 0 || r.LateShareSeconds != 0 {
+		moved := fmt.Sprintf("it moved at 90 %% of its share %.0f s after its creation", r.LateShareSeconds)
+		if r.LateShareSeconds < 0 {
+			moved = "it never reported 90 % of its share while the others ran"
+		}
+		fmt.Fprintf(w, "late job: the running jobs re-planned for it %v s after its creation; %s\n", r.ReplanSeconds, moved)
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", r.Error)
