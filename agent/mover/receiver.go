@@ -456,9 +456,16 @@ func checkCRC(h wire.Header, crc uint32, data []byte) error {
 	return nil
 }
 
+// onArrival says the session verifies blocks and small files as they arrive.
+func (s *rsession) onArrival() bool { return s.cfg.Verify && s.cfg.VerifyMode == wire.VerifyOnArrival }
+
 // readData reads a data stream's frames until it ends or one breaks the protocol.
 func (s *rsession) readData(rd *wire.Reader) error {
 	r := s.r
+	var bh *blockHasher
+	if s.onArrival() {
+		bh = newBlockHasher(s.cfg.Checksum)
+	}
 	var buf []byte
 	grow := func(n uint32) []byte {
 		if cap(buf) < int(n) {
@@ -506,7 +513,7 @@ func (s *rsession) readData(rd *wire.Reader) error {
 			if err := checkCRC(h, m.CRC, data); err != nil {
 				return err
 			}
-			if err := s.block(m, data); err != nil {
+			if err := s.block(m, data, bh); err != nil {
 				return err
 			}
 		case wire.TypeFile:
@@ -589,7 +596,9 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	digest := ""
 	if m.Flags&wire.FileVerify != 0 {
 		h, _ := NewDigest(s.cfg.Checksum)
-		if err := readBack(f, 0, int64(len(data)), data, h); err != nil {
+		if s.onArrival() {
+			h.Write(data) // what arrived, as handed to the file system
+		} else if err := readBack(f, 0, int64(len(data)), data, h); err != nil {
 			f.Close()
 			res.Error = fmt.Sprintf("reading back %s: %s", fsname.Show(p), fsname.Message(err))
 			s.result(res)
@@ -724,6 +733,9 @@ type rchunk struct {
 	digest   []byte
 	finished bool
 	refs     int
+	// blockDigests are the digests of the blocks that arrived in this session, by
+	// index, when the job verifies on arrival (nil otherwise).
+	blockDigests [][]byte
 }
 
 func (c *rchunk) release() {
@@ -765,6 +777,9 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		return
 	}
 	c := &rchunk{open: m, key: key, tmp: TempName(p, s.cfg.Job), nblocks: (m.Length + m.BlockSize - 1) / m.BlockSize, refs: 1}
+	if s.onArrival() {
+		c.blockDigests = make([][]byte, c.nblocks)
+	}
 	if fst != nil && fst.ChunkSize == m.ChunkSize {
 		if cs := fst.Chunks[m.Index]; cs != nil {
 			if cs.Verified {
@@ -832,7 +847,7 @@ func (s *rsession) chunk(id uint64) *rchunk {
 // block writes one block; an error means the session is broken (a block that does not
 // belong where it says, after its frame passed the check: a peer that breaks the
 // protocol).
-func (s *rsession) block(m wire.BlockMeta, data []byte) error {
+func (s *rsession) block(m wire.BlockMeta, data []byte, bh *blockHasher) error {
 	c := s.chunk(m.Chunk)
 	if c == nil {
 		return fmt.Errorf("%w: block for unknown chunk %d", wire.ErrFrame, m.Chunk)
@@ -861,7 +876,14 @@ func (s *rsession) block(m wire.BlockMeta, data []byte) error {
 	}
 	s.r.bytes.Add(int64(len(data)))
 	receivedCounter.Add(float64(len(data)))
+	var d []byte
+	if c.blockDigests != nil {
+		d = bh.digest(data)
+	}
 	c.mu.Lock()
+	if d != nil {
+		c.blockDigests[idx] = d
+	}
 	c.have.Add(idx, idx+1)
 	ready := c.ended && !c.finished && c.have.Count() == c.nblocks
 	if ready {
@@ -895,21 +917,12 @@ func (s *rsession) endChunk(m wire.ChunkEnd) {
 func (s *rsession) verifyChunk(c *rchunk) {
 	digest := ""
 	if s.cfg.Verify && len(c.digest) > 0 {
-		h, _ := NewDigest(s.cfg.Checksum)
-		buf := make([]byte, min(c.open.Length, 4<<20))
-		c.mu.Lock()
-		f := c.f
-		c.mu.Unlock()
-		err := error(nil)
-		if f == nil {
-			err = errors.New("session closed")
-		} else {
-			err = readBack(f, c.open.Offset, c.open.Length, buf, h)
-		}
-		if err != nil || !bytes.Equal(h.Sum(nil), c.digest) {
+		sum, err := s.chunkDigest(c)
+		if err != nil || !bytes.Equal(sum, c.digest) {
 			metrics.VerifyFailures.Inc()
 			c.mu.Lock()
 			c.have, c.journal, c.finished, c.ended = nil, nil, false, false
+			clear(c.blockDigests)
 			c.mu.Unlock()
 			// Forget the journaled blocks too, or a resumed chunk would skip them again.
 			s.job.journal.Append(journal.Record{Kind: journal.KindReset, Path: fsname.Path(c.key.Path), Size: c.key.Size, MtimeNs: c.key.MtimeNs, ChunkSize: c.open.ChunkSize, Index: c.open.Index})
@@ -921,6 +934,45 @@ func (s *rsession) verifyChunk(c *rchunk) {
 	}
 	s.job.commit.add(&commitItem{session: s, chunk: c, chunkOnly: c.open.Chunks > 1, finalize: c.open.Chunks == 1,
 		tmp: c.tmp, final: c.key.Path, key: c.key, mode: c.open.Mode, digest: digest, bytes: c.open.Length})
+}
+
+// chunkDigest is the destination's digest of a chunk whose blocks are all written: read
+// back, or (on arrival) the digest of its blocks' digests, reading back only the blocks
+// that arrived before this session (resumed from the journal).
+func (s *rsession) chunkDigest(c *rchunk) ([]byte, error) {
+	c.mu.Lock()
+	f := c.f
+	blocks := append([][]byte(nil), c.blockDigests...)
+	c.mu.Unlock()
+	if f == nil {
+		return nil, errors.New("session closed")
+	}
+	if !s.onArrival() {
+		h, _ := NewDigest(s.cfg.Checksum)
+		buf := make([]byte, min(c.open.Length, 4<<20))
+		if err := readBack(f, c.open.Offset, c.open.Length, buf, h); err != nil {
+			return nil, err
+		}
+		return h.Sum(nil), nil
+	}
+	list, _ := NewDigest(s.cfg.Checksum)
+	var bh *blockHasher
+	var buf []byte
+	for i, d := range blocks {
+		if d == nil {
+			if bh == nil {
+				bh, buf = newBlockHasher(s.cfg.Checksum), make([]byte, c.open.BlockSize)
+			}
+			off := int64(i) * c.open.BlockSize
+			n := min(c.open.BlockSize, c.open.Length-off)
+			if got, err := f.ReadAt(buf[:n], c.open.Offset+off); int64(got) < n {
+				return nil, fmt.Errorf("reading back block %d: %v", i, err)
+			}
+			d = bh.digest(buf[:n])
+		}
+		list.Write(d)
+	}
+	return list.Sum(nil), nil
 }
 
 // finalize gives a file of several chunks its final name once every chunk is verified.

@@ -88,7 +88,7 @@ type jobFlags struct {
 	buffer, blockSize, chunkSize     byteSize
 	maxRate                          rateFlag
 	checksum, overwrite, destPath    string
-	inFlight                         string
+	inFlight, verifyMode             string
 	verify                           bool
 	job                              string
 	reportInterval                   time.Duration
@@ -113,7 +113,8 @@ func (j *jobFlags) register(fs interface {
 	add(&j.chunkSize, "chunk-size", "large files are handed out and verified in chunks of this size")
 	add(&j.maxRate, "max-rate", "cap on the job's aggregate rate in bits/s, e.g. 5G (0: none)")
 	fs.StringVar(&j.checksum, "checksum", "SHA256", "end-to-end digest: SHA256, SHA512 or MD5")
-	fs.BoolVar(&j.verify, "verify", true, "read every file back at the destination and compare digests before renaming it")
+	fs.BoolVar(&j.verify, "verify", true, "compare every file's digest at the destination with the source's before renaming it")
+	fs.StringVar(&j.verifyMode, "verify-mode", "ReadBack", "where the destination's digest comes from: ReadBack (the file read back once written: proves the file system returns the source's bytes; a second pass) or OnArrival (each block as it arrives, before it is written: proves the receiver wrote the source's bytes; one pass)")
 	fs.StringVar(&j.overwrite, "overwrite", "IfDifferent", "existing destination files: Never, IfDifferent or Always")
 	fs.StringVar(&j.inFlight, "in-flight", "Authenticated", "how data is checked on the way: Authenticated (every frame's data under its AES-GMAC tag) or Checksum (headers, names and a CRC32C of the data under the tag: cheaper, not proof against content crafted to keep its CRC32C)")
 	fs.StringVar(&j.destPath, "dest-path", "", "directory under the destination root to write under (default: the root)")
@@ -201,7 +202,7 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 	if j.job == "" {
 		j.job = jobID(j.destPath, all)
 	}
-	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, InFlight: j.inFlight,
+	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
 		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
 	if err != nil {
 		return err
@@ -372,7 +373,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 			j.job = jobID(j.destPath, all)
 		}
 	}
-	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, InFlight: j.inFlight,
+	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
 		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
 	if err != nil {
 		return err
