@@ -87,8 +87,12 @@ const (
 	// accident is caught, a deliberate rewrite of content is not); a Mem frame's
 	// generated data is not checked at all.
 	FlagDataOutsideTag Flags = 1 << iota
+	// FlagDataUnchecked, with FlagDataOutsideTag, says a Block or File frame's data is
+	// not checked in flight at all (in-flight mode HeadersOnly): the receiver may move
+	// it into its file without passing it through user space (SpliceData).
+	FlagDataUnchecked
 
-	knownFlags = FlagDataOutsideTag
+	knownFlags = FlagDataOutsideTag | FlagDataUnchecked
 )
 
 // ErrFrame is returned for a frame that breaks the protocol.
@@ -105,7 +109,7 @@ func (h Header) Check() error {
 	if !h.Type.known() {
 		return fmt.Errorf("%w: unknown type %d", ErrFrame, h.Type)
 	}
-	if h.Flags&^knownFlags != 0 || h.Flags != 0 && !h.Type.bulk() {
+	if h.Flags&^knownFlags != 0 || h.Flags != 0 && !h.Type.bulk() || h.Flags&FlagDataUnchecked != 0 && h.Flags&FlagDataOutsideTag == 0 {
 		return fmt.Errorf("%w: flags %#x on frame type %d", ErrFrame, h.Flags, h.Type)
 	}
 	if !h.Type.bulk() {
@@ -161,6 +165,7 @@ func ParseHeader(b []byte) (Header, error) {
 // ReadData has checked the whole frame.
 type Reader struct {
 	r       io.Reader
+	zc      *zeroCopy // the connection's splice state (nil: not a kernel socket)
 	mac     *frameMAC
 	hdr     [HeaderSize]byte
 	cur     Header
@@ -264,6 +269,7 @@ func unexpected(err error) error {
 type Writer struct {
 	mu  sync.Mutex
 	w   io.Writer
+	zc  *zeroCopy // the connection's sendfile state (nil: not a kernel socket)
 	mac *frameMAC
 	buf []byte
 	tag [TagSize]byte
