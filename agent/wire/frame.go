@@ -46,6 +46,7 @@ const (
 	TypeFlushed      Type = 27 // receiver→sender
 	TypeManifestAsk  Type = 28 // sender→receiver: ManifestQuery
 	TypeManifest     Type = 29 // receiver→sender, sender→coordinator: Manifest
+	TypeKeepalive    Type = 30 // sender↔coordinator: nothing, so that silence means a dead link
 )
 
 // Bulk frames (binary meta, data).
@@ -101,7 +102,7 @@ var ErrFrame = errors.New("wire: malformed frame")
 func (t Type) bulk() bool { return t >= TypeBlock && t <= TypeMem }
 
 func (t Type) known() bool {
-	return (t >= TypeHello && t <= TypeMemEnd) || (t >= TypeJobConfig && t <= TypeManifest) || t.bulk()
+	return (t >= TypeHello && t <= TypeMemEnd) || (t >= TypeJobConfig && t <= TypeKeepalive) || t.bulk()
 }
 
 // Check validates a header against the limits of its type.
