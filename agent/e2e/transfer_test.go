@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -142,6 +143,31 @@ func TestOverwritePolicies(t *testing.T) {
 		t.Fatalf("IfDifferent: %v\n%s", err, ifdiff.output())
 	}
 	assertSameTree(t, src, dst, "p")
+
+	// IfDifferent without verification: the sender sends no digest, and the receiver
+	// compares the existing file with the bytes that arrived — an identical file is
+	// left as it is (the same inode), a different one replaced.
+	inode := func(p string) uint64 {
+		fi, err := os.Stat(filepath.Join(dst, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	same := inode("p/a.dat")
+	os.WriteFile(filepath.Join(src, "p", "c.dat"), []byte("new"), 0o644)
+	os.MkdirAll(filepath.Join(dst, "p"), 0o755)
+	os.WriteFile(filepath.Join(dst, "p", "c.dat"), []byte("old"), 0o644)
+	noverify := start(t, nil, sendArgs(addr, src, key, "--overwrite", "IfDifferent", "--verify=false", "--job", "third", "p")...)
+	if err := noverify.wait(30 * time.Second); err != nil {
+		t.Fatalf("IfDifferent without verification: %v\n%s", err, noverify.output())
+	}
+	if inode("p/a.dat") != same {
+		t.Errorf("an identical file was written again")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "p", "c.dat")); string(b) != "new" {
+		t.Errorf("a different file of the same size was kept: %q", b)
+	}
 }
 
 // TestKill9Resume kills the sender or the receiver with SIGKILL at a random point of

@@ -585,7 +585,7 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 			s.job.release(p)
 		}
 	}()
-	if done, msg := s.alreadyDone(key, m.Digest); done || msg != "" {
+	if done, msg := s.alreadyDone(key, m.Digest, data); done || msg != "" {
 		res.OK, res.Skipped, res.Error = done, done, msg
 		s.result(res)
 		return
@@ -667,7 +667,11 @@ func readBack(f *os.File, off, n int64, buf []byte, h hash.Hash) error {
 // alreadyDone decides what to do with a destination path before writing it: done
 // (journal says so, or IfDifferent found the same content), or an error message
 // (Never), or neither (write it).
-func (s *rsession) alreadyDone(key journal.Key, srcDigest []byte) (bool, string) {
+//
+// srcDigest is the source's digest when the sender sent one (it verifies); otherwise
+// data, the file's bytes as they arrived under their frame's check, stands for the
+// source, so that IfDifferent needs no digest from a sender that does not verify.
+func (s *rsession) alreadyDone(key journal.Key, srcDigest, data []byte) (bool, string) {
 	r, j := s.r, s.job
 	if fs := j.state.File(key); fs != nil && fs.Final {
 		if s.redoRename(key) {
@@ -692,8 +696,13 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest []byte) (bool, string)
 	case "Never":
 		return false, fmt.Sprintf("destination file exists: %s (overwrite: Never)", fsname.Show(key.Path))
 	default: // IfDifferent
-		if fi.Size() != key.Size || len(srcDigest) == 0 {
+		if fi.Size() != key.Size || len(srcDigest) == 0 && data == nil {
 			return false, ""
+		}
+		if len(srcDigest) == 0 {
+			h, _ := NewDigest(s.cfg.Checksum)
+			h.Write(data)
+			srcDigest = h.Sum(nil)
 		}
 		f, err := r.Root.Open(key.Path)
 		if err != nil {

@@ -1099,14 +1099,14 @@ func (s *ssession) sendFile(u wire.Unit) error {
 	if needsCRC(flags) {
 		meta.CRC = wire.CRC32C(data)
 	}
-	if s.cfg.Verify || s.cfg.Overwrite == "IfDifferent" {
+	if s.cfg.Verify {
+		// (Without verification the receiver needs no digest: for IfDifferent it
+		// compares an existing file with the bytes that arrived.)
 		h := s.digest()
 		h.Write(data)
 		meta.Digest = h.Sum(nil)
-		if s.cfg.Verify {
-			meta.Flags |= wire.FileVerify
-			s.setDigest(u.ID, meta.Digest)
-		}
+		meta.Flags |= wire.FileVerify
+		s.setDigest(u.ID, meta.Digest)
 	}
 	fr := framePool.Get().(*outFrame)
 	fr.typ, fr.flags, fr.data, fr.buf = wire.TypeFile, flags, data, bp
