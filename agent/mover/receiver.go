@@ -151,6 +151,16 @@ type rjob struct {
 	busy   map[string]chan struct{} // small files on their way to their final name
 }
 
+// lstat stats a path through the job's directory cache when its directory is there
+// (one syscall, not a walk from the root), without creating anything.
+func (j *rjob) lstat(p string) (fs.FileInfo, error) {
+	dirName, base := split(p)
+	if dir := j.dirs.cached(dirName); dir != nil {
+		return dir.Lstat(base)
+	}
+	return j.dirs.root.Lstat(p)
+}
+
 // claim waits until no other copy of the small file at path is on its way to its final
 // name in this job, then claims it (false: done closed first). The same file can
 // arrive twice: a stripe that leaves gives its unfinished files back and another
@@ -678,7 +688,7 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest, data []byte) (bool, s
 			return true, ""
 		}
 	}
-	fi, err := r.Root.Lstat(key.Path)
+	fi, err := j.lstat(key.Path)
 	if err != nil {
 		return false, ""
 	}
@@ -1100,15 +1110,10 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		}
 	})
 	var out wire.Manifest
-	lstat := func(p string) (fs.FileInfo, error) {
-		// Through the directory cache: one syscall per file, not a walk from the root.
-		dirName, base := split(p)
-		dir, err := j.dirs.get(dirName)
-		if err != nil {
-			return nil, err
-		}
-		return dir.Lstat(base)
-	}
+	lstat := j.lstat
+	// The temporary names of the final files in place, by directory: what is left of
+	// them is debris, found with one listing per directory.
+	temps := map[string]map[string]bool{}
 	for i, k := range keys {
 		fs := states[i]
 		mf := wire.ManifestFile{Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, Digest: fs.Digest, ThisRun: q.Run != "" && fs.Run == q.Run}
@@ -1137,9 +1142,10 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		if mf.Problem == "" {
 			dirName, _ := split(k.Path)
 			_, tmpBase := split(TempName(k.Path, s.cfg.Job))
-			if dir, err := j.dirs.get(dirName); err == nil && dir.Remove(tmpBase) == nil {
-				out.Debris++
+			if temps[dirName] == nil {
+				temps[dirName] = map[string]bool{}
 			}
+			temps[dirName][tmpBase] = true
 		}
 		out.Files = append(out.Files, mf)
 		if len(out.Files) >= 10000 {
@@ -1147,8 +1153,35 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 			out = wire.Manifest{}
 		}
 	}
+	for dirName, names := range temps {
+		out.Debris += s.removeDebris(dirName, names)
+	}
 	out.Last = true
 	s.send(wire.TypeManifest, out)
+}
+
+// removeDebris removes, from directory dirName, the temporary files named in temps (the
+// temporaries of final files: a copy that lost the race to the final name, or a crash
+// between a rename and the next run). One listing of the directory, not a removal
+// attempt per file.
+func (s *rsession) removeDebris(dirName string, temps map[string]bool) int64 {
+	dir, err := s.job.dirs.get(dirName)
+	if err != nil {
+		return 0
+	}
+	d, err := dir.Open(".")
+	if err != nil {
+		return 0
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	var n int64
+	for _, name := range names {
+		if temps[name] && dir.Remove(name) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // ---- summary ----
