@@ -150,8 +150,10 @@ func New(o Options, p Params) (*Core, error) {
 		o.InFlight = wire.InFlightChecksum
 	case "headersonly":
 		o.InFlight = wire.InFlightHeadersOnly
+	case "encrypted":
+		o.InFlight = wire.InFlightEncrypted
 	default:
-		return nil, fmt.Errorf("--in-flight %q: want Authenticated, Checksum or HeadersOnly", o.InFlight)
+		return nil, fmt.Errorf("--in-flight %q: want Authenticated, Checksum, HeadersOnly or Encrypted", o.InFlight)
 	}
 	o.ChunkSize = o.ChunkSize / o.BlockSize * o.BlockSize
 	if o.DestPath != "" {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -117,6 +119,66 @@ func TestZeroCopyPaths(t *testing.T) {
 		if err := mem.wait(60 * time.Second); err != nil || !strings.Contains(mem.stdoutText(), `"bitsPerSecond"`) {
 			t.Fatalf("memory to memory (check %v): %v\n%s", check, err, mem.output())
 		}
+	}
+}
+
+// TestEncryptedOnThePath: in-flight mode Encrypted, through a relay that records
+// everything both ways: the job completes, and neither a file's name nor any run of
+// its bytes crosses the path in the clear. A receiver that requires encryption refuses
+// a job without it, naming why.
+func TestEncryptedOnThePath(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 31, []fileSpec{{path: "e/secret-name-small.txt", size: 3000}, {path: "e/secret-name-large.bin", size: 3 << 20}})
+	key := writeSecret(t, dir, "key", secret)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key, "--require-encryption")
+	addr := recv.waitListening()
+	var mu sync.Mutex
+	var seen []byte
+	via := startRelay(t, addr, func(conn int, up bool, dst io.Writer, src io.Reader) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				mu.Lock()
+				seen = append(seen, buf[:n]...)
+				mu.Unlock()
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	send := start(t, nil, sendArgs(via, src, key, "--in-flight", "Encrypted", "--streams", "2", "e")...)
+	if err := send.wait(60 * time.Second); err != nil {
+		t.Fatalf("send: %v\n%s", err, send.output())
+	}
+	assertSameTree(t, src, dst, "e")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < 3<<20 {
+		t.Fatalf("the relay saw %d bytes: the data did not go through it", len(seen))
+	}
+	for _, name := range []string{"secret-name-small", "secret-name-large"} {
+		if bytes.Contains(seen, []byte(name)) {
+			t.Errorf("the name %s crossed the path in the clear", name)
+		}
+	}
+	for _, p := range []string{"e/secret-name-small.txt", "e/secret-name-large.bin"} {
+		content, _ := os.ReadFile(filepath.Join(src, p))
+		for off := 0; off+64 <= len(content); off += len(content)/7 + 1 {
+			if bytes.Contains(seen, content[off:off+64]) {
+				t.Fatalf("64 bytes of %s at %d crossed the path in the clear", p, off)
+			}
+		}
+	}
+	clear := start(t, nil, sendArgs(addr, src, key, "--job", "clear", "e")...)
+	if err := clear.wait(30 * time.Second); err == nil || !strings.Contains(clear.output(), "only encrypted") {
+		t.Fatalf("a clear job to a receiver that requires encryption: %v\n%s", err, clear.output())
 	}
 }
 
@@ -258,7 +320,7 @@ var repairsRE = regexp.MustCompile(`(\d+) integrity failures and (\d+) stalls re
 func TestBitFlipsAnywhere(t *testing.T) {
 	// HeadersOnly leaves data unchecked in flight: the end-to-end digest (verify, on
 	// in these runs) is what catches a flipped data bit there.
-	for _, mode := range []string{"Authenticated", "Checksum", "HeadersOnly"} {
+	for _, mode := range []string{"Authenticated", "Checksum", "HeadersOnly", "Encrypted"} {
 		t.Run(mode, func(t *testing.T) { bitFlipsAnywhere(t, mode) })
 	}
 }
@@ -300,7 +362,7 @@ func bitFlipsAnywhere(t *testing.T, mode string) {
 // forge the frames' tags). The job must fail saying why, and nothing it wrote may hold
 // the relay's bytes.
 func TestTamperingRelayFailsTheJob(t *testing.T) {
-	for _, mode := range []string{"Authenticated", "Checksum", "HeadersOnly"} {
+	for _, mode := range []string{"Authenticated", "Checksum", "HeadersOnly", "Encrypted"} {
 		t.Run(mode, func(t *testing.T) { tamperingRelay(t, mode) })
 	}
 }

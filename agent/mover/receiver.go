@@ -34,6 +34,9 @@ type Receiver struct {
 	Log *slog.Logger
 	// MaxFileSize is the largest file accepted (0: DefaultMaxFileSize).
 	MaxFileSize int64
+	// RequireEncryption refuses sessions that do not encrypt (a site's receiver for
+	// other sites).
+	RequireEncryption bool
 
 	mu       sync.Mutex
 	sessions map[uint64]*rsession
@@ -128,14 +131,14 @@ func (r *Receiver) HandleConn(c *wire.Conn) {
 	}
 	switch hello.Role {
 	case wire.RoleControl:
-		r.serveControl(c, rd, hello)
+		r.serveControl(c, rd, hello, h.Flags)
 	case wire.RoleData:
 		if receiveBufferHelps(hello.BufferBytes, r.socketLimits()) {
 			if tc, ok := c.NetConn().(*net.TCPConn); ok {
 				tc.SetReadBuffer(int(hello.BufferBytes))
 			}
 		}
-		r.serveData(c, rd, hello)
+		r.serveData(c, rd, hello, h.Flags)
 	}
 }
 
@@ -296,7 +299,7 @@ func (s *rsession) dropConn(c *wire.Conn) {
 	delete(s.conns, c)
 }
 
-func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello) {
+func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello, helloFlags wire.Flags) {
 	w := c.Writer()
 	h, meta, err := rd.Next()
 	if err != nil || h.Type != wire.TypeSession {
@@ -308,6 +311,17 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello)
 	s := &rsession{id: hello.Session, r: r, ctrl: w, ctrlConn: c, chunks: map[uint64]*rchunk{}, conns: map[*wire.Conn]struct{}{c: {}},
 		done: make(chan struct{}), memMore: make(chan struct{}, 1)}
 	if err := wire.DecodeJSON(meta, &s.cfg); err != nil {
+		return
+	}
+	switch {
+	case s.cfg.Encrypt && (helloFlags|h.Flags)&wire.FlagEncrypted != wire.FlagEncrypted:
+		return // an encrypted session that did not start encrypted: not our sender
+	case s.cfg.Encrypt:
+		if w.SetEncrypt(true) != nil {
+			return
+		}
+	case r.RequireEncryption:
+		w.WriteJSON(wire.TypeError, wire.ErrorMsg{Error: "this receiver moves data only encrypted: run the job with in-flight mode Encrypted"})
 		return
 	}
 	if !s.cfg.Memory {
@@ -356,12 +370,24 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello)
 	}
 }
 
+// checkEncrypted refuses a clear frame in a session that asked for encryption: the
+// sender's own code never sends one, so it was not the sender.
+func (s *rsession) checkEncrypted(h wire.Header) error {
+	if s.cfg.Encrypt && h.Flags&wire.FlagEncrypted == 0 {
+		return fmt.Errorf("%w: a clear frame (type %d) in an encrypted session", wire.ErrAuth, h.Type)
+	}
+	return nil
+}
+
 // readControl serves a session's control frames until the connection ends or a frame
 // breaks the protocol.
 func (s *rsession) readControl(rd *wire.Reader) error {
 	for {
 		h, meta, err := rd.Next()
 		if err != nil {
+			return err
+		}
+		if err := s.checkEncrypted(h); err != nil {
 			return err
 		}
 		switch h.Type {
@@ -452,9 +478,9 @@ var (
 	receivedCounter = metrics.BytesTotal.WithLabelValues("received")
 )
 
-func (r *Receiver) serveData(c *wire.Conn, rd *wire.Reader, hello wire.Hello) {
+func (r *Receiver) serveData(c *wire.Conn, rd *wire.Reader, hello wire.Hello, helloFlags wire.Flags) {
 	s := r.session(hello.Session)
-	if s == nil || !s.addConn(c) {
+	if s == nil || s.cfg.Encrypt && helloFlags&wire.FlagEncrypted == 0 || !s.addConn(c) {
 		return
 	}
 	defer s.dropConn(c)
@@ -499,6 +525,9 @@ func (s *rsession) readData(rd *wire.Reader) error {
 	for {
 		h, meta, err := rd.Next()
 		if err != nil {
+			return err
+		}
+		if err := s.checkEncrypted(h); err != nil {
 			return err
 		}
 		if h.DataLen > limit {

@@ -60,7 +60,8 @@ func dialFlip(t *testing.T, addr string) (*wire.Conn, *flipConn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return wire.NewConn(fc, keys.ClientToServer[:], keys.ServerToClient[:]), fc
+	return wire.NewConn(fc, wire.Keys{MAC: keys.ClientToServer[:], Enc: keys.ClientToServerEnc[:]},
+		wire.Keys{MAC: keys.ServerToClient[:], Enc: keys.ServerToClientEnc[:]}), fc
 }
 
 func startReceiver(t *testing.T) (string, string) {

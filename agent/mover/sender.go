@@ -516,6 +516,12 @@ func (s *ssession) connect() error {
 		return err // a refusal (auth.ErrRefused) is counted by Run
 	}
 	s.ctrl, s.ctrlW = c, c.Writer()
+	if s.encrypted() {
+		if err := s.ctrlW.SetEncrypt(true); err != nil {
+			c.Close()
+			return err
+		}
+	}
 	fail := func(err error) error {
 		c.Close()
 		if wire.IsIntegrity(err) {
@@ -526,7 +532,7 @@ func (s *ssession) connect() error {
 	if err := s.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: s.id, Stripe: st.Index, Agent: agentName()}); err != nil {
 		return fail(err)
 	}
-	if err := s.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: s.cfg.Job, Run: s.cfg.Run, Checksum: s.cfg.Checksum, Verify: s.cfg.Verify, VerifyMode: s.cfg.VerifyMode,
+	if err := s.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: s.cfg.Job, Run: s.cfg.Run, Encrypt: s.encrypted(), Checksum: s.cfg.Checksum, Verify: s.cfg.Verify, VerifyMode: s.cfg.VerifyMode,
 		Overwrite: s.cfg.Overwrite, BlockSize: s.cfg.BlockSize, ChunkSize: s.cfg.ChunkSize}); err != nil {
 		return fail(err)
 	}
@@ -623,6 +629,11 @@ func (s *ssession) setStreams(n int32, buffer int64) error {
 			defer wg.Done()
 			idx := have + int32(i)
 			c, err := Dial(s.ctx, s.st.Receiver, s.st.Secret, buffer)
+			if err == nil && s.encrypted() {
+				if err = c.Writer().SetEncrypt(true); err != nil {
+					c.Close()
+				}
+			}
 			if err == nil {
 				err = c.Writer().WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: s.id, Stripe: s.st.Index, Stream: idx, BufferBytes: buffer})
 				if err != nil {
@@ -1272,6 +1283,9 @@ func (s *ssession) dataFlags() wire.Flags {
 	}
 	return 0
 }
+
+// encrypted says the session encrypts every frame (in-flight mode Encrypted).
+func (s *ssession) encrypted() bool { return s.cfg.InFlight == wire.InFlightEncrypted }
 
 // needsCRC says data frames carry a CRC32C of their data.
 func needsCRC(flags wire.Flags) bool {

@@ -27,8 +27,11 @@ type Hello struct {
 
 // Session configures a stripe session on its control connection.
 type Session struct {
-	Job      string `json:"job"`
-	Run      string `json:"run,omitempty"`    // the run of the job (JobConfig.Run)
+	Job string `json:"job"`
+	Run string `json:"run,omitempty"` // the run of the job (JobConfig.Run)
+	// Encrypt says every frame of the session, both ways, is encrypted; the receiver
+	// refuses a clear one.
+	Encrypt  bool   `json:"encrypt,omitempty"`
 	Memory   bool   `json:"memory,omitempty"` // memory-to-memory: data is discarded
 	Checksum string `json:"checksum,omitempty"`
 	Verify   bool   `json:"verify"`
@@ -176,6 +179,10 @@ const (
 	// from file to socket and socket to file without a pass through user space; the
 	// end-to-end digest, when the job verifies, is what checks it.
 	InFlightHeadersOnly = "HeadersOnly"
+	// InFlightEncrypted is InFlightAuthenticated with every frame's meta and data
+	// encrypted (AES-256-CTR, then the tag over the ciphertext): nobody on the path
+	// reads names or content.
+	InFlightEncrypted = "Encrypted"
 )
 
 // ManifestQuery asks a receiver for the job's final files, as its journal and its file

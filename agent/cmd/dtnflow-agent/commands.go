@@ -59,6 +59,7 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	maxFile := byteSize(mover.DefaultMaxFileSize)
 	fs.Var(&maxFile, "max-file-size", "largest file a sender may announce")
 	maxHandshakes := fs.Int("max-handshakes", mover.DefaultMaxHandshakes, "connections allowed in their handshake at once (more are closed and counted as busy)")
+	requireEnc := fs.Bool("require-encryption", false, "refuse sessions that do not encrypt their data (in-flight mode Encrypted)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	r := &mover.Receiver{Root: root, Stripe: *stripe, Log: log, MaxFileSize: int64(maxFile),
+	r := &mover.Receiver{Root: root, Stripe: *stripe, Log: log, MaxFileSize: int64(maxFile), RequireEncryption: *requireEnc,
 		ID: fmt.Sprintf("%s-s%d-%d-%d", hostname(), *stripe, os.Getpid(), time.Now().UnixNano())}
 	serveMetrics(ctx, *metricsAddr, r.Status, log)
 	log.Info("Receiving", "listen", ln.Addr().String(), "root", *rootDir, "stripe", *stripe)
@@ -176,7 +177,8 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 		if len(*to) == 0 {
 			return errors.New("--mem needs --to")
 		}
-		res, err := mover.Probe(ctx, (*to)[0], secret, mover.ProbeOptions{Streams: j.streams, BufferBytes: int64(j.buffer), Duration: *duration, Bytes: int64(memBytes), BlockSize: int64(j.blockSize), Check: *memCheck})
+		res, err := mover.Probe(ctx, (*to)[0], secret, mover.ProbeOptions{Streams: j.streams, BufferBytes: int64(j.buffer), Duration: *duration, Bytes: int64(memBytes), BlockSize: int64(j.blockSize), Check: *memCheck,
+			Encrypt: strings.EqualFold(j.inFlight, "Encrypted")})
 		if err != nil {
 			return err
 		}
