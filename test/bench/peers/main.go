@@ -419,7 +419,7 @@ func run() error {
 				contender{tool: "dtnflow", name: "file-2GiB+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Checksum")},
 				contender{tool: "dtnflow", name: "file-2GiB+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--verify-mode", "OnArrival"), skip: !verify},
 				contender{tool: "dtnflow", name: "file-2GiB+headers", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "HeadersOnly")},
-			contender{tool: "dtnflow", name: "file-2GiB+enc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Encrypted")},
+				contender{tool: "dtnflow", name: "file-2GiB+enc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Encrypted")},
 				contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh,
 					cmd: fixed(append(append([]string{"globus-url-copy", "-p", fs, "-fast"}, gverify...),
 						gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin"))...)})
