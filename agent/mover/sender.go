@@ -393,6 +393,13 @@ loop:
 			}
 			*cfg = c
 		case p := <-src.Probes():
+			if p.OnData {
+				// A sample of this session's own transfer: measured beside it, while
+				// the loop goes on applying the configuration the sample is for.
+				wg.Add(1)
+				go func() { defer wg.Done(); s.src.ProbeDone(s.probeOnData(p)) }()
+				continue
+			}
 			s.src.ProbeDone(s.probe(p))
 		case err := <-fetchDone:
 			result = err

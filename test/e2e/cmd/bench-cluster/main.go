@@ -465,7 +465,7 @@ func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s wan.Scenar
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	recv := dst.Command(rctx, agent, "receive", "--listen", fmt.Sprintf(":%d", agentPort), "--root", destRoot, "--secret-file", key, "--metrics-addr", "off")
+	recv := dst.Command(rctx, agent, "receive", "--listen", fmt.Sprintf("%s:%d", dstNode.IP, agentPort), "--root", destRoot, "--secret-file", key, "--metrics-addr", "off")
 	var recvOut strings.Builder
 	recv.Stdout, recv.Stderr = &recvOut, &recvOut
 	recv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
