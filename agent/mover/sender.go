@@ -176,6 +176,9 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 	var failingSince time.Time
 	backoff := 100 * time.Millisecond
 	refusals, bad := 0, 0
+	// A receiver never reached yet is most likely starting (its pod was created with
+	// this one): try again soon. One that went away may take longer to come back.
+	everConnected := false
 	for {
 		end, err := st.session(ctx, src, &cfg)
 		if err == nil || errors.Is(err, errFinished) {
@@ -206,7 +209,7 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 			}
 		}
 		if end.connected {
-			failingSince, backoff = time.Time{}, 100*time.Millisecond
+			failingSince, backoff, everConnected = time.Time{}, 100*time.Millisecond, true
 		}
 		if failingSince.IsZero() {
 			failingSince = time.Now()
@@ -222,8 +225,18 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, MaxRetryBackoff(everConnected))
 	}
+}
+
+// MaxRetryBackoff is the longest pause between attempts to reach a job's peer (a
+// receiver, a coordinator): 1 s for one never reached yet, which is most likely
+// starting (a plan's pods start together), 5 s for one that went away.
+func MaxRetryBackoff(everConnected bool) time.Duration {
+	if everConnected {
+		return 5 * time.Second
+	}
+	return time.Second
 }
 
 // flight is a unit on its way.
