@@ -504,7 +504,7 @@ func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s wan.Scenar
 		if err != nil {
 			return fail(err)
 		}
-		dstD, err := framework.Digests(filepath.Join(destRoot, "copy", filepath.Base(rel)))
+		dstD, err := framework.Digests(filepath.Join(destRoot, "copy", rel))
 		if err != nil {
 			return fail(err)
 		}
