@@ -18,6 +18,11 @@ type Planner interface {
 	// (Fixed mode, or a fresh profile that already covers the path).
 	ProbeDirective(in ProbeRequest) *contract.ProbeDirective
 
+	// ProbeTransferDirective is the directive of a cold job before its plan: transfer
+	// at once on one stripe with one stream and probe as the probe directive says on
+	// the job's own data (generation left 0 for the caller).
+	ProbeTransferDirective(job *dtnflowv1alpha1.TransferJob, probe *contract.ProbeDirective) contract.Directive
+
 	// Plan plans the job from what is known.
 	Plan(in PlanRequest) (dtnflowv1alpha1.TransferPlan, error)
 
@@ -87,6 +92,10 @@ type planningPlanner struct{}
 
 func (planningPlanner) ProbeDirective(in ProbeRequest) *contract.ProbeDirective {
 	return planning.ProbeDirective(planning.ProbeInput{Tuning: in.Job.Spec.Tuning, Profile: in.Profile, Now: in.Now, NICBitsPerSecond: in.NICBitsPerSecond})
+}
+
+func (planningPlanner) ProbeTransferDirective(job *dtnflowv1alpha1.TransferJob, probe *contract.ProbeDirective) contract.Directive {
+	return planning.ProbeTransferDirective(probe, job.Spec.Tuning.Limits)
 }
 
 func (planningPlanner) Plan(in PlanRequest) (dtnflowv1alpha1.TransferPlan, error) {
