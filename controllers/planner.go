@@ -35,6 +35,12 @@ type Planner interface {
 	// replaces it. A nil plan in the decision means hold.
 	Rescale(state any, in RescaleRequest) (RescaleDecision, any)
 
+	// RescaleStateAfterPlan is the rescale policy's memory of a job whose first plan
+	// was made at now: the plan counts as a change made then, so that the policy lets
+	// it settle and cools down before judging it (the reports of the probe on the
+	// job's data, and of the plan's stripes starting, say nothing of the plan yet).
+	RescaleStateAfterPlan(now time.Time) any
+
 	// Learn is the PathProfile status after a job finished on the path.
 	Learn(profile *dtnflowv1alpha1.PathProfile, job *dtnflowv1alpha1.TransferJob, now time.Time) dtnflowv1alpha1.PathProfileStatus
 }
@@ -117,6 +123,10 @@ func (planningPlanner) Rescale(state any, in RescaleRequest) (RescaleDecision, a
 	d, next := planning.Rescale(st, planning.RescaleInput{Tuning: in.Job.Spec.Tuning, Plan: *in.Plan, Report: *in.Report,
 		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, ExternalDestination: in.ExternalDestination, Now: in.Now})
 	return RescaleDecision{Plan: d.Plan, Reason: d.Reason, Message: d.Message}, next
+}
+
+func (planningPlanner) RescaleStateAfterPlan(now time.Time) any {
+	return &planning.RescaleState{LastChange: now}
 }
 
 func (planningPlanner) Learn(profile *dtnflowv1alpha1.PathProfile, job *dtnflowv1alpha1.TransferJob, now time.Time) dtnflowv1alpha1.PathProfileStatus {
