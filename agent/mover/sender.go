@@ -230,13 +230,14 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 }
 
 // MaxRetryBackoff is the longest pause between attempts to reach a job's peer (a
-// receiver, a coordinator): 1 s for one never reached yet, which is most likely
-// starting (a plan's pods start together), 5 s for one that went away.
+// receiver, a coordinator): 250 ms for one never reached yet, which is most likely
+// starting (a plan's pods start together: each pause is time the job's first byte may
+// wait, and a refused connection costs next to nothing), 5 s for one that went away.
 func MaxRetryBackoff(everConnected bool) time.Duration {
 	if everConnected {
 		return 5 * time.Second
 	}
-	return time.Second
+	return 250 * time.Millisecond
 }
 
 // flight is a unit on its way.
