@@ -184,6 +184,9 @@ type pass struct {
 	job *dtnflowv1alpha1.TransferJob
 	st  *dtnflowv1alpha1.TransferJobStatus
 	now metav1.Time
+	// at is now to the clock's precision (now is whole seconds, as the API stores
+	// times): the timings are measured with it.
+	at  time.Time
 	obs *observed
 
 	events        []jobEvent
@@ -197,7 +200,19 @@ type pass struct {
 type jobEvent struct{ Type, Reason, Action, Note string }
 
 func newPass(job *dtnflowv1alpha1.TransferJob, now time.Time) *pass {
-	return &pass{job: job, st: job.Status.DeepCopy(), now: apiTime(now)}
+	return &pass{job: job, st: job.Status.DeepCopy(), now: apiTime(now), at: now}
+}
+
+// timing records a milestone reached at t in status.timings, once: the field field
+// picks, set to the milliseconds from the job's creation (never below 0).
+func (p *pass) timing(field func(*dtnflowv1alpha1.TransferTimings) **int64, t time.Time) {
+	if p.st.Timings == nil {
+		p.st.Timings = &dtnflowv1alpha1.TransferTimings{}
+	}
+	f := field(p.st.Timings)
+	if *f == nil {
+		*f = millisecondsSince(p.job.CreationTimestamp.Time, t)
+	}
 }
 
 // apiTime is t as the API stores it: whole seconds, so that a status computed twice

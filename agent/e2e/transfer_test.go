@@ -715,6 +715,72 @@ func TestDirectives(t *testing.T) {
 	assertSameTree(t, src, dst, "d")
 }
 
+// TestDirectivesProbeOnData drives a coordinator as the controller drives a cold job:
+// a Transfer directive with a probe moves the dataset at once on stripe 0 and takes the
+// probe's samples as stretches of that transfer (each measured by the sender on its own
+// streams), ending Probed with data already moved; the plan's Transfer directive then
+// carries the running job to the end. The rate cap makes the dataset outlast the probe.
+func TestDirectivesProbeOnData(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 12, mixed("d", 40, 3, 24<<20))
+	key := writeSecret(t, dir, "key", secret)
+	directive := filepath.Join(dir, "directive.json")
+	os.WriteFile(directive, []byte(`{"generation": 1, "mode": "Transfer", "streamsPerStripe": 1, "stripes": 1, "maxBitsPerSecond": 160000000,
+		"probe": {"maxStreams": 4, "sampleSeconds": 10}}`), 0o644)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	raddr := recv.waitListening()
+	co := start(t, nil, append([]string{"coordinate", "--listen", "127.0.0.1:0", "--root", src, "--secret-file", key, "--path", "d",
+		"--directive-file", directive, "--report-interval", "200ms"}, smallUnits...)...)
+	caddr := co.waitListening()
+	s := start(t, nil, "send", "--stripe", "0", "--coordinator", caddr, "--receiver", raddr, "--root", src, "--secret-file", key)
+	var st struct {
+		Phase   string `json:"phase"`
+		Probe   string `json:"probe"`
+		Samples []struct {
+			Stripes       int32 `json:"stripes"`
+			Streams       int32 `json:"streams"`
+			BitsPerSecond int64 `json:"bitsPerSecond"`
+		} `json:"samples"`
+		BytesDone     int64      `json:"bytesDone"`
+		BytesTotal    int64      `json:"bytesTotal"`
+		FirstByteTime *time.Time `json:"firstByteTime"`
+	}
+	status := func() {
+		if err := json.Unmarshal([]byte(httpGet(t, caddr, "/status")), &st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !pollUntil(t, 60*time.Second, "Probed", func() bool { status(); return st.Probe == "Probed" }) {
+		t.Fatalf("probe %q, phase %q; coordinator:\n%s\nsender:\n%s", st.Probe, st.Phase, co.output(), s.output())
+	}
+	if st.Phase != "Transferring" || st.BytesDone == 0 || st.BytesDone >= st.BytesTotal || st.FirstByteTime == nil {
+		t.Fatalf("at the probe's end: phase %s, %d of %d bytes done, first byte %v; want the job's data moving since the first sample",
+			st.Phase, st.BytesDone, st.BytesTotal, st.FirstByteTime)
+	}
+	if len(st.Samples) < 2 || st.Samples[0].Streams != 1 || st.Samples[1].Streams != 2 {
+		t.Fatalf("samples %+v, want ExpSelection's 1, 2, …", st.Samples)
+	}
+	for _, sm := range st.Samples {
+		// the cap holds the job at 160 Mbit/s, so every sample is a stretch of it
+		if sm.Stripes != 1 || sm.BitsPerSecond < 80e6 || sm.BitsPerSecond > 200e6 {
+			t.Errorf("sample %+v: want one stripe near the job's capped 160 Mbit/s", sm)
+		}
+	}
+	if n := len(regexp.MustCompile(`msg="Probe sample on the job's data"`).FindAllString(co.output(), -1)); n != len(st.Samples) {
+		t.Errorf("%d samples on the job's data logged, %d reported", n, len(st.Samples))
+	}
+	os.WriteFile(directive, []byte(`{"generation": 2, "mode": "Transfer", "streamsPerStripe": 3}`), 0o644)
+	if err := co.wait(60 * time.Second); err != nil {
+		t.Fatalf("coordinator: %v\n%s", err, co.output())
+	}
+	if err := s.wait(30 * time.Second); err != nil {
+		t.Fatalf("sender: %v\n%s", err, s.output())
+	}
+	assertSameTree(t, src, dst, "d")
+}
+
 // TestSendAuto runs send --auto end to end: by default the probe runs on the job's own
 // data (the first stripe starts at once and the samples are stretches of the
 // transfer), with --probe-mem memory to memory before the transfer starts. Either way

@@ -183,6 +183,9 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 	var failingSince time.Time
 	backoff := 100 * time.Millisecond
 	refusals, bad := 0, 0
+	// A receiver never reached yet is most likely starting (its pod was created with
+	// this one): try again soon. One that went away may take longer to come back.
+	everConnected := false
 	for {
 		end, err := st.session(ctx, src, &cfg)
 		if err == nil || errors.Is(err, errFinished) {
@@ -213,7 +216,7 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 			}
 		}
 		if end.connected {
-			failingSince, backoff = time.Time{}, 100*time.Millisecond
+			failingSince, backoff, everConnected = time.Time{}, 100*time.Millisecond, true
 		}
 		if failingSince.IsZero() {
 			failingSince = time.Now()
@@ -229,8 +232,19 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, MaxRetryBackoff(everConnected))
 	}
+}
+
+// MaxRetryBackoff is the longest pause between attempts to reach a job's peer (a
+// receiver, a coordinator): 250 ms for one never reached yet, which is most likely
+// starting (a plan's pods start together: each pause is time the job's first byte may
+// wait, and a refused connection costs next to nothing), 5 s for one that went away.
+func MaxRetryBackoff(everConnected bool) time.Duration {
+	if everConnected {
+		return 5 * time.Second
+	}
+	return 250 * time.Millisecond
 }
 
 // flight is a unit on its way.
@@ -413,6 +427,13 @@ loop:
 			}
 			*cfg = c
 		case p := <-src.Probes():
+			if p.OnData {
+				// A sample of this session's own transfer: measured beside it, while
+				// the loop goes on applying the configuration the sample is for.
+				wg.Add(1)
+				go func() { defer wg.Done(); s.src.ProbeDone(s.probeOnData(p)) }()
+				continue
+			}
 			s.src.ProbeDone(s.probe(p))
 		case err := <-fetchDone:
 			result = err

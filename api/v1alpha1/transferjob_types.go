@@ -392,6 +392,37 @@ type TransferJobStatus struct {
 	// completionTime is when the job completed or failed.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// timings are how long the job took from its creation to its first byte, its plan
+	// and its completion.
+	// +optional
+	Timings *TransferTimings `json:"timings,omitempty"`
+}
+
+// TransferTimings are how long a job took to reach each milestone, in milliseconds from
+// its metadata.creationTimestamp. The API server keeps that timestamp to the second, so
+// each figure may be up to a second more than the time since the job was created; each
+// is set once, when the milestone is first observed, and kept.
+type TransferTimings struct {
+	// firstByteMilliseconds is the time to the first byte of the dataset: when the
+	// coordinator first handed a unit of it to a stripe connected to its receiver
+	// (the coordinator's clock). A cold job's first byte comes before its plan: it
+	// probes on its own data.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	FirstByteMilliseconds *int64 `json:"firstByteMilliseconds,omitempty"`
+
+	// planMilliseconds is the time to the first plan (the Planned condition), probing
+	// included.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PlanMilliseconds *int64 `json:"planMilliseconds,omitempty"`
+
+	// completeMilliseconds is the time to Complete: every file at the destination and
+	// verified (the coordinator's report of it).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CompleteMilliseconds *int64 `json:"completeMilliseconds,omitempty"`
 }
 
 // BindingResource names what limits a plan's predicted rate.

@@ -287,14 +287,15 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 		return map[string]any{"role": "sender", "stripe": stripe, "cpuSeconds": metrics.CPUSeconds()}
 	}, log)
 	var failingSince time.Time
-	backoff := 200 * time.Millisecond
+	backoff := 100 * time.Millisecond
+	everConnected := false
 	for {
 		rem, err := coord.DialRemote(ctx, coordinator, secret, stripe)
 		if errors.Is(err, auth.ErrRefused) {
 			return err
 		}
 		if err == nil {
-			failingSince = time.Time{}
+			failingSince, backoff, everConnected = time.Time{}, 100*time.Millisecond, true
 			sctx, cancel := context.WithCancel(ctx)
 			go func() {
 				select {
@@ -332,7 +333,7 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 			return ctx.Err()
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, mover.MaxRetryBackoff(everConnected))
 	}
 }
 

@@ -27,7 +27,7 @@ func validCPUModel() object {
 }
 
 func validProbeSample() object {
-	return object{"streams": 4, "bufferBytes": int64(4 << 20), "bitsPerSecond": int64(900_000_000),
+	return object{"stripes": 1, "streams": 4, "bufferBytes": int64(4 << 20), "bitsPerSecond": int64(900_000_000),
 		"sourceMillicores": int64(400), "destinationMillicores": int64(500), "lossPPM": int64(10), "time": someTime}
 }
 
@@ -132,6 +132,7 @@ func probeSampleCases(list string) []validationCase {
 			dateTime(s + ".time"),
 		},
 		counter(s+".streams", 1),
+		boundCases(s+".stripes", nil, 1, upTo(4096)),
 		boundCases(s+".bufferBytes", nil, 0, nil),
 		boundCases(s+".bitsPerSecond", nil, 0, nil),
 		boundCases(s+".sourceMillicores", nil, 0, nil),
@@ -177,6 +178,7 @@ func transferJobStatusTable() validationTable {
 		"replans":       []any{replan(0)},
 		"agentFailures": 0,
 		"startTime":     someTime,
+		"timings":       object{"firstByteMilliseconds": int64(1200), "planMilliseconds": int64(4800), "completeMilliseconds": int64(61_000)},
 	}
 	const p = "status.plan"
 	return validationTable{
@@ -232,6 +234,9 @@ func transferJobStatusTable() validationTable {
 			cpuModelCases(p+".sourceCPU"),
 			cpuModelCases(p+".destinationCPU"),
 			boundCases("status.progress.percent", nil, 0, upTo(100)),
+			boundCases("status.timings.firstByteMilliseconds", nil, 0, nil),
+			boundCases("status.timings.planMilliseconds", nil, 0, nil),
+			boundCases("status.timings.completeMilliseconds", nil, 0, nil),
 			[]validationCase{
 				tooLong("status.progress.rate", 32),
 				tooLong("status.progress.eta", 32),

@@ -295,6 +295,9 @@ func (s *agentSimulator) step(ctx context.Context, pod *corev1.Pod) {
 		rep.Phase, rep.Samples = contract.PhaseProbed, probeSamples(now.Add(-time.Minute))
 	case contract.ModeTransfer:
 		rep.Phase, rep.BitsPerSecond = contract.PhaseTransferring, 900_000_000
+		if d.Probe != nil {
+			rep.Probe, rep.Samples = contract.PhaseProbed, probeSamples(now.Add(-time.Minute))
+		}
 		for k := range d.Stripes {
 			rep.Stripes = append(rep.Stripes, contract.StripeReport{Index: k, Connected: true, Streams: d.StreamsPerStripe, BitsPerSecond: 900_000_000 / int64(d.Stripes)})
 		}
