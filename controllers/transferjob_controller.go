@@ -109,6 +109,7 @@ func (r *TransferJobReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		p.st.ObservedGeneration = job.Generation
 	}
 	p.st.State = stateOf(p.st.Conditions)
+	setSummaryConditions(p.st, job.Generation, p.now)
 	if werr := r.writeStatus(ctx, &job, p.st); werr != nil {
 		return ctrl.Result{}, errors.Join(err, werr)
 	}

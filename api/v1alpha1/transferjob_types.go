@@ -290,7 +290,29 @@ const (
 	ConditionFailed = "Failed"
 	// ConditionSuspended is True while spec.suspend holds the job.
 	ConditionSuspended = "Suspended"
+
+	// The conditions kstatus reads (sigs.k8s.io/cli-utils/pkg/kstatus), and with it
+	// Flux, Argo CD's health check in docs/gitops.md and `kubectl wait`. They summarise
+	// the ones above; every job has all three once the controller has seen it, except
+	// that a suspended job has no Ready (kstatus would read a False one as in progress).
+
+	// ConditionReady is True once the job has completed: every file is at the
+	// destination and verified.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the controller is still working towards the
+	// end of the job: pending, probing, transferring, pausing, waiting for a node.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the job cannot go on without someone changing
+	// something: it failed, or its endpoints refuse it (an endpoint missing, its
+	// namespace not allowed, a read-only destination).
+	ConditionStalled = "Stalled"
 )
+
+// AnnotationRerun on a TransferJob is part of what makes two jobs the same transfer
+// for spec-hash purposes (see PathProfile status.expiredJobs): a job created again with
+// a new value runs again even though an identical job completed before.
+// `kubectl dtnflow rerun` sets it to the time of the rerun.
+const AnnotationRerun = "dtnflow.io/rerun"
 
 // TransferState is a one-word summary of a job's conditions, for `kubectl get`.
 // +kubebuilder:validation:Enum=Pending;Probing;Transferring;Suspended;Complete;Failed
@@ -312,7 +334,8 @@ type TransferJobStatus struct {
 	State TransferState `json:"state,omitempty"`
 
 	// conditions are Probing, Planned, Transferring, Complete, Failed and Suspended,
-	// each with a reason.
+	// each with a reason, and Ready, Reconciling and Stalled, which summarise them
+	// the way kstatus (Flux, Argo CD, kubectl wait) reads them.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -68,6 +68,7 @@ type JobLister func(ctx context.Context) ([]dtnflowv1alpha1.TransferJob, error)
 var conditionTypes = []string{
 	dtnflowv1alpha1.ConditionProbing, dtnflowv1alpha1.ConditionPlanned, dtnflowv1alpha1.ConditionTransferring,
 	dtnflowv1alpha1.ConditionComplete, dtnflowv1alpha1.ConditionFailed, dtnflowv1alpha1.ConditionSuspended,
+	dtnflowv1alpha1.ConditionReady, dtnflowv1alpha1.ConditionReconciling, dtnflowv1alpha1.ConditionStalled,
 }
 
 var states = []dtnflowv1alpha1.TransferState{

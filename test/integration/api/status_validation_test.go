@@ -328,6 +328,12 @@ func pathProfileStatusTable() validationTable {
 		"samples":          []any{validProbeSample()},
 		"lastUpdateTime":   someTime,
 		"contributingJobs": []any{job(0)},
+		"expiredJobs":      []any{expiredJob(0)},
+	}
+	const e = "status.expiredJobs[0]"
+	empty := func(field string) validationCase {
+		return validationCase{name: field + " empty", mutate: func(o object) { set(o, field, "") },
+			check: "minLength", field: field, want: "at least 1 chars long"}
 	}
 	return validationTable{
 		kind: "PathProfile",
@@ -351,12 +357,32 @@ func pathProfileStatusTable() validationTable {
 				{name: "contributing job longer than namespace/name", mutate: func(o object) {
 					set(o, "status.contributingJobs", []any{dnsName(63) + "/" + dnsName(254)})
 				}, check: "maxLength", field: "status.contributingJobs[0]", want: "may not be more than 317 bytes"},
+				tooMany("status.expiredJobs", 64, expiredJob),
+				required(e+".namespace", nil), required(e+".name", nil), required(e+".specHash", nil), required(e+".completionTime", nil),
+				empty(e + ".namespace"), empty(e + ".name"), empty(e + ".specHash"),
+				tooLong(e+".namespace", 63), tooLong(e+".name", 253), tooLong(e+".specHash", 64),
+				dateTime(e + ".completionTime"),
 			},
+			boundCases(e+".filesDone", nil, 0, nil),
+			boundCases(e+".bytesDone", nil, 0, nil),
 		),
 		accepted: []acceptedCase{
 			{"16 contributing jobs of the longest names", func(o object) {
 				set(o, "status.contributingJobs", listOf(16, func(int) any { return dnsName(63) + "/" + dnsName(253) }))
 			}},
+			{"64 expired jobs of the longest names", func(o object) {
+				set(o, "status.expiredJobs", listOf(64, func(i int) any {
+					rec := expiredJob(i).(object)
+					rec["namespace"], rec["name"] = dnsName(63), dnsName(253)
+					return rec
+				}))
+			}},
 		},
 	}
+}
+
+// expiredJob is a valid PathProfile status.expiredJobs record.
+func expiredJob(i int) any {
+	return object{"namespace": "physics", "name": fmt.Sprintf("nightly-%d", i), "specHash": strings.Repeat("a", 32),
+		"completionTime": someTime, "filesDone": int64(40), "bytesDone": int64(40 << 30)}
 }
