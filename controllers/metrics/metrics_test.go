@@ -28,12 +28,13 @@ func TestRegisterOnceAndCountJobs(t *testing.T) {
 		return []dtnflowv1alpha1.TransferJob{
 			job(dtnflowv1alpha1.StateTransferring, dtnflowv1alpha1.ConditionPlanned, dtnflowv1alpha1.ConditionTransferring),
 			job(dtnflowv1alpha1.StateTransferring, dtnflowv1alpha1.ConditionPlanned, dtnflowv1alpha1.ConditionTransferring),
-			job(dtnflowv1alpha1.StateFailed, dtnflowv1alpha1.ConditionFailed),
+			job(dtnflowv1alpha1.StateFailed, dtnflowv1alpha1.ConditionFailed, dtnflowv1alpha1.ConditionStalled),
 			job(""),
 		}, nil
 	})
 	want := map[string]map[string]float64{
-		"dtnflow_transferjobs":          {"condition=Complete": 0, "condition=Failed": 1, "condition=Planned": 2, "condition=Probing": 0, "condition=Suspended": 0, "condition=Transferring": 2},
+		"dtnflow_transferjobs": {"condition=Complete": 0, "condition=Failed": 1, "condition=Planned": 2, "condition=Probing": 0, "condition=Suspended": 0, "condition=Transferring": 2,
+			"condition=Ready": 0, "condition=Reconciling": 0, "condition=Stalled": 1},
 		"dtnflow_transferjobs_by_state": {"state=Complete": 0, "state=Failed": 1, "state=Pending": 1, "state=Probing": 0, "state=Suspended": 0, "state=Transferring": 2},
 	}
 	got := gather(t)
