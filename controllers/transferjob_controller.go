@@ -110,6 +110,7 @@ func (r *TransferJobReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	p.st.State = stateOf(p.st.Conditions)
 	setSummaryConditions(p.st, job.Generation, p.now)
+	recordRate(job.Status.Progress, p.st)
 	if werr := r.writeStatus(ctx, &job, p.st); werr != nil {
 		return ctrl.Result{}, errors.Join(err, werr)
 	}

@@ -373,6 +373,15 @@ type TransferJobStatus struct {
 	// +optional
 	Replans []Replan `json:"replans,omitempty"`
 
+	// rateHistory is the job's aggregate rate over time, oldest first: a point per
+	// agent report while it transfers. When the list is full every other point is
+	// dropped, so it covers the whole run at a resolution that halves as the run grows
+	// (`kubectl dtnflow plot` draws it).
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=atomic
+	// +optional
+	RateHistory []RatePoint `json:"rateHistory,omitempty"`
+
 	// agentFailures counts agent pods that failed or vanished; it is compared with
 	// spec.backoffLimit.
 	// +optional
@@ -631,6 +640,23 @@ type StripeStatus struct {
 	// bitsPerSecond is the stripe's latest measured rate.
 	// +optional
 	BitsPerSecond int64 `json:"bitsPerSecond,omitempty"`
+}
+
+// RatePoint is the job's aggregate rate at one agent report.
+type RatePoint struct {
+	// time is when the agents reported.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// bitsPerSecond is the aggregate rate over the report's interval.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BitsPerSecond int64 `json:"bitsPerSecond,omitempty"`
+
+	// bytesDone is the number of bytes verified at the destination by then.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
 }
 
 // PlanShape is the part of a plan a re-plan changes.

@@ -175,6 +175,7 @@ func transferJobStatusTable() validationTable {
 		"samples":       []any{validProbeSample()},
 		"stripes":       []any{stripe(0)},
 		"replans":       []any{replan(0)},
+		"rateHistory":   []any{ratePoint(0)},
 		"agentFailures": 0,
 		"startTime":     someTime,
 	}
@@ -255,6 +256,13 @@ func transferJobStatusTable() validationTable {
 			},
 			shapeCases("status.replans[0].from"),
 			shapeCases("status.replans[0].to"),
+			[]validationCase{
+				tooMany("status.rateHistory", 128, ratePoint),
+				required("status.rateHistory[0].time", nil),
+				dateTime("status.rateHistory[0].time"),
+			},
+			boundCases("status.rateHistory[0].bitsPerSecond", nil, 0, nil),
+			boundCases("status.rateHistory[0].bytesDone", nil, 0, nil),
 		),
 		accepted: []acceptedCase{
 			{"every list at its longest", func(o object) {
@@ -264,6 +272,7 @@ func transferJobStatusTable() validationTable {
 				set(o, "status.samples", listOf(64, func(int) any { return validProbeSample() }))
 				set(o, "status.stripes", listOf(512, stripe))
 				set(o, "status.replans", listOf(32, replan))
+				set(o, "status.rateHistory", listOf(128, ratePoint))
 			}},
 			{"progress at 100 percent, complete", func(o object) {
 				set(o, "status.progress.percent", 100)
@@ -385,4 +394,9 @@ func pathProfileStatusTable() validationTable {
 func expiredJob(i int) any {
 	return object{"namespace": "physics", "name": fmt.Sprintf("nightly-%d", i), "specHash": strings.Repeat("a", 32),
 		"completionTime": someTime, "filesDone": int64(40), "bytesDone": int64(40 << 30)}
+}
+
+// ratePoint is a valid TransferJob status.rateHistory point.
+func ratePoint(i int) any {
+	return object{"time": someTime, "bitsPerSecond": int64(900_000_000 + i), "bytesDone": int64(i) << 30}
 }
