@@ -41,9 +41,10 @@ vet: ## go vet every package.
 	go vet ./...
 
 .PHONY: build
-build: ## Build the manager and the agent into ./bin.
+build: ## Build the manager, the agent and the kubectl plugin (kubectl-dtnflow) into ./bin.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager .
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-dtnflow ./cmd/kubectl-dtnflow
 
 .PHONY: verify
 verify: manifests generate chart-sync ## Fail when generated files, formatting or go.mod are stale.
