@@ -762,7 +762,10 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		return
 	}
 	c := &rchunk{open: m, key: key, tmp: TempName(p, s.cfg.Job), nblocks: (m.Length + m.BlockSize - 1) / m.BlockSize, refs: 1}
-	if fst != nil && fst.ChunkSize == m.ChunkSize {
+	// A file made final and since lost at the destination (deleted, or not where its
+	// rename put it): its chunks' records describe a temporary file that is gone, so
+	// the file is received again from nothing.
+	if fst != nil && !fst.Final && fst.ChunkSize == m.ChunkSize {
 		if cs := fst.Chunks[m.Index]; cs != nil {
 			if cs.Verified {
 				if m.Chunks == 1 {
