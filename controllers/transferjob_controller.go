@@ -108,6 +108,7 @@ func (r *TransferJobReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err == nil {
 		p.st.ObservedGeneration = job.Generation
 	}
+	r.runTriggers(p)
 	p.st.State = stateOf(p.st.Conditions)
 	setSummaryConditions(p.st, job.Generation, p.now)
 	recordRate(job.Status.Progress, p.st)
@@ -167,6 +168,12 @@ func (r *TransferJobReconciler) recordMetrics(job *dtnflowv1alpha1.TransferJob, 
 	for _, role := range p.failedRoles {
 		metrics.AgentFailures.WithLabelValues(role).Inc()
 	}
+	for _, trigger := range p.runsStarted {
+		metrics.RunsStarted.WithLabelValues(trigger).Inc()
+	}
+	if p.missedRuns > 0 {
+		metrics.MissedRuns.Add(float64(p.missedRuns))
+	}
 	if finished(p.st) {
 		metrics.ForgetJob(job.Namespace, job.Name)
 		return
@@ -193,6 +200,8 @@ type pass struct {
 	failedRoles   []string
 	bytesMoved    int64
 	newReport     bool
+	runsStarted   []string // triggers of runs started (recurring jobs)
+	missedRuns    int64    // scheduled runs skipped
 	requeueAfter  time.Duration
 }
 

@@ -55,7 +55,7 @@ func transferSpecHash(job *dtnflowv1alpha1.TransferJob) string {
 // expiredRecord is the profile's record of a completed and deleted job that this job
 // repeats, or nil.
 func expiredRecord(job *dtnflowv1alpha1.TransferJob, profile *dtnflowv1alpha1.PathProfile) *dtnflowv1alpha1.ExpiredJob {
-	if profile == nil {
+	if profile == nil || job.Spec.Trigger != nil { // a recurring job has no TTL, and runs again by design
 		return nil
 	}
 	hash := transferSpecHash(job)

@@ -38,6 +38,7 @@ type summary struct {
 // summarize reads the job's conditions into the kstatus conditions. The first that
 // applies wins:
 //
+//	invalid trigger schedule → Stalled
 //	Failed                   → Stalled (kstatus Failed, Argo CD Degraded)
 //	Complete                 → Ready (Current, Healthy)
 //	endpoints refuse the job → Stalled
@@ -52,6 +53,9 @@ func summarize(conditions []metav1.Condition) summary {
 	F, T := metav1.ConditionFalse, metav1.ConditionTrue
 	from := func(c *metav1.Condition, ready, reconciling, stalled metav1.ConditionStatus) summary {
 		return summary{ready: ready, reconciling: reconciling, stalled: stalled, reason: c.Reason, message: c.Message}
+	}
+	if c := find(dtnflowv1alpha1.ConditionScheduled); c != nil && c.Status == F && c.Reason == ReasonInvalidSchedule {
+		return from(c, F, F, T) // a recurring job whose schedule needs fixing
 	}
 	if isTrue(dtnflowv1alpha1.ConditionFailed) {
 		return from(find(dtnflowv1alpha1.ConditionFailed), F, F, T)

@@ -7,6 +7,7 @@ import (
 // TransferJobSpec says what to move, where, and how much freedom the planner has.
 // Only source and destination are fixed once set; tuning, suspend and the lifecycle
 // fields may change while the job runs, and the controller acts on the change.
+// +kubebuilder:validation:XValidation:rule="!has(self.trigger) || !has(self.ttlSecondsAfterFinished)",message="spec.ttlSecondsAfterFinished may not be set with spec.trigger: a recurring job does not finish for good",fieldPath=".ttlSecondsAfterFinished"
 type TransferJobSpec struct {
 	// source names the endpoint to read from and the files and directories to move.
 	// It cannot change once set.
@@ -57,10 +58,16 @@ type TransferJobSpec struct {
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
 	// suspend stops the job's agents when set to true, keeping what was verified;
-	// setting it back to false resumes from there.
+	// setting it back to false resumes from there. A suspended recurring job starts no
+	// new run.
 	// +kubebuilder:default=false
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// trigger makes the job recurring: after its first run it runs again on a cron
+	// schedule, when trigger.manual changes, or both (transferjob_trigger_types.go).
+	// +optional
+	Trigger *TransferTrigger `json:"trigger,omitempty"`
 }
 
 // RelativePath is a path under an endpoint's storage root: it has no leading '/', no
@@ -394,6 +401,41 @@ type TransferJobStatus struct {
 	// completionTime is when the job completed or failed.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// run counts the runs of a recurring job (spec.trigger): 1 for the first. The
+	// fields above describe the current run (or the latest, between runs).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Run int64 `json:"run,omitempty"`
+
+	// runTrigger is what started the current run.
+	// +optional
+	RunTrigger RunTrigger `json:"runTrigger,omitempty"`
+
+	// lastRunTime is when the latest run of a recurring job started.
+	// +optional
+	LastRunTime *metav1.Time `json:"lastRunTime,omitempty"`
+
+	// nextRunTime is when spec.trigger.schedule starts the next run.
+	// +optional
+	NextRunTime *metav1.Time `json:"nextRunTime,omitempty"`
+
+	// lastManualTrigger is the value of spec.trigger.manual last acted on.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	LastManualTrigger string `json:"lastManualTrigger,omitempty"`
+
+	// missedRuns counts the scheduled times that found the previous run still going
+	// (skipped: runs never overlap), or passed while the controller was away.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MissedRuns int64 `json:"missedRuns,omitempty"`
+
+	// runs are the latest finished runs of a recurring job, oldest first, up to 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Runs []TransferRun `json:"runs,omitempty"`
 }
 
 // BindingResource names what limits a plan's predicted rate.
@@ -711,6 +753,8 @@ type Replan struct {
 // +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.progress.eta`
 // +kubebuilder:printcolumn:name="Stripes",type=integer,JSONPath=`.status.plan.stripesPerNode`,priority=1
 // +kubebuilder:printcolumn:name="Streams",type=integer,JSONPath=`.status.plan.streamsPerStripe`,priority=1
+// +kubebuilder:printcolumn:name="Run",type=integer,JSONPath=`.status.run`,priority=1
+// +kubebuilder:printcolumn:name="Next Run",type=string,JSONPath=`.status.nextRunTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TransferJob struct {
 	metav1.TypeMeta `json:",inline"`

@@ -55,6 +55,18 @@ var (
 		Help: "Agent pods that failed or vanished, by role.",
 	}, []string{"role"})
 
+	// RunsStarted counts the runs of recurring jobs after their first, by trigger.
+	RunsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dtnflow_transferjob_runs_total",
+		Help: "Runs of recurring TransferJobs (spec.trigger) started after the first, by trigger (Schedule or Manual).",
+	}, []string{"trigger"})
+
+	// MissedRuns counts scheduled times of recurring jobs that started no run.
+	MissedRuns = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dtnflow_transferjob_missed_runs_total",
+		Help: "Scheduled runs of recurring TransferJobs skipped because the previous run was still going (runs never overlap) or the controller was away.",
+	})
+
 	jobsByCondition = prometheus.NewDesc("dtnflow_transferjobs",
 		"TransferJobs whose condition of the given type is True.", []string{"condition"}, nil)
 	jobsByState = prometheus.NewDesc("dtnflow_transferjobs_by_state",
@@ -128,7 +140,7 @@ var (
 func Register(list JobLister) {
 	lister.Store(&list)
 	registerOnce.Do(func() {
-		ctrlmetrics.Registry.MustRegister(BytesMoved, JobRate, JobPredictedRate, Replans, PredictionRatio, AgentFailures,
+		ctrlmetrics.Registry.MustRegister(BytesMoved, JobRate, JobPredictedRate, Replans, PredictionRatio, AgentFailures, RunsStarted, MissedRuns,
 			jobCollector{list: &lister})
 	})
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"time"
@@ -67,7 +68,9 @@ func rerunCommand() *command {
 	var timeout time.Duration
 	return &command{
 		name: "rerun", short: "run a finished job again (only what is missing or changed moves)", args: "JOB [--force]",
-		summary: "Run a finished job again: it is deleted and created again with the same spec, labels and\n" +
+		summary: "Run a finished job again. A recurring job (spec.trigger) gets a new spec.trigger.manual\n" +
+			"value: its next run starts at once, or when the current one ends. Any other job is deleted\n" +
+			"and created again with the same spec, labels and\n" +
 			"annotations, and the dtnflow.io/rerun annotation set to now (so a record of the old run does\n" +
 			"not mark it Complete at once). The receivers' journals make the new run send only what is\n" +
 			"missing or changed at the destination. --force reruns a job that has not finished.",
@@ -86,6 +89,9 @@ func rerunCommand() *command {
 			job, err := o.getJob(ctx, name)
 			if err != nil {
 				return err
+			}
+			if job.Spec.Trigger != nil {
+				return o.triggerRun(ctx, job)
 			}
 			if !finished(job) && !force {
 				return fmt.Errorf("TransferJob %s/%s is %s, not finished: wait for it, suspend it, or pass --force", job.Namespace, job.Name, stateOf(job))
@@ -129,4 +135,25 @@ func rerunCommand() *command {
 			return nil
 		},
 	}
+}
+
+// triggerRun asks a recurring job for a run by giving spec.trigger.manual a new value.
+func (o *Options) triggerRun(ctx context.Context, job *dtnflowv1alpha1.TransferJob) error {
+	value := o.Clock.Now().UTC().Format("2006-01-02T15-04-05Z")
+	if job.Spec.Trigger.Manual == value {
+		value += "-again"
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"trigger": map[string]any{"manual": value}}})
+	if err != nil {
+		return err
+	}
+	if err := o.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return err
+	}
+	when := "now"
+	if !finished(job) {
+		when = fmt.Sprintf("when run %d ends", job.Status.Run)
+	}
+	fmt.Fprintf(o.Out, "transferjob %s/%s: spec.trigger.manual=%s; the next run starts %s\n", job.Namespace, job.Name, value, when)
+	return nil
 }

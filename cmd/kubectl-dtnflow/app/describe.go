@@ -108,6 +108,27 @@ func describe(w io.Writer, job *dtnflowv1alpha1.TransferJob, events []eventsv1.E
 			field("Took", "%s", progress.Duration(st.CompletionTime.Sub(st.StartTime.Time)))
 		}
 	}
+	if trig := job.Spec.Trigger; trig != nil {
+		var parts []string
+		if trig.Schedule != "" {
+			parts = append(parts, fmt.Sprintf("schedule %q", trig.Schedule))
+		}
+		if trig.Manual != "" {
+			parts = append(parts, fmt.Sprintf("manual %q", trig.Manual))
+		}
+		field("Trigger", "%s", strings.Join(parts, ", "))
+		run := fmt.Sprintf("%d (%s)", st.Run, st.RunTrigger)
+		if st.LastRunTime != nil {
+			run += fmt.Sprintf(", started %s", st.LastRunTime.UTC().Format(time.RFC3339))
+		}
+		field("Run", "%s", run)
+		if st.NextRunTime != nil {
+			field("Next run", "%s", st.NextRunTime.UTC().Format(time.RFC3339))
+		}
+		if st.MissedRuns > 0 {
+			field("Missed runs", "%d (a scheduled time that found the previous run still going)", st.MissedRuns)
+		}
+	}
 	if st.AgentFailures > 0 {
 		field("Agent failures", "%d of spec.backoffLimit %d", st.AgentFailures, backoffLimitOf(job))
 	}
@@ -115,6 +136,7 @@ func describe(w io.Writer, job *dtnflowv1alpha1.TransferJob, events []eventsv1.E
 	fmt.Fprintln(w)
 	describePlanSection(w, job)
 	describeSamples(w, st.Samples)
+	describeRuns(w, st.Runs)
 	describeReplans(w, st.Replans, now)
 	describeStripes(w, st.Stripes)
 	describeConditions(w, st.Conditions, now)
@@ -337,4 +359,19 @@ func describeEvents(w io.Writer, events []eventsv1.Event, err error, now time.Ti
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", age(now, eventTime(e)), e.Type, e.Reason, e.Note)
 	}
 	tw.Flush()
+}
+
+func describeRuns(w io.Writer, runs []dtnflowv1alpha1.TransferRun) {
+	if len(runs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Runs (the latest %d):\n", len(runs))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  RUN\tTRIGGER\tSTARTED\tTOOK\tRESULT\tFILES\tBYTES\tMESSAGE")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Number, r.Trigger, r.StartTime.UTC().Format(time.RFC3339),
+			progress.Duration(r.CompletionTime.Sub(r.StartTime.Time)), r.Result, r.FilesDone, progress.Bytes(r.BytesDone), r.Message)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
 }

@@ -172,10 +172,12 @@ func transferJobStatusTable() validationTable {
 			"percent": 50, "currentBitsPerSecond": int64(941_000_000), "averageBitsPerSecond": int64(900_000_000),
 			"rate": "941 Mbit/s", "etaSeconds": int64(200), "eta": "3m20s", "lastUpdateTime": someTime,
 		},
-		"samples":       []any{validProbeSample()},
-		"stripes":       []any{stripe(0)},
-		"replans":       []any{replan(0)},
-		"rateHistory":   []any{ratePoint(0)},
+		"samples":     []any{validProbeSample()},
+		"stripes":     []any{stripe(0)},
+		"replans":     []any{replan(0)},
+		"rateHistory": []any{ratePoint(0)},
+		"run":         int64(3), "runTrigger": "Schedule", "lastRunTime": someTime, "nextRunTime": someTime,
+		"lastManualTrigger": "2026-03-01", "missedRuns": int64(1), "runs": []any{transferRun(0)},
 		"agentFailures": 0,
 		"startTime":     someTime,
 	}
@@ -263,6 +265,24 @@ func transferJobStatusTable() validationTable {
 			},
 			boundCases("status.rateHistory[0].bitsPerSecond", nil, 0, nil),
 			boundCases("status.rateHistory[0].bytesDone", nil, 0, nil),
+			boundCases("status.run", nil, 0, nil),
+			boundCases("status.missedRuns", nil, 0, nil),
+			[]validationCase{
+				notIn("status.runTrigger", "Cron"),
+				dateTime("status.lastRunTime"),
+				dateTime("status.nextRunTime"),
+				tooLong("status.lastManualTrigger", 63),
+				tooMany("status.runs", 16, transferRun),
+				required("status.runs[0].number", nil), required("status.runs[0].trigger", nil),
+				required("status.runs[0].startTime", nil), required("status.runs[0].completionTime", nil),
+				required("status.runs[0].result", nil),
+				notIn("status.runs[0].trigger", "Cron"), notIn("status.runs[0].result", "Partial"),
+				dateTime("status.runs[0].startTime"), dateTime("status.runs[0].completionTime"),
+				tooLong("status.runs[0].reason", 64), tooLong("status.runs[0].message", 1024),
+			},
+			boundCases("status.runs[0].number", nil, 1, nil),
+			boundCases("status.runs[0].filesDone", nil, 0, nil),
+			boundCases("status.runs[0].bytesDone", nil, 0, nil),
 		),
 		accepted: []acceptedCase{
 			{"every list at its longest", func(o object) {
@@ -273,6 +293,7 @@ func transferJobStatusTable() validationTable {
 				set(o, "status.stripes", listOf(512, stripe))
 				set(o, "status.replans", listOf(32, replan))
 				set(o, "status.rateHistory", listOf(128, ratePoint))
+				set(o, "status.runs", listOf(16, transferRun))
 			}},
 			{"progress at 100 percent, complete", func(o object) {
 				set(o, "status.progress.percent", 100)
@@ -399,4 +420,10 @@ func expiredJob(i int) any {
 // ratePoint is a valid TransferJob status.rateHistory point.
 func ratePoint(i int) any {
 	return object{"time": someTime, "bitsPerSecond": int64(900_000_000 + i), "bytesDone": int64(i) << 30}
+}
+
+// transferRun is a valid TransferJob status.runs entry.
+func transferRun(i int) any {
+	return object{"number": int64(i + 1), "trigger": "Schedule", "startTime": someTime, "completionTime": someTime,
+		"result": "Complete", "reason": "Verified", "message": "40 files verified", "filesDone": int64(40), "bytesDone": int64(40 << 30)}
 }

@@ -515,3 +515,47 @@ func TestLogs(t *testing.T) {
 }
 
 func clockAt(t time.Time) *clocktesting.FakeClock { return clocktesting.NewFakeClock(t) }
+
+// TestRecurringJob: describe shows the trigger, the runs and the next run; rerun asks for
+// a run through spec.trigger.manual instead of creating the job again.
+func TestRecurringJob(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	job := createJob(t, ns, "nightly")
+	var j dtnflowv1alpha1.TransferJob
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), &j); err != nil {
+		t.Fatal(err)
+	}
+	j.Spec.Trigger = &dtnflowv1alpha1.TransferTrigger{Schedule: "30 2 * * *"}
+	if err := env.Client.Update(ctx, &j); err != nil {
+		t.Fatal(err)
+	}
+	setStatus(t, job, func(st *dtnflowv1alpha1.TransferJobStatus) {
+		st.Run, st.RunTrigger, st.LastRunTime, st.NextRunTime, st.MissedRuns = 3, dtnflowv1alpha1.RunSchedule, at(0), at(86400), 1
+		st.Runs = []dtnflowv1alpha1.TransferRun{
+			{Number: 1, Trigger: dtnflowv1alpha1.RunCreated, StartTime: *at(-172800), CompletionTime: *at(-172800 + 3600), Result: dtnflowv1alpha1.RunComplete, FilesDone: 100, BytesDone: 10 << 30, Message: "100 files verified"},
+			{Number: 2, Trigger: dtnflowv1alpha1.RunSchedule, StartTime: *at(-86400), CompletionTime: *at(-86400 + 120), Result: dtnflowv1alpha1.RunFailed, FilesDone: 98, BytesDone: 9 << 30, Message: "disk full at site-b"},
+		}
+	})
+	r := run(t, nil, "describe", "-n", ns, "nightly")
+	for _, want := range []string{`schedule "30 2 * * *"`, "3 (Schedule), started 2026-03-01T12:00:00Z", "Next run:", "2026-03-02T12:00:00Z", "Missed runs:   1",
+		"Runs (the latest 2):", "1h0m0s", "Complete", "disk full at site-b", "Failed"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("describe lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("describe printed:\n%s", r.out)
+	}
+	uid := j.UID
+	r = run(t, &app.Options{Clock: clockAt(t0.Add(time.Hour))}, "rerun", "-n", ns, "nightly")
+	if r.code != 0 || !strings.Contains(r.out, "the next run starts when run 3 ends") {
+		t.Fatalf("rerun of a recurring job: %+v", r)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.UID != uid || j.Spec.Trigger.Manual != "2026-03-01T13-00-00Z" {
+		t.Errorf("after rerun: uid kept %v, spec.trigger.manual %q", j.UID == uid, j.Spec.Trigger.Manual)
+	}
+}
