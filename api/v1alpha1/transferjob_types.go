@@ -65,7 +65,8 @@ type TransferJobSpec struct {
 	Suspend bool `json:"suspend,omitempty"`
 
 	// trigger makes the job recurring: after its first run it runs again on a cron
-	// schedule, when trigger.manual changes, or both (transferjob_trigger_types.go).
+	// schedule, when trigger.manual changes, or both; each run moves only what is
+	// missing or changed at the destination.
 	// +optional
 	Trigger *TransferTrigger `json:"trigger,omitempty"`
 }
