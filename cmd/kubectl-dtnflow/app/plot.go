@@ -265,6 +265,18 @@ func ratePlot(job *dtnflowv1alpha1.TransferJob, unit rateUnit) (*plot.Plot, erro
 		p.Add(line)
 		p.Legend.Add("predicted by the current plan", line)
 	}
+	if prog := st.Progress; prog != nil && prog.AverageBitsPerSecond > 0 {
+		// a short run may have no report in mid-transfer: its average still shows
+		y := float64(prog.AverageBitsPerSecond) / unit.div
+		maxRate = max(maxRate, y)
+		line, err := plotter.NewLine(plotter.XYs{{X: start, Y: y}, {X: end, Y: y}})
+		if err != nil {
+			return nil, err
+		}
+		line.LineStyle.Color, line.LineStyle.Width, line.LineStyle.Dashes = achievedColor, vg.Points(1), []vg.Length{vg.Points(2), vg.Points(4)}
+		p.Add(line)
+		p.Legend.Add("achieved on average since the start", line)
+	}
 	top := max(maxRate*1.15, 1)
 	for i, r := range st.Replans {
 		x := float64(r.Time.Unix())

@@ -11,7 +11,9 @@ import "testing"
 //  3. a cold job: probe, fit, plan, move a mixed dataset, every SHA-256 equal;
 //  4. a second job on the path starting warm from the PathProfile;
 //  5. agent pods killed mid-transfer, the job still completing with identical files;
-//  6. the path's rate halved mid-transfer, and the re-plan that follows.
+//  6. the path's rate halved mid-transfer, and the re-plan that follows;
+//  7. kubectl dtnflow on a recurring job: logs through the kubelets, get, describe,
+//     plot, and a second run started by rerun that moves next to nothing again.
 //
 // Run one step with -run 'TestLocalCluster/<name>'; steps 4 needs step 3's profile.
 func TestLocalCluster(t *testing.T) {
@@ -25,6 +27,7 @@ func TestLocalCluster(t *testing.T) {
 		{"warm-start", testWarmStart},
 		{"agent-killed", testAgentKilledMidTransfer},
 		{"path-rate-halved", testPathRateHalvedReplans},
+		{"plugin-recurring", testPluginAndRecurringRuns},
 	}
 	for _, step := range steps {
 		t.Run(step.name, func(t *testing.T) {
