@@ -95,4 +95,14 @@ func TestRecurringJob(t *testing.T) {
 		g.Expect(j.Status.Run).To(Equal(int64(3)), "a missed time starts no run after the fact")
 		g.Expect(j.Status.MissedRuns).To(Equal(int64(1)))
 	})
+	// The metrics (process-wide: other tests' jobs count too) saw the runs, the missed
+	// time and how long each run took.
+	eventually(t, func(g Gomega) {
+		m := gatherMetrics(g)
+		g.Expect(m["dtnflow_transferjob_runs_total"]["trigger=Manual"]).To(BeNumerically(">=", 1))
+		g.Expect(m["dtnflow_transferjob_runs_total"]["trigger=Schedule"]).To(BeNumerically(">=", 1))
+		g.Expect(m["dtnflow_transferjob_missed_runs_total"][""]).To(BeNumerically(">=", 1))
+		g.Expect(m["dtnflow_transferjob_duration_seconds"]["result=Complete"]).To(BeNumerically(">=", 3))
+		g.Expect(m["dtnflow_transferjob_verified_bytes_total"]["name=sync,namespace="+ns]).To(BeNumerically("==", 3*(40<<30)))
+	})
 }
