@@ -235,6 +235,9 @@ func CoordinatorArgs(listenPort int32, selfPod string, o JobOptions) []string {
 	if o.InFlight != "" && o.InFlight != "Authenticated" {
 		args = append(args, "--in-flight", o.InFlight) // the default needs no flag
 	}
+	if o.VerifyMode != "" && o.VerifyMode != "ReadBack" {
+		args = append(args, "--verify-mode", o.VerifyMode)
+	}
 	for _, p := range o.SourcePaths {
 		args = append(args, "--path", p)
 	}
@@ -272,6 +275,7 @@ type JobOptions struct {
 	Verify          bool
 	Overwrite       string // Never, IfDifferent or Always
 	InFlight        string // Authenticated (default, also "") or Checksum
+	VerifyMode      string // ReadBack (default, also "") or OnArrival
 }
 
 func boolString(b bool) string {

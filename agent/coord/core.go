@@ -27,16 +27,18 @@ import (
 
 // Options describe a job.
 type Options struct {
-	Root      *os.Root
-	Paths     []string
-	DestPath  string
-	Job       string
-	Checksum  string
-	Verify    bool
-	Overwrite string
-	BlockSize int64
-	ChunkSize int64
-	Log       *slog.Logger
+	Root     *os.Root
+	Paths    []string
+	DestPath string
+	Job      string
+	Checksum string
+	Verify   bool
+	// VerifyMode is wire.VerifyReadBack (default) or wire.VerifyOnArrival.
+	VerifyMode string
+	Overwrite  string
+	BlockSize  int64
+	ChunkSize  int64
+	Log        *slog.Logger
 	// Run names this run of the job (default: random); the receivers record it with
 	// the files they make final, for the final check (manifest.go).
 	Run string
@@ -132,6 +134,14 @@ func New(o Options, p Params) (*Core, error) {
 	}
 	if o.Run == "" {
 		o.Run = newRunID()
+	}
+	switch strings.ToLower(o.VerifyMode) {
+	case "", "readback":
+		o.VerifyMode = wire.VerifyReadBack
+	case "onarrival":
+		o.VerifyMode = wire.VerifyOnArrival
+	default:
+		return nil, fmt.Errorf("--verify-mode %q: want ReadBack or OnArrival", o.VerifyMode)
 	}
 	switch strings.ToLower(o.InFlight) {
 	case "", "authenticated":
@@ -273,7 +283,7 @@ func (c *Core) setParamsLocked(p Params) {
 	}
 	c.params = p
 	c.cfg.Generation++
-	c.cfg = wire.JobConfig{Generation: c.cfg.Generation, Job: c.opts.Job, Run: c.opts.Run, InFlight: c.opts.InFlight, Mode: c.cfg.Mode, Checksum: c.opts.Checksum, Verify: c.opts.Verify,
+	c.cfg = wire.JobConfig{Generation: c.cfg.Generation, Job: c.opts.Job, Run: c.opts.Run, InFlight: c.opts.InFlight, Mode: c.cfg.Mode, Checksum: c.opts.Checksum, Verify: c.opts.Verify, VerifyMode: c.opts.VerifyMode,
 		Overwrite: c.opts.Overwrite, Streams: p.Streams, BufferBytes: p.BufferBytes, Concurrency: p.Concurrency, Pipelining: p.Pipelining,
 		BlockSize: c.opts.BlockSize, ChunkSize: c.opts.ChunkSize, SizeClasses: p.SizeClasses}
 	for _, f := range c.files {

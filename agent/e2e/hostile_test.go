@@ -168,7 +168,7 @@ func TestTopLevelDotNames(t *testing.T) {
 // TestConnectionFlood: a receiver with few file descriptors (prlimit) is flooded with
 // connections that never speak. It must not exit (accept's EMFILE is waited out), and
 // once the flood is gone a transfer runs to Complete. A second flood on a receiver
-// with room: beyond MaxUnauthenticated pending handshakes, connections are closed at
+// with room: beyond --max-handshakes pending handshakes, connections are closed at
 // once and counted as busy.
 func TestConnectionFlood(t *testing.T) {
 	dir := t.TempDir()
@@ -202,7 +202,7 @@ func TestConnectionFlood(t *testing.T) {
 	}
 	assertSameTree(t, src, dst, "f")
 
-	roomy := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	roomy := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key, "--max-handshakes", "16")
 	raddr := roomy.waitListening()
 	var idle []net.Conn
 	defer func() {

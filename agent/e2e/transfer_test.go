@@ -61,6 +61,33 @@ func TestTransferTree(t *testing.T) {
 	}
 }
 
+// TestVerifyOnArrival: with digests taken as blocks arrive, a transfer, a resume after
+// the receiver is killed half way (blocks from the journal are read back for the
+// chunk's digest), and a second run that sends nothing.
+func TestVerifyOnArrival(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	total := makeTree(t, src, 21, mixed("v", 60, 3, 4<<20))
+	key := writeSecret(t, dir, "key", secret)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	addr := recv.waitListening()
+	args := sendArgs(addr, src, key, "--verify-mode", "OnArrival", "--streams", "3", "--max-rate", "100M", "v")
+	send := start(t, nil, args...)
+	pollUntil(t, 30*time.Second, "half", func() bool { return send.exited() || receivedBytes(t, addr) >= total/2 })
+	recv.kill()
+	recv = start(t, nil, "receive", "--listen", addr, "--root", dst, "--secret-file", key)
+	recv.waitListening()
+	if err := send.wait(90 * time.Second); err != nil {
+		t.Fatalf("send: %v\n%s", err, send.output())
+	}
+	assertSameTree(t, src, dst, "v")
+	again := start(t, nil, args...)
+	if err := again.wait(30 * time.Second); err != nil || !strings.Contains(again.stdoutText(), "this run sent 0 bytes") {
+		t.Fatalf("second run: %v %q", err, again.stdoutText())
+	}
+}
+
 func TestOverwritePolicies(t *testing.T) {
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")

@@ -12,23 +12,29 @@ import (
 	"github.com/dtnflow/dtnflow/agent/wire"
 )
 
-// MaxUnauthenticated bounds the connections that have not yet proved the secret: each
+// DefaultMaxHandshakes bounds the connections that have not yet proved the secret: each
 // costs a goroutine and a file descriptor for at most auth.Timeout, so a flood of
-// connections that never speak cannot take the descriptors the job needs.
-const MaxUnauthenticated = 64
+// connections that never speak cannot take the descriptors the job needs. It leaves
+// room for the largest legitimate burst: every stream of several stripes dialled at
+// once (8 stripes × 32 streams, plus control connections) on a long path, where a
+// handshake takes a few round trips.
+const DefaultMaxHandshakes = 512
 
 // Serve accepts connections on ln until ctx ends. Each runs the handshake (bounded by
-// auth.Timeout; at most MaxUnauthenticated at once, the rest closed at once and
-// counted) and then goes to proto with its session keys. Only the dtnflow protocol is
+// auth.Timeout; at most maxHandshakes at once — 0: DefaultMaxHandshakes — the rest
+// closed at once and counted as busy) and then goes to proto with its session keys. Only the dtnflow protocol is
 // spoken here: /metrics and /status, which name paths and errors, are served on their
 // own address (ServeMetrics). An accept error (out of file descriptors, say) is waited
 // out with back-off rather than ending the receiver.
-func Serve(ctx context.Context, ln net.Listener, secret []byte, proto func(*wire.Conn), log *slog.Logger) error {
+func Serve(ctx context.Context, ln net.Listener, secret []byte, maxHandshakes int, proto func(*wire.Conn), log *slog.Logger) error {
 	go func() {
 		<-ctx.Done()
 		ln.Close()
 	}()
-	pending := make(chan struct{}, MaxUnauthenticated)
+	if maxHandshakes <= 0 {
+		maxHandshakes = DefaultMaxHandshakes
+	}
+	pending := make(chan struct{}, maxHandshakes)
 	var backoff time.Duration
 	for {
 		c, err := ln.Accept()

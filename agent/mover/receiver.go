@@ -218,11 +218,12 @@ type rsession struct {
 	job  *rjob
 	ctrl *wire.Writer
 
-	mu     sync.Mutex
-	chunks map[uint64]*rchunk
-	conns  map[*wire.Conn]struct{} // the control connection and the data streams
-	done   chan struct{}
-	dead   atomic.Bool
+	mu       sync.Mutex
+	ctrlConn *wire.Conn
+	chunks   map[uint64]*rchunk
+	conns    map[*wire.Conn]struct{} // the control connection and the data streams
+	done     chan struct{}
+	dead     atomic.Bool
 
 	memBytes atomic.Int64
 	memMore  chan struct{}
@@ -244,6 +245,8 @@ func (s *rsession) abort(why error) {
 	if !s.dead.Load() {
 		metrics.IntegrityFailures.Inc()
 		s.r.Log.Warn("Ending a session: a frame failed its integrity check", "session", s.id, "err", why.Error())
+		// A sender that no longer reads must not hold this goroutine.
+		s.ctrlConn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		s.ctrl.WriteJSON(wire.TypeError, wire.ErrorMsg{Error: "receiver: " + why.Error(), Integrity: true})
 	}
 	s.dead.Store(true)
@@ -283,7 +286,7 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello)
 		}
 		return
 	}
-	s := &rsession{id: hello.Session, r: r, ctrl: w, chunks: map[uint64]*rchunk{}, conns: map[*wire.Conn]struct{}{c: {}},
+	s := &rsession{id: hello.Session, r: r, ctrl: w, ctrlConn: c, chunks: map[uint64]*rchunk{}, conns: map[*wire.Conn]struct{}{c: {}},
 		done: make(chan struct{}), memMore: make(chan struct{}, 1)}
 	if err := wire.DecodeJSON(meta, &s.cfg); err != nil {
 		return
@@ -453,9 +456,16 @@ func checkCRC(h wire.Header, crc uint32, data []byte) error {
 	return nil
 }
 
+// onArrival says the session verifies blocks and small files as they arrive.
+func (s *rsession) onArrival() bool { return s.cfg.Verify && s.cfg.VerifyMode == wire.VerifyOnArrival }
+
 // readData reads a data stream's frames until it ends or one breaks the protocol.
 func (s *rsession) readData(rd *wire.Reader) error {
 	r := s.r
+	var bh *blockHasher
+	if s.onArrival() {
+		bh = newBlockHasher(s.cfg.Checksum)
+	}
 	var buf []byte
 	grow := func(n uint32) []byte {
 		if cap(buf) < int(n) {
@@ -503,7 +513,7 @@ func (s *rsession) readData(rd *wire.Reader) error {
 			if err := checkCRC(h, m.CRC, data); err != nil {
 				return err
 			}
-			if err := s.block(m, data); err != nil {
+			if err := s.block(m, data, bh); err != nil {
 				return err
 			}
 		case wire.TypeFile:
@@ -586,7 +596,9 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	digest := ""
 	if m.Flags&wire.FileVerify != 0 {
 		h, _ := NewDigest(s.cfg.Checksum)
-		if err := readBack(f, 0, int64(len(data)), data, h); err != nil {
+		if s.onArrival() {
+			h.Write(data) // what arrived, as handed to the file system
+		} else if err := readBack(f, 0, int64(len(data)), data, h); err != nil {
 			f.Close()
 			res.Error = fmt.Sprintf("reading back %s: %s", fsname.Show(p), fsname.Message(err))
 			s.result(res)
@@ -721,6 +733,9 @@ type rchunk struct {
 	digest   []byte
 	finished bool
 	refs     int
+	// blockDigests are the digests of the blocks that arrived in this session, by
+	// index, when the job verifies on arrival (nil otherwise).
+	blockDigests [][]byte
 }
 
 func (c *rchunk) release() {
@@ -762,6 +777,9 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		return
 	}
 	c := &rchunk{open: m, key: key, tmp: TempName(p, s.cfg.Job), nblocks: (m.Length + m.BlockSize - 1) / m.BlockSize, refs: 1}
+	if s.onArrival() {
+		c.blockDigests = make([][]byte, c.nblocks)
+	}
 	// A file made final and since lost at the destination (deleted, or not where its
 	// rename put it): its chunks' records describe a temporary file that is gone, so
 	// the file is received again from nothing.
@@ -832,7 +850,7 @@ func (s *rsession) chunk(id uint64) *rchunk {
 // block writes one block; an error means the session is broken (a block that does not
 // belong where it says, after its frame passed the check: a peer that breaks the
 // protocol).
-func (s *rsession) block(m wire.BlockMeta, data []byte) error {
+func (s *rsession) block(m wire.BlockMeta, data []byte, bh *blockHasher) error {
 	c := s.chunk(m.Chunk)
 	if c == nil {
 		return fmt.Errorf("%w: block for unknown chunk %d", wire.ErrFrame, m.Chunk)
@@ -861,7 +879,14 @@ func (s *rsession) block(m wire.BlockMeta, data []byte) error {
 	}
 	s.r.bytes.Add(int64(len(data)))
 	receivedCounter.Add(float64(len(data)))
+	var d []byte
+	if c.blockDigests != nil {
+		d = bh.digest(data)
+	}
 	c.mu.Lock()
+	if d != nil {
+		c.blockDigests[idx] = d
+	}
 	c.have.Add(idx, idx+1)
 	ready := c.ended && !c.finished && c.have.Count() == c.nblocks
 	if ready {
@@ -895,21 +920,12 @@ func (s *rsession) endChunk(m wire.ChunkEnd) {
 func (s *rsession) verifyChunk(c *rchunk) {
 	digest := ""
 	if s.cfg.Verify && len(c.digest) > 0 {
-		h, _ := NewDigest(s.cfg.Checksum)
-		buf := make([]byte, min(c.open.Length, 4<<20))
-		c.mu.Lock()
-		f := c.f
-		c.mu.Unlock()
-		err := error(nil)
-		if f == nil {
-			err = errors.New("session closed")
-		} else {
-			err = readBack(f, c.open.Offset, c.open.Length, buf, h)
-		}
-		if err != nil || !bytes.Equal(h.Sum(nil), c.digest) {
+		sum, err := s.chunkDigest(c)
+		if err != nil || !bytes.Equal(sum, c.digest) {
 			metrics.VerifyFailures.Inc()
 			c.mu.Lock()
 			c.have, c.journal, c.finished, c.ended = nil, nil, false, false
+			clear(c.blockDigests)
 			c.mu.Unlock()
 			// Forget the journaled blocks too, or a resumed chunk would skip them again.
 			s.job.journal.Append(journal.Record{Kind: journal.KindReset, Path: fsname.Path(c.key.Path), Size: c.key.Size, MtimeNs: c.key.MtimeNs, ChunkSize: c.open.ChunkSize, Index: c.open.Index})
@@ -921,6 +937,45 @@ func (s *rsession) verifyChunk(c *rchunk) {
 	}
 	s.job.commit.add(&commitItem{session: s, chunk: c, chunkOnly: c.open.Chunks > 1, finalize: c.open.Chunks == 1,
 		tmp: c.tmp, final: c.key.Path, key: c.key, mode: c.open.Mode, digest: digest, bytes: c.open.Length})
+}
+
+// chunkDigest is the destination's digest of a chunk whose blocks are all written: read
+// back, or (on arrival) the digest of its blocks' digests, reading back only the blocks
+// that arrived before this session (resumed from the journal).
+func (s *rsession) chunkDigest(c *rchunk) ([]byte, error) {
+	c.mu.Lock()
+	f := c.f
+	blocks := append([][]byte(nil), c.blockDigests...)
+	c.mu.Unlock()
+	if f == nil {
+		return nil, errors.New("session closed")
+	}
+	if !s.onArrival() {
+		h, _ := NewDigest(s.cfg.Checksum)
+		buf := make([]byte, min(c.open.Length, 4<<20))
+		if err := readBack(f, c.open.Offset, c.open.Length, buf, h); err != nil {
+			return nil, err
+		}
+		return h.Sum(nil), nil
+	}
+	list, _ := NewDigest(s.cfg.Checksum)
+	var bh *blockHasher
+	var buf []byte
+	for i, d := range blocks {
+		if d == nil {
+			if bh == nil {
+				bh, buf = newBlockHasher(s.cfg.Checksum), make([]byte, c.open.BlockSize)
+			}
+			off := int64(i) * c.open.BlockSize
+			n := min(c.open.BlockSize, c.open.Length-off)
+			if got, err := f.ReadAt(buf[:n], c.open.Offset+off); int64(got) < n {
+				return nil, fmt.Errorf("reading back block %d: %v", i, err)
+			}
+			d = bh.digest(buf[:n])
+		}
+		list.Write(d)
+	}
+	return list.Sum(nil), nil
 }
 
 // finalize gives a file of several chunks its final name once every chunk is verified.
@@ -973,7 +1028,7 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 	if s.job == nil {
 		return
 	}
-	r, j := s.r, s.job
+	j := s.job
 	j.commit.flush() // what is verified is journaled and renamed before it is listed
 	j.state.Refresh()
 	var keys []journal.Key
@@ -985,9 +1040,17 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		}
 	})
 	var out wire.Manifest
+	lstat := func(p string) (fs.FileInfo, error) {
+		// Through the directory cache: one syscall per file, not a walk from the root.
+		dirName, base := split(p)
+		dir, err := j.dirs.get(dirName)
+		if err != nil {
+			return nil, err
+		}
+		return dir.Lstat(base)
+	}
 	for i, k := range keys {
 		fs := states[i]
-		s.redoRename(k)
 		mf := wire.ManifestFile{Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, Digest: fs.Digest, ThisRun: q.Run != "" && fs.Run == q.Run}
 		if len(fs.Chunks) > 0 && mf.Digest == "" {
 			n := int32(0)
@@ -999,7 +1062,10 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 				mf.Chunks[idx] = cs.Digest
 			}
 		}
-		fi, err := r.Root.Lstat(k.Path)
+		fi, err := lstat(k.Path)
+		if err != nil && s.redoRename(k) {
+			fi, err = lstat(k.Path) // a rename a crash interrupted, finished now
+		}
 		switch {
 		case err != nil:
 			mf.Problem = "missing at its final name: " + fsname.Message(err)
@@ -1009,7 +1075,9 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 			mf.Problem = fmt.Sprintf("at its final name with size %d and mtime %d, journaled %d and %d (changed since, or another version)", fi.Size(), fi.ModTime().UnixNano(), k.Size, k.MtimeNs)
 		}
 		if mf.Problem == "" {
-			if tmp := TempName(k.Path, s.cfg.Job); r.Root.Remove(tmp) == nil {
+			dirName, _ := split(k.Path)
+			_, tmpBase := split(TempName(k.Path, s.cfg.Job))
+			if dir, err := j.dirs.get(dirName); err == nil && dir.Remove(tmpBase) == nil {
 				out.Debris++
 			}
 		}

@@ -509,7 +509,7 @@ func (s *ssession) connect() error {
 	if err := s.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: s.id, Stripe: st.Index, Agent: agentName()}); err != nil {
 		return fail(err)
 	}
-	if err := s.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: s.cfg.Job, Run: s.cfg.Run, Checksum: s.cfg.Checksum, Verify: s.cfg.Verify,
+	if err := s.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: s.cfg.Job, Run: s.cfg.Run, Checksum: s.cfg.Checksum, Verify: s.cfg.Verify, VerifyMode: s.cfg.VerifyMode,
 		Overwrite: s.cfg.Overwrite, BlockSize: s.cfg.BlockSize, ChunkSize: s.cfg.ChunkSize}); err != nil {
 		return fail(err)
 	}
@@ -1138,9 +1138,9 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 		return err
 	}
 	defer f.Close()
-	var h hash.Hash
+	var h *chunkHasher
 	if s.cfg.Verify {
-		h = s.digest()
+		h = newChunkHasher(s.cfg.Checksum, s.cfg.VerifyMode)
 	}
 	// Parallelism of the file's size class bounds how many of its blocks are queued or
 	// on the wire at once, hence over how many streams it is spread.
@@ -1163,7 +1163,7 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 			return fmt.Errorf("reading source %s at %d: %w", fsname.Show(string(u.Source)), off, err)
 		}
 		if h != nil {
-			h.Write(data)
+			h.Block(data)
 		}
 		if have[i] {
 			s.bufs <- bp
@@ -1189,7 +1189,7 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 	}
 	end := wire.ChunkEnd{ID: id, Blocks: nblocks}
 	if h != nil {
-		end.Digest = h.Sum(nil)
+		end.Digest = h.Sum()
 		s.setDigest(u.ID, end.Digest)
 	}
 	if err := s.ctrlW.WriteJSON(wire.TypeChunkEnd, end); err != nil {

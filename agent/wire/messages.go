@@ -27,14 +27,16 @@ type Hello struct {
 
 // Session configures a stripe session on its control connection.
 type Session struct {
-	Job       string `json:"job"`
-	Run       string `json:"run,omitempty"`    // the run of the job (JobConfig.Run)
-	Memory    bool   `json:"memory,omitempty"` // memory-to-memory: data is discarded
-	Checksum  string `json:"checksum,omitempty"`
-	Verify    bool   `json:"verify"`
-	Overwrite string `json:"overwrite,omitempty"`
-	BlockSize int64  `json:"blockSize,omitempty"`
-	ChunkSize int64  `json:"chunkSize,omitempty"`
+	Job      string `json:"job"`
+	Run      string `json:"run,omitempty"`    // the run of the job (JobConfig.Run)
+	Memory   bool   `json:"memory,omitempty"` // memory-to-memory: data is discarded
+	Checksum string `json:"checksum,omitempty"`
+	Verify   bool   `json:"verify"`
+	// VerifyMode is where the destination's digest comes from (JobConfig.VerifyMode).
+	VerifyMode string `json:"verifyMode,omitempty"`
+	Overwrite  string `json:"overwrite,omitempty"`
+	BlockSize  int64  `json:"blockSize,omitempty"`
+	ChunkSize  int64  `json:"chunkSize,omitempty"`
 }
 
 // SessionOK accepts a Session.
@@ -142,6 +144,22 @@ type DoneChunk struct {
 	ChunkSize int64       `json:"cs"`
 	Index     int32       `json:"i"`
 }
+
+// Verification modes (JobConfig.VerifyMode): where the destination's digest of a file
+// or chunk, compared with the source's, comes from.
+const (
+	// VerifyReadBack reads the file back through the file system once it is written
+	// and digests what it reads: it proves the destination's file system returns the
+	// source's bytes (from the page cache, right after the write; what a disk does
+	// later is not seen), at the cost of a second pass over every byte.
+	VerifyReadBack = "ReadBack"
+	// VerifyOnArrival digests each block as it arrives, after its frame's check and
+	// before it is written; a chunk's digest is the digest of its blocks' digests, at
+	// both ends. It proves the receiver got the source's bytes and handed exactly them
+	// to the file system, in one pass; not what the file system did with them. Blocks
+	// that arrived in an earlier session (resumed from the journal) are read back.
+	VerifyOnArrival = "OnArrival"
+)
 
 // In-flight modes (JobConfig.InFlight).
 const (
@@ -255,10 +273,12 @@ type JobConfig struct {
 	InFlight string `json:"inFlight,omitempty"`
 	// Run tells this run of the job apart from others: the receiver records it with
 	// every file it makes final (ManifestFile.ThisRun).
-	Run         string                    `json:"run,omitempty"`
-	Mode        contract.Mode             `json:"mode"`
-	Checksum    string                    `json:"checksum"`
-	Verify      bool                      `json:"verify"`
+	Run      string        `json:"run,omitempty"`
+	Mode     contract.Mode `json:"mode"`
+	Checksum string        `json:"checksum"`
+	Verify   bool          `json:"verify"`
+	// VerifyMode is VerifyReadBack (default) or VerifyOnArrival.
+	VerifyMode  string                    `json:"verifyMode,omitempty"`
 	Overwrite   string                    `json:"overwrite"`
 	Streams     int32                     `json:"streams"`
 	BufferBytes int64                     `json:"bufferBytes,omitempty"`

@@ -244,12 +244,25 @@ type TransferIntegrity struct {
 	// +optional
 	Checksum ChecksumAlgorithm `json:"checksum,omitempty"`
 
-	// verify compares the digest of every file read back at the destination with the
-	// digest of the source before the file takes its final name. Turning it off
-	// leaves only the in-flight checks.
+	// verify compares the destination's digest of every file (of every chunk of a
+	// large file) with the source's before the file takes its final name. Turning it
+	// off leaves only the in-flight checks.
 	// +kubebuilder:default=true
 	// +optional
 	Verify *bool `json:"verify,omitempty"`
+
+	// verifyMode says where the destination's digest comes from. ReadBack (the
+	// default): the file is read back through the file system once written and what
+	// is read is digested — it proves the destination's file system returns the
+	// source's bytes (right after the write, from its cache: what a disk does later is
+	// not seen), at the cost of a second pass over every byte. OnArrival: each block is
+	// digested as it arrives, after its in-flight check and before it is written, and
+	// a chunk's digest is the digest of its blocks' digests at both ends — it proves
+	// the receiver got the source's bytes and handed exactly them to the file system,
+	// in one pass, but not what the file system then did with them.
+	// +kubebuilder:default=ReadBack
+	// +optional
+	VerifyMode VerifyMode `json:"verifyMode,omitempty"`
 
 	// inFlight is how data is checked on its way between the agents. Authenticated
 	// (the default): every frame's header, metadata and data carry an AES-GMAC tag
@@ -264,6 +277,15 @@ type TransferIntegrity struct {
 	// +optional
 	InFlight InFlightCheck `json:"inFlight,omitempty"`
 }
+
+// VerifyMode is where the destination's digest comes from.
+// +kubebuilder:validation:Enum=ReadBack;OnArrival
+type VerifyMode string
+
+const (
+	VerifyReadBack  VerifyMode = "ReadBack"
+	VerifyOnArrival VerifyMode = "OnArrival"
+)
 
 // InFlightCheck is how data is checked between the agents.
 // +kubebuilder:validation:Enum=Authenticated;Checksum

@@ -58,6 +58,7 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	metricsAddr := fs.String("metrics-addr", metrics.DefaultAddr, metricsAddrUsage)
 	maxFile := byteSize(mover.DefaultMaxFileSize)
 	fs.Var(&maxFile, "max-file-size", "largest file a sender may announce")
+	maxHandshakes := fs.Int("max-handshakes", mover.DefaultMaxHandshakes, "connections allowed in their handshake at once (more are closed and counted as busy)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 		ID: fmt.Sprintf("%s-s%d-%d-%d", hostname(), *stripe, os.Getpid(), time.Now().UnixNano())}
 	serveMetrics(ctx, *metricsAddr, r.Status, log)
 	log.Info("Receiving", "listen", ln.Addr().String(), "root", *rootDir, "stripe", *stripe)
-	return mover.Serve(ctx, ln, secret, r.HandleConn, log)
+	return mover.Serve(ctx, ln, secret, *maxHandshakes, r.HandleConn, log)
 }
 
 // ---- send ----
@@ -87,7 +88,7 @@ type jobFlags struct {
 	buffer, blockSize, chunkSize     byteSize
 	maxRate                          rateFlag
 	checksum, overwrite, destPath    string
-	inFlight                         string
+	inFlight, verifyMode             string
 	verify                           bool
 	job                              string
 	reportInterval                   time.Duration
@@ -112,7 +113,8 @@ func (j *jobFlags) register(fs interface {
 	add(&j.chunkSize, "chunk-size", "large files are handed out and verified in chunks of this size")
 	add(&j.maxRate, "max-rate", "cap on the job's aggregate rate in bits/s, e.g. 5G (0: none)")
 	fs.StringVar(&j.checksum, "checksum", "SHA256", "end-to-end digest: SHA256, SHA512 or MD5")
-	fs.BoolVar(&j.verify, "verify", true, "read every file back at the destination and compare digests before renaming it")
+	fs.BoolVar(&j.verify, "verify", true, "compare every file's digest at the destination with the source's before renaming it")
+	fs.StringVar(&j.verifyMode, "verify-mode", "ReadBack", "where the destination's digest comes from: ReadBack (the file read back once written: proves the file system returns the source's bytes; a second pass) or OnArrival (each block as it arrives, before it is written: proves the receiver wrote the source's bytes; one pass)")
 	fs.StringVar(&j.overwrite, "overwrite", "IfDifferent", "existing destination files: Never, IfDifferent or Always")
 	fs.StringVar(&j.inFlight, "in-flight", "Authenticated", "how data is checked on the way: Authenticated (every frame's data under its AES-GMAC tag) or Checksum (headers, names and a CRC32C of the data under the tag: cheaper, not proof against content crafted to keep its CRC32C)")
 	fs.StringVar(&j.destPath, "dest-path", "", "directory under the destination root to write under (default: the root)")
@@ -201,7 +203,7 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 		j.job = jobID(j.destPath, all)
 	}
 	log, bar := progressOutput(log) // a progress bar on a terminal (progressbar.go)
-	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, InFlight: j.inFlight,
+	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
 		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
 	if err != nil {
 		return err
@@ -213,7 +215,7 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		go mover.Serve(ctx, ln, secret, core.ServeConn, log)
+		go mover.Serve(ctx, ln, secret, 0, core.ServeConn, log)
 	}
 	serveMetrics(ctx, *metricsAddr, core.Status, log)
 	start := time.Now()
@@ -267,7 +269,7 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 	case contract.PhaseComplete:
 		sent := mover.BytesSent()
 		integrity, stalls := mover.Repairs()
-		fmt.Printf("Complete: %d files, %d bytes in %.1fs (%s); this run sent %d bytes, %d of them again; %d integrity failures and %d stalls repaired\n",
+		fmt.Printf("Complete: %d files, %d bytes in %.2fs (%s); this run sent %d bytes, %d of them again; %d integrity failures and %d stalls repaired\n",
 			rep.FilesDone, rep.BytesTotal, el, coord.HumanRate(int64(float64(rep.BytesTotal)*8/max(el, 1e-3))), sent, core.Resent(sent), integrity, stalls)
 		return nil
 	case contract.PhaseFailed:
@@ -373,7 +375,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 			j.job = jobID(j.destPath, all)
 		}
 	}
-	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, InFlight: j.inFlight,
+	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
 		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
 	if err != nil {
 		return err
@@ -396,7 +398,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go mover.Serve(ctx, ln, secret, core.ServeConn, log)
+	go mover.Serve(ctx, ln, secret, 0, core.ServeConn, log)
 	serveMetrics(ctx, *metricsAddr, core.Status, log)
 	log.Info("Coordinating", "listen", ln.Addr().String(), "job", j.job, "files", core.Dataset().Files, "bytes", core.Dataset().Bytes)
 	runner := &coord.Runner{Core: core, Channel: ch, Interval: j.reportInterval, Grace: 30 * time.Second, Probe: probePlanner()}

@@ -37,6 +37,8 @@ var (
 	fileStream = flag.Int("file-streams", 4, "streams for the file cases (both tools)")
 	cc         = flag.Int("cc", 4, "concurrency for the small files (both tools)")
 	repeat     = flag.Int("repeat", 3, "runs of each case; the median (by time) is reported")
+	cases      = flag.String("cases", "mem,file,small", "which cases to run: mem (memory to memory), file (the large file), small (the small files)")
+	verifyList = flag.String("verify", "false,true", "the verify settings of the file cases")
 	baseline   = flag.String("baseline", "", "another dtnflow-agent binary (an earlier commit) to run beside -agent in every dtnflow case, with its own receiver: the table adds dtnflow ÷ baseline")
 )
 
@@ -263,6 +265,7 @@ func run() error {
 		cmd        func() []string
 		prep       func()
 		parse      func(out string, wall float64) float64
+		skip       bool // not in this case (a row that only means something with verify on)
 	}
 	// withBaseline adds, after each dtnflow contender, the same command run by the
 	// baseline binary against its own receiver.
@@ -273,8 +276,8 @@ func run() error {
 		var out []contender
 		for _, c := range cs {
 			out = append(out, c)
-			if c.tool != "dtnflow" || strings.HasSuffix(c.name, "+crc") {
-				continue // the baseline may not know --in-flight: +crc rows compare with its plain row
+			if c.tool != "dtnflow" || strings.HasSuffix(c.name, "+crc") || strings.HasSuffix(c.name, "+arrival") {
+				continue // the baseline may not know these flags: such rows compare with its plain row
 			}
 			b := c
 			b.tool, b.srv = "baseline", baseRecv
@@ -294,7 +297,13 @@ func run() error {
 		return out
 	}
 
-	runCase := func(verify bool, bytes int64, files int, cs ...contender) error {
+	runCase := func(verify bool, bytes int64, files int, all ...contender) error {
+		var cs []contender
+		for _, c := range all {
+			if !c.skip {
+				cs = append(cs, c)
+			}
+		}
 		cs = withBaseline(cs...)
 		runs := make([][]Result, len(cs))
 		for round := 0; round < *repeat; round++ {
@@ -335,6 +344,9 @@ func run() error {
 	}
 
 	streams := parseList(*streamList)
+	if !strings.Contains(*cases, "mem") {
+		streams = nil
+	}
 	mem := strconv.FormatInt(*memBytes, 10)
 	fmt.Fprintln(os.Stderr, "Memory to memory")
 	for _, n := range streams {
@@ -382,7 +394,11 @@ func run() error {
 			}
 		}
 	}
-	for _, verify := range []bool{false, true} {
+	for _, vs := range strings.Split(*verifyList, ",") {
+		verify, err := strconv.ParseBool(strings.TrimSpace(vs))
+		if err != nil {
+			return fmt.Errorf("-verify: %w", err)
+		}
 		v := strconv.FormatBool(verify)
 		dtn := func(path string, extra ...string) func() []string {
 			return func() []string {
@@ -394,21 +410,28 @@ func run() error {
 		if verify {
 			gverify = []string{"-verify-checksum"}
 		}
-		fmt.Fprintf(os.Stderr, "One %d-byte file, verify %v\n", *bigBytes, verify)
-		err := runCase(verify, *bigBytes, 0,
-			contender{tool: "dtnflow", name: "file-2GiB", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin")},
-			contender{tool: "dtnflow", name: "file-2GiB+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Checksum")},
-			contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh,
-				cmd: fixed(append(append([]string{"globus-url-copy", "-p", fs, "-fast"}, gverify...),
-					gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin"))...)})
-		if err != nil {
-			return err
+		if strings.Contains(*cases, "file") {
+			fmt.Fprintf(os.Stderr, "One %d-byte file, verify %v\n", *bigBytes, verify)
+			err = runCase(verify, *bigBytes, 0,
+				contender{tool: "dtnflow", name: "file-2GiB", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin")},
+				contender{tool: "dtnflow", name: "file-2GiB+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Checksum")},
+				contender{tool: "dtnflow", name: "file-2GiB+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--verify-mode", "OnArrival"), skip: !verify},
+				contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh,
+					cmd: fixed(append(append([]string{"globus-url-copy", "-p", fs, "-fast"}, gverify...),
+						gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin"))...)})
+			if err != nil {
+				return err
+			}
+		}
+		if !strings.Contains(*cases, "small") {
+			continue
 		}
 		fmt.Fprintf(os.Stderr, "%d files of %d bytes, verify %v\n", *smallCount, *smallSize, verify)
 		smallBytes := int64(*smallCount) * int64(*smallSize)
 		err = runCase(verify, smallBytes, *smallCount,
 			contender{tool: "dtnflow", name: "small-files", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small")},
 			contender{tool: "dtnflow", name: "small-files+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "Checksum")},
+			contender{tool: "dtnflow", name: "small-files+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--verify-mode", "OnArrival"), skip: !verify},
 			contender{tool: "gridftp", name: "small-files", streams: 1, srv: gftp, prep: fresh,
 				cmd: fixed(append(append([]string{"globus-url-copy", "-cc", ccs, "-fast", "-r", "-cd"}, gverify...),
 					gftpURL+filepath.Join(src, "small")+"/", "file://"+filepath.Join(gftpDst, "small")+"/")...)})
@@ -471,12 +494,12 @@ func report(rs []Result) error {
 	for _, r := range rs {
 		ratioG, ratioI, ratioB := "", "", ""
 		if r.Tool == "dtnflow" {
-			if b := find("baseline", strings.TrimSuffix(r.Case, "+crc"), r.Streams, r.Verify); b != nil {
+			if b := find("baseline", strings.TrimSuffix(strings.TrimSuffix(r.Case, "+crc"), "+arrival"), r.Streams, r.Verify); b != nil {
 				ratioB = fmt.Sprintf("%.2f× rate, %.2f× CPU/GB", float64(r.BitsPerSecond)/float64(b.BitsPerSecond), r.CPUSecondsPerGB/b.CPUSecondsPerGB)
 			}
 		}
 		if r.Tool == "dtnflow" {
-			peerCase := strings.TrimSuffix(strings.TrimSuffix(r.Case, "+tag"), "+crc")
+			peerCase := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(r.Case, "+tag"), "+crc"), "+arrival")
 			if g := find("gridftp", peerCase, map[bool]int{true: 0, false: r.Streams}[r.Case == "small-files"], r.Verify); g != nil {
 				if r.FilesPerSecond > 0 {
 					ratioG = fmt.Sprintf("%.2f× files/s", r.FilesPerSecond/g.FilesPerSecond)

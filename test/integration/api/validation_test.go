@@ -193,6 +193,8 @@ func transferJobCreateTable() validationTable {
 					check: "enum", field: "spec.integrity.checksum", want: "Unsupported value"},
 				{name: "unknown in-flight check", mutate: func(o object) { set(o, "spec.integrity.inFlight", "None") },
 					check: "enum", field: "spec.integrity.inFlight", want: "Unsupported value"},
+				{name: "unknown verification mode", mutate: func(o object) { set(o, "spec.integrity.verifyMode", "Eventually") },
+					check: "enum", field: "spec.integrity.verifyMode", want: "Unsupported value"},
 				{name: "unknown overwrite policy", mutate: func(o object) { set(o, "spec.overwrite", "Sometimes") },
 					check: "enum", field: "spec.overwrite", want: "Unsupported value"},
 				int32Overflow("spec.ttlSecondsAfterFinished", nil),
