@@ -14,6 +14,12 @@ import (
 // files that are new or changed at the source, or gone from the destination, and
 // nothing of the others, which the receiver's journal answers for without reading.
 func TestRunsAreIncremental(t *testing.T) {
+	for _, mode := range []string{"ReadBack", "OnArrival"} {
+		t.Run(mode, func(t *testing.T) { runsAreIncremental(t, mode) })
+	}
+}
+
+func runsAreIncremental(t *testing.T, verifyMode string) {
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 	os.MkdirAll(dst, 0o755)
@@ -23,7 +29,7 @@ func TestRunsAreIncremental(t *testing.T) {
 	addr := recv.waitListening()
 	run := func(name string) int64 {
 		t.Helper()
-		p := start(t, nil, sendArgs(addr, src, key, "--stripes", "2", "--streams", "2", "data")...)
+		p := start(t, nil, sendArgs(addr, src, key, "--stripes", "2", "--streams", "2", "--verify-mode", verifyMode, "data")...)
 		if err := p.wait(60 * time.Second); err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, p.output())
 		}
