@@ -6,7 +6,8 @@ import "testing"
 // step starting from what the previous ones left (TestMain has already run `helm
 // install` and created the two TransferEndpoints):
 //
-//  1. the install: the manager on site A holding its Lease, both endpoints Ready;
+//  1. the install: the manager on site A holding its Lease, both endpoints Ready, and a
+//     helm upgrade to a chart with a changed CRD and back, the CRD following;
 //  2. invalid TransferJobs refused by the API server, naming the field;
 //  3. a cold job: probe, fit, plan, move a mixed dataset, every SHA-256 equal;
 //  4. a second job on the path starting warm from the PathProfile;
@@ -22,6 +23,7 @@ func TestLocalCluster(t *testing.T) {
 		run  func(*testing.T)
 	}{
 		{"install", testInstall},
+		{"chart-upgrade", testChartUpgrade},
 		{"invalid-jobs-rejected", testInvalidJobRejected},
 		{"cold-transfer", testColdTransfer},
 		{"warm-start", testWarmStart},
