@@ -148,8 +148,10 @@ func New(o Options, p Params) (*Core, error) {
 		o.InFlight = wire.InFlightAuthenticated
 	case "checksum":
 		o.InFlight = wire.InFlightChecksum
+	case "headersonly":
+		o.InFlight = wire.InFlightHeadersOnly
 	default:
-		return nil, fmt.Errorf("--in-flight %q: want Authenticated or Checksum", o.InFlight)
+		return nil, fmt.Errorf("--in-flight %q: want Authenticated, Checksum or HeadersOnly", o.InFlight)
 	}
 	o.ChunkSize = o.ChunkSize / o.BlockSize * o.BlockSize
 	if o.DestPath != "" {

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -88,6 +89,37 @@ func TestVerifyOnArrival(t *testing.T) {
 	}
 }
 
+// TestZeroCopyPaths: in-flight mode HeadersOnly moves blocks by sendfile (when the
+// sender takes no digest) and splice at the receiver (when it verifies by read-back or
+// not at all); each combination ends byte-identical, and so does memory to memory with
+// the receiver splicing unchecked frames into /dev/null.
+func TestZeroCopyPaths(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 23, mixed("z", 30, 3, 5<<20+4321))
+	key := writeSecret(t, dir, "key", secret)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	addr := recv.waitListening()
+	for i, v := range [][]string{{"--verify=false"}, {"--verify=true"}, {"--verify=true", "--verify-mode", "OnArrival"}} {
+		t.Run(strings.Join(v, " "), func(t *testing.T) {
+			emptyDir(t, dst)
+			args := append(sendArgs(addr, src, key, "--in-flight", "HeadersOnly", "--streams", "3", "--job", fmt.Sprintf("zc%d", i)), v...)
+			send := start(t, nil, append(args, "z")...)
+			if err := send.wait(60 * time.Second); err != nil {
+				t.Fatalf("send: %v\n%s", err, send.output())
+			}
+			assertSameTree(t, src, dst, "z")
+		})
+	}
+	for _, check := range []bool{false, true} {
+		mem := start(t, nil, "send", "--mem", "--to", addr, "--secret-file", key, "--streams", "2", "--bytes", "64M", "--mem-check="+strconv.FormatBool(check))
+		if err := mem.wait(60 * time.Second); err != nil || !strings.Contains(mem.stdoutText(), `"bitsPerSecond"`) {
+			t.Fatalf("memory to memory (check %v): %v\n%s", check, err, mem.output())
+		}
+	}
+}
+
 func TestOverwritePolicies(t *testing.T) {
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
@@ -111,6 +143,31 @@ func TestOverwritePolicies(t *testing.T) {
 		t.Fatalf("IfDifferent: %v\n%s", err, ifdiff.output())
 	}
 	assertSameTree(t, src, dst, "p")
+
+	// IfDifferent without verification: the sender sends no digest, and the receiver
+	// compares the existing file with the bytes that arrived — an identical file is
+	// left as it is (the same inode), a different one replaced.
+	inode := func(p string) uint64 {
+		fi, err := os.Stat(filepath.Join(dst, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	same := inode("p/a.dat")
+	os.WriteFile(filepath.Join(src, "p", "c.dat"), []byte("new"), 0o644)
+	os.MkdirAll(filepath.Join(dst, "p"), 0o755)
+	os.WriteFile(filepath.Join(dst, "p", "c.dat"), []byte("old"), 0o644)
+	noverify := start(t, nil, sendArgs(addr, src, key, "--overwrite", "IfDifferent", "--verify=false", "--job", "third", "p")...)
+	if err := noverify.wait(30 * time.Second); err != nil {
+		t.Fatalf("IfDifferent without verification: %v\n%s", err, noverify.output())
+	}
+	if inode("p/a.dat") != same {
+		t.Errorf("an identical file was written again")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "p", "c.dat")); string(b) != "new" {
+		t.Errorf("a different file of the same size was kept: %q", b)
+	}
 }
 
 // TestKill9Resume kills the sender or the receiver with SIGKILL at a random point of
@@ -199,7 +256,9 @@ var repairsRE = regexp.MustCompile(`(\d+) integrity failures and (\d+) stalls re
 // the sender saying how many sessions it repaired; in both in-flight modes (data under
 // the tag, or under a CRC32C).
 func TestBitFlipsAnywhere(t *testing.T) {
-	for _, mode := range []string{"Authenticated", "Checksum"} {
+	// HeadersOnly leaves data unchecked in flight: the end-to-end digest (verify, on
+	// in these runs) is what catches a flipped data bit there.
+	for _, mode := range []string{"Authenticated", "Checksum", "HeadersOnly"} {
 		t.Run(mode, func(t *testing.T) { bitFlipsAnywhere(t, mode) })
 	}
 }
@@ -214,7 +273,9 @@ func bitFlipsAnywhere(t *testing.T, mode string) {
 	key := writeSecret(t, dir, "key", secret)
 	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
 	addr := recv.waitListening()
-	fl := &flipper{rng: rand.New(rand.NewPCG(seed, 3)), p: 0.7, window: 256 << 10, budget: 16, inHandshake: 1}
+	// At most 6 landed flips: fewer than the 8 sessions in a row without progress that
+	// would fail the job, so it must end Complete whatever they hit.
+	fl := &flipper{rng: rand.New(rand.NewPCG(seed, 3)), p: 1, window: 256 << 10, perConn: 3, budget: 6, inHandshake: 1}
 	via := startRelay(t, addr, fl.damage)
 	send := start(t, nil, sendArgs(via, src, key, "--streams", "3", "--stall-timeout", "2s", "--in-flight", mode, "c")...)
 	if err := send.wait(180 * time.Second); err != nil {
@@ -239,7 +300,7 @@ func bitFlipsAnywhere(t *testing.T, mode string) {
 // forge the frames' tags). The job must fail saying why, and nothing it wrote may hold
 // the relay's bytes.
 func TestTamperingRelayFailsTheJob(t *testing.T) {
-	for _, mode := range []string{"Authenticated", "Checksum"} {
+	for _, mode := range []string{"Authenticated", "Checksum", "HeadersOnly"} {
 		t.Run(mode, func(t *testing.T) { tamperingRelay(t, mode) })
 	}
 }
@@ -258,7 +319,7 @@ func tamperingRelay(t *testing.T, mode string) {
 	if err == nil || strings.Contains(send.output(), "Complete:") {
 		t.Fatalf("a job whose data was rewritten on the way did not fail: %v\n%s", err, send.output())
 	}
-	if !strings.Contains(send.output(), "integrity") {
+	if !strings.Contains(send.output(), "integrity") && !strings.Contains(send.output(), "digest mismatch") {
 		t.Errorf("the failure does not say the data was damaged on the way:\n%s", send.output())
 	}
 	// Partial temporary files stay for a resume; every file at a final name must be
@@ -276,8 +337,10 @@ func tamperingRelay(t *testing.T, mode string) {
 		}
 		return nil
 	})
-	if n := metric(t, addr, "dtnflow_agent_integrity_failures_total"); n < 1 {
-		t.Errorf("the receiver counted %v integrity failures", n)
+	// In flight (the tag, or the tagged CRC32C), or end to end (HeadersOnly: the digest).
+	caught := metric(t, addr, "dtnflow_agent_integrity_failures_total") + metric(t, addr, "dtnflow_agent_verify_failures_total")
+	if caught < 1 {
+		t.Errorf("the receiver counted no integrity or verification failure")
 	}
 }
 

@@ -157,6 +157,13 @@ const (
 	maxBadSession = 8
 )
 
+func (st *Stripe) stallTimeout() time.Duration {
+	if st.StallTimeout > 0 {
+		return st.StallTimeout
+	}
+	return DefaultStallTimeout
+}
+
 // IntegrityFailures is how many of this stripe's sessions ended because a frame
 // failed its integrity check (the frames' data was sent again).
 func (st *Stripe) IntegrityFailures() int64 { return st.integrityFailures.Load() }
@@ -244,9 +251,22 @@ type outFrame struct {
 	metaArr [32]byte
 	data    []byte
 	buf     *[]byte
+	// file, when set, holds the frame's data instead of data: fileLen bytes at
+	// fileOff, sent from the page cache (in-flight mode HeadersOnly).
+	file    *os.File
+	fileOff int64
+	fileLen int
 	// slots, when set, gets one token back once the frame is on the wire (a chunk's
 	// bound on blocks in flight).
 	slots chan struct{}
+}
+
+// dataLen is the length of the frame's data.
+func (f *outFrame) dataLen() int {
+	if f.file != nil {
+		return f.fileLen
+	}
+	return len(f.data)
 }
 
 var framePool = sync.Pool{New: func() any { return new(outFrame) }}
@@ -449,10 +469,7 @@ func (s *ssession) progressed() { s.progressAt.Store(time.Now().UnixNano()) }
 // holds packets: each would otherwise wait forever; the retry resends what is not
 // journaled.
 func (s *ssession) watch() {
-	timeout := s.st.StallTimeout
-	if timeout <= 0 {
-		timeout = DefaultStallTimeout
-	}
+	timeout := s.st.stallTimeout()
 	t := time.NewTicker(max(timeout/8, 50*time.Millisecond))
 	defer t.Stop()
 	var lastDelivered int64
@@ -515,8 +532,16 @@ func (s *ssession) connect() error {
 	}
 	rd := c.Reader(64 << 10)
 	s.ctrlReader = rd
+	// Until the session is set up, every frame must come within the stall timeout: a
+	// damaged length would otherwise leave this read waiting for bytes that never come
+	// (the session's watchdog starts only once it is up).
+	next := func() (wire.Header, []byte, error) {
+		c.SetReadDeadline(time.Now().Add(st.stallTimeout()))
+		return rd.Next()
+	}
+	defer c.SetReadDeadline(time.Time{})
 	for {
-		h, meta, err := rd.Next()
+		h, meta, err := next()
 		if err != nil {
 			return fail(err)
 		}
@@ -547,7 +572,7 @@ func (s *ssession) connect() error {
 		return fail(err)
 	}
 	for {
-		h, meta, err := rd.Next()
+		h, meta, err := next()
 		if err != nil {
 			return fail(err)
 		}
@@ -649,14 +674,19 @@ func (s *ssession) runStream(st *stream) {
 		case <-s.ctx.Done():
 			return
 		}
-		if s.limiter.Limit() != rate.Inf && len(f.data) > 0 {
-			if s.limiter.WaitN(s.ctx, len(f.data)) != nil {
+		n := int64(f.dataLen())
+		if s.limiter.Limit() != rate.Inf && n > 0 {
+			if s.limiter.WaitN(s.ctx, int(n)) != nil {
 				s.release(f)
 				return
 			}
 		}
-		err := st.w.WriteFrameFlags(f.typ, f.flags, f.meta, f.data)
-		n := int64(len(f.data))
+		var err error
+		if f.file != nil {
+			err = st.w.WriteFrameFile(f.typ, f.flags, f.meta, f.file, f.fileOff, f.fileLen)
+		} else {
+			err = st.w.WriteFrameFlags(f.typ, f.flags, f.meta, f.data)
+		}
 		s.release(f)
 		if err != nil {
 			s.fail(fmt.Errorf("stream %d: %w", st.idx, err))
@@ -1066,17 +1096,17 @@ func (s *ssession) sendFile(u wire.Unit) error {
 	}
 	meta := wire.FileMeta{Unit: u.ID, Size: uint64(u.Size), Mode: u.Mode, MtimeNs: u.MtimeNs, Path: string(u.Dest)}
 	flags := s.dataFlags()
-	if flags != 0 {
+	if needsCRC(flags) {
 		meta.CRC = wire.CRC32C(data)
 	}
-	if s.cfg.Verify || s.cfg.Overwrite == "IfDifferent" {
+	if s.cfg.Verify {
+		// (Without verification the receiver needs no digest: for IfDifferent it
+		// compares an existing file with the bytes that arrived.)
 		h := s.digest()
 		h.Write(data)
 		meta.Digest = h.Sum(nil)
-		if s.cfg.Verify {
-			meta.Flags |= wire.FileVerify
-			s.setDigest(u.ID, meta.Digest)
-		}
+		meta.Flags |= wire.FileVerify
+		s.setDigest(u.ID, meta.Digest)
 	}
 	fr := framePool.Get().(*outFrame)
 	fr.typ, fr.flags, fr.data, fr.buf = wire.TypeFile, flags, data, bp
@@ -1147,9 +1177,42 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 	par := s.parallelism(u)
 	slots := make(chan struct{}, par)
 	nblocks := (u.Length + bs - 1) / bs
+	// Nothing reads the data in user space (no check in flight, no digest to take):
+	// the blocks go from the page cache to the socket, and the file stays open until
+	// the last of them is on the wire.
+	zeroCopy := s.dataFlags()&wire.FlagDataUnchecked != 0 && h == nil
+	if zeroCopy {
+		defer func() {
+			for range cap(slots) {
+				select {
+				case slots <- struct{}{}:
+				case <-s.ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	for i := int64(0); i < nblocks; i++ {
 		off := u.Offset + i*bs
 		n := min(bs, u.Offset+u.Length-off)
+		if zeroCopy {
+			if have[i] {
+				continue
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-s.ctx.Done():
+				return nil
+			}
+			fr := framePool.Get().(*outFrame)
+			fr.typ, fr.flags, fr.file, fr.fileOff, fr.fileLen = wire.TypeBlock, s.dataFlags(), f, off, int(n)
+			fr.meta = wire.BlockMeta{Chunk: id, Offset: uint64(off)}.Put(fr.metaArr[:])
+			fr.slots = slots
+			if !s.enqueue(fr) {
+				return nil
+			}
+			continue
+		}
 		bp := s.getBuf()
 		if bp == nil {
 			return nil
@@ -1178,7 +1241,7 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 		fr := framePool.Get().(*outFrame)
 		fr.typ, fr.flags, fr.data, fr.buf = wire.TypeBlock, s.dataFlags(), data, bp
 		bm := wire.BlockMeta{Chunk: id, Offset: uint64(off)}
-		if fr.flags != 0 {
+		if needsCRC(fr.flags) {
 			bm.CRC = wire.CRC32C(data)
 		}
 		fr.meta = bm.Put(fr.metaArr[:])
@@ -1199,12 +1262,20 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 }
 
 // dataFlags are the flags of the session's data frames: in-flight mode Checksum puts
-// their data outside the tag, under a CRC32C.
+// their data outside the tag, under a CRC32C; HeadersOnly leaves it unchecked.
 func (s *ssession) dataFlags() wire.Flags {
-	if s.cfg.InFlight == wire.InFlightChecksum {
+	switch s.cfg.InFlight {
+	case wire.InFlightChecksum:
 		return wire.FlagDataOutsideTag
+	case wire.InFlightHeadersOnly:
+		return wire.FlagDataOutsideTag | wire.FlagDataUnchecked
 	}
 	return 0
+}
+
+// needsCRC says data frames carry a CRC32C of their data.
+func needsCRC(flags wire.Flags) bool {
+	return flags&wire.FlagDataOutsideTag != 0 && flags&wire.FlagDataUnchecked == 0
 }
 
 // setDigest records the source digest of what a unit sent.

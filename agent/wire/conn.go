@@ -93,7 +93,8 @@ func (m *frameMAC) check(tag, hdr, meta, data []byte, withData bool) bool {
 // numbered.
 type Conn struct {
 	net.Conn
-	w *Writer
+	w  *Writer
+	zc *zeroCopy
 
 	readOnce sync.Once
 	recv     *frameMAC
@@ -102,7 +103,16 @@ type Conn struct {
 
 // NewConn wraps c, whose handshake gave sendKey and recvKey.
 func NewConn(c net.Conn, sendKey, recvKey []byte) *Conn {
-	return &Conn{Conn: c, w: newWriter(c, newFrameMAC(sendKey)), recv: newFrameMAC(recvKey)}
+	zc := newZeroCopy(c)
+	w := newWriter(c, newFrameMAC(sendKey))
+	w.zc = zc
+	return &Conn{Conn: c, w: w, zc: zc, recv: newFrameMAC(recvKey)}
+}
+
+// Close closes the connection and what its zero-copy paths hold (a pipe).
+func (c *Conn) Close() error {
+	c.zc.close()
+	return c.Conn.Close()
 }
 
 // NetConn is the underlying connection (for TCP_INFO and socket options).
@@ -114,6 +124,13 @@ func (c *Conn) Writer() *Writer { return c.w }
 // Reader is the connection's frame reader, reading through a buffer of bufSize bytes;
 // the size given at the first call stays.
 func (c *Conn) Reader(bufSize int) *Reader {
-	c.readOnce.Do(func() { c.r = newReader(bufio.NewReaderSize(c.Conn, bufSize), c.recv) })
+	c.readOnce.Do(func() {
+		br := bufio.NewReaderSize(c.Conn, bufSize)
+		c.r = newReader(br, c.recv)
+		if c.zc != nil {
+			c.zc.br = br
+			c.r.zc = c.zc
+		}
+	})
 	return c.r
 }

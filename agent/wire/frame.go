@@ -46,6 +46,7 @@ const (
 	TypeFlushed      Type = 27 // receiver→sender
 	TypeManifestAsk  Type = 28 // sender→receiver: ManifestQuery
 	TypeManifest     Type = 29 // receiver→sender, sender→coordinator: Manifest
+	TypeKeepalive    Type = 30 // sender↔coordinator: nothing, so that silence means a dead link
 )
 
 // Bulk frames (binary meta, data).
@@ -87,8 +88,12 @@ const (
 	// accident is caught, a deliberate rewrite of content is not); a Mem frame's
 	// generated data is not checked at all.
 	FlagDataOutsideTag Flags = 1 << iota
+	// FlagDataUnchecked, with FlagDataOutsideTag, says a Block or File frame's data is
+	// not checked in flight at all (in-flight mode HeadersOnly): the receiver may move
+	// it into its file without passing it through user space (SpliceData).
+	FlagDataUnchecked
 
-	knownFlags = FlagDataOutsideTag
+	knownFlags = FlagDataOutsideTag | FlagDataUnchecked
 )
 
 // ErrFrame is returned for a frame that breaks the protocol.
@@ -97,7 +102,7 @@ var ErrFrame = errors.New("wire: malformed frame")
 func (t Type) bulk() bool { return t >= TypeBlock && t <= TypeMem }
 
 func (t Type) known() bool {
-	return (t >= TypeHello && t <= TypeMemEnd) || (t >= TypeJobConfig && t <= TypeManifest) || t.bulk()
+	return (t >= TypeHello && t <= TypeMemEnd) || (t >= TypeJobConfig && t <= TypeKeepalive) || t.bulk()
 }
 
 // Check validates a header against the limits of its type.
@@ -105,7 +110,7 @@ func (h Header) Check() error {
 	if !h.Type.known() {
 		return fmt.Errorf("%w: unknown type %d", ErrFrame, h.Type)
 	}
-	if h.Flags&^knownFlags != 0 || h.Flags != 0 && !h.Type.bulk() {
+	if h.Flags&^knownFlags != 0 || h.Flags != 0 && !h.Type.bulk() || h.Flags&FlagDataUnchecked != 0 && h.Flags&FlagDataOutsideTag == 0 {
 		return fmt.Errorf("%w: flags %#x on frame type %d", ErrFrame, h.Flags, h.Type)
 	}
 	if !h.Type.bulk() {
@@ -161,6 +166,7 @@ func ParseHeader(b []byte) (Header, error) {
 // ReadData has checked the whole frame.
 type Reader struct {
 	r       io.Reader
+	zc      *zeroCopy // the connection's splice state (nil: not a kernel socket)
 	mac     *frameMAC
 	hdr     [HeaderSize]byte
 	cur     Header
@@ -264,6 +270,7 @@ func unexpected(err error) error {
 type Writer struct {
 	mu  sync.Mutex
 	w   io.Writer
+	zc  *zeroCopy // the connection's sendfile state (nil: not a kernel socket)
 	mac *frameMAC
 	buf []byte
 	tag [TagSize]byte

@@ -171,6 +171,11 @@ const (
 	// offset or length; content crafted to keep its CRC32C is not (a CRC is not a
 	// cryptographic check). It costs less CPU per byte.
 	InFlightChecksum = "Checksum"
+	// InFlightHeadersOnly covers data frames' headers and meta by their tag and leaves
+	// their data unchecked in flight (TCP's own checksum only), so that it can move
+	// from file to socket and socket to file without a pass through user space; the
+	// end-to-end digest, when the job verifies, is what checks it.
+	InFlightHeadersOnly = "HeadersOnly"
 )
 
 // ManifestQuery asks a receiver for the job's final files, as its journal and its file

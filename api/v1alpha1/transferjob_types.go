@@ -271,8 +271,11 @@ type TransferIntegrity struct {
 	// covers each frame's header and metadata (names, offsets, lengths, and a CRC32C
 	// of its data), which catches damage, any forged name or offset and a naive
 	// rewrite, but not a relay that crafts other content with the same CRC32C (a CRC
-	// is not a cryptographic check); it costs less CPU per byte (docs/benchmarks.md
-	// gives the measured difference).
+	// is not a cryptographic check); it costs less CPU per byte. HeadersOnly: the tag
+	// covers headers and metadata and the data is not checked in flight (TCP's own
+	// checksum only), so it moves between files and sockets without a pass through
+	// user space (sendfile, splice); with verify on, the end-to-end digest still
+	// checks every byte. docs/benchmarks.md gives the measured costs.
 	// +kubebuilder:default=Authenticated
 	// +optional
 	InFlight InFlightCheck `json:"inFlight,omitempty"`
@@ -288,12 +291,13 @@ const (
 )
 
 // InFlightCheck is how data is checked between the agents.
-// +kubebuilder:validation:Enum=Authenticated;Checksum
+// +kubebuilder:validation:Enum=Authenticated;Checksum;HeadersOnly
 type InFlightCheck string
 
 const (
 	InFlightAuthenticated InFlightCheck = "Authenticated"
 	InFlightChecksum      InFlightCheck = "Checksum"
+	InFlightHeadersOnly   InFlightCheck = "HeadersOnly"
 )
 
 // OverwritePolicy says what happens to a destination file that already exists.

@@ -116,7 +116,7 @@ func (j *jobFlags) register(fs interface {
 	fs.BoolVar(&j.verify, "verify", true, "compare every file's digest at the destination with the source's before renaming it")
 	fs.StringVar(&j.verifyMode, "verify-mode", "ReadBack", "where the destination's digest comes from: ReadBack (the file read back once written: proves the file system returns the source's bytes; a second pass) or OnArrival (each block as it arrives, before it is written: proves the receiver wrote the source's bytes; one pass)")
 	fs.StringVar(&j.overwrite, "overwrite", "IfDifferent", "existing destination files: Never, IfDifferent or Always")
-	fs.StringVar(&j.inFlight, "in-flight", "Authenticated", "how data is checked on the way: Authenticated (every frame's data under its AES-GMAC tag) or Checksum (headers, names and a CRC32C of the data under the tag: cheaper, not proof against content crafted to keep its CRC32C)")
+	fs.StringVar(&j.inFlight, "in-flight", "Authenticated", "how data is checked on the way: Authenticated (every frame's data under its AES-GMAC tag), Checksum (headers, names and a CRC32C of the data under the tag: cheaper, not proof against content crafted to keep its CRC32C) or HeadersOnly (headers and names under the tag, data unchecked in flight and moved by sendfile/splice without a pass through user space; --verify then checks it end to end)")
 	fs.StringVar(&j.destPath, "dest-path", "", "directory under the destination root to write under (default: the root)")
 	fs.StringVar(&j.job, "job", "", "job id, names the receivers' journal (default: derived from the paths)")
 	fs.DurationVar(&j.reportInterval, "report-interval", 2*time.Second, "how often progress is reported")

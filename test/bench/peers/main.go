@@ -276,7 +276,7 @@ func run() error {
 		var out []contender
 		for _, c := range cs {
 			out = append(out, c)
-			if c.tool != "dtnflow" || strings.HasSuffix(c.name, "+crc") || strings.HasSuffix(c.name, "+arrival") {
+			if c.tool != "dtnflow" || strings.Contains(c.name, "+") && !strings.HasSuffix(c.name, "+tag") {
 				continue // the baseline may not know these flags: such rows compare with its plain row
 			}
 			b := c
@@ -416,6 +416,7 @@ func run() error {
 				contender{tool: "dtnflow", name: "file-2GiB", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin")},
 				contender{tool: "dtnflow", name: "file-2GiB+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Checksum")},
 				contender{tool: "dtnflow", name: "file-2GiB+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--verify-mode", "OnArrival"), skip: !verify},
+				contender{tool: "dtnflow", name: "file-2GiB+headers", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "HeadersOnly")},
 				contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh,
 					cmd: fixed(append(append([]string{"globus-url-copy", "-p", fs, "-fast"}, gverify...),
 						gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin"))...)})
@@ -432,6 +433,7 @@ func run() error {
 			contender{tool: "dtnflow", name: "small-files", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small")},
 			contender{tool: "dtnflow", name: "small-files+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "Checksum")},
 			contender{tool: "dtnflow", name: "small-files+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--verify-mode", "OnArrival"), skip: !verify},
+			contender{tool: "dtnflow", name: "small-files+headers", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "HeadersOnly")},
 			contender{tool: "gridftp", name: "small-files", streams: 1, srv: gftp, prep: fresh,
 				cmd: fixed(append(append([]string{"globus-url-copy", "-cc", ccs, "-fast", "-r", "-cd"}, gverify...),
 					gftpURL+filepath.Join(src, "small")+"/", "file://"+filepath.Join(gftpDst, "small")+"/")...)})
@@ -494,12 +496,16 @@ func report(rs []Result) error {
 	for _, r := range rs {
 		ratioG, ratioI, ratioB := "", "", ""
 		if r.Tool == "dtnflow" {
-			if b := find("baseline", strings.TrimSuffix(strings.TrimSuffix(r.Case, "+crc"), "+arrival"), r.Streams, r.Verify); b != nil {
+			baseCase := r.Case
+			if !strings.HasSuffix(baseCase, "+tag") {
+				baseCase, _, _ = strings.Cut(baseCase, "+")
+			}
+			if b := find("baseline", baseCase, r.Streams, r.Verify); b != nil {
 				ratioB = fmt.Sprintf("%.2f× rate, %.2f× CPU/GB", float64(r.BitsPerSecond)/float64(b.BitsPerSecond), r.CPUSecondsPerGB/b.CPUSecondsPerGB)
 			}
 		}
 		if r.Tool == "dtnflow" {
-			peerCase := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(r.Case, "+tag"), "+crc"), "+arrival")
+			peerCase, _, _ := strings.Cut(r.Case, "+")
 			if g := find("gridftp", peerCase, map[bool]int{true: 0, false: r.Streams}[r.Case == "small-files"], r.Verify); g != nil {
 				if r.FilesPerSecond > 0 {
 					ratioG = fmt.Sprintf("%.2f× files/s", r.FilesPerSecond/g.FilesPerSecond)
