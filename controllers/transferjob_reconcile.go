@@ -82,6 +82,9 @@ func (r *TransferJobReconciler) reconcile(ctx context.Context, p *pass) error {
 		p.event(corev1.EventTypeNormal, ReasonResumed, "Resume", "Resuming from what was verified")
 	}
 	if p.st.StartTime == nil {
+		if rec := expiredRecord(p.job, obs.profile); rec != nil {
+			return r.completedBefore(p, rec) // a GitOps tool restored a job its TTL deleted
+		}
 		p.st.StartTime = &p.now
 	}
 	if err := r.ensureAuth(ctx, p); err != nil {
@@ -607,7 +610,7 @@ func stampPlanHash(plan *dtnflowv1alpha1.TransferPlan, job *dtnflowv1alpha1.Tran
 // woken then.
 func (r *TransferJobReconciler) expire(ctx context.Context, p *pass) error {
 	ttl := p.job.Spec.TTLSecondsAfterFinished
-	if ttl == nil || p.st.CompletionTime == nil {
+	if ttl == nil || p.st.CompletionTime == nil || keptAfterFinish(p.st) {
 		return nil
 	}
 	at := p.st.CompletionTime.Add(time.Duration(*ttl) * time.Second)

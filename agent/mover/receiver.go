@@ -848,7 +848,10 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 	if s.onArrival() {
 		c.blockDigests = make([][]byte, c.nblocks)
 	}
-	if fst != nil && fst.ChunkSize == m.ChunkSize {
+	// A file made final and since lost at the destination (deleted, or not where its
+	// rename put it): its chunks' records describe a temporary file that is gone, so
+	// the file is received again from nothing.
+	if fst != nil && !fst.Final && fst.ChunkSize == m.ChunkSize {
 		if cs := fst.Chunks[m.Index]; cs != nil {
 			if cs.Verified {
 				if m.Chunks == 1 {

@@ -7,6 +7,7 @@ import (
 // TransferJobSpec says what to move, where, and how much freedom the planner has.
 // Only source and destination are fixed once set; tuning, suspend and the lifecycle
 // fields may change while the job runs, and the controller acts on the change.
+// +kubebuilder:validation:XValidation:rule="!has(self.trigger) || !has(self.ttlSecondsAfterFinished)",message="spec.ttlSecondsAfterFinished may not be set with spec.trigger: a recurring job does not finish for good",fieldPath=".ttlSecondsAfterFinished"
 type TransferJobSpec struct {
 	// source names the endpoint to read from and the files and directories to move.
 	// It cannot change once set.
@@ -57,10 +58,17 @@ type TransferJobSpec struct {
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
 	// suspend stops the job's agents when set to true, keeping what was verified;
-	// setting it back to false resumes from there.
+	// setting it back to false resumes from there. A suspended recurring job starts no
+	// new run.
 	// +kubebuilder:default=false
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// trigger makes the job recurring: after its first run it runs again on a cron
+	// schedule, when trigger.manual changes, or both; each run moves only what is
+	// missing or changed at the destination.
+	// +optional
+	Trigger *TransferTrigger `json:"trigger,omitempty"`
 }
 
 // RelativePath is a path under an endpoint's storage root: it has no leading '/', no
@@ -320,7 +328,29 @@ const (
 	ConditionFailed = "Failed"
 	// ConditionSuspended is True while spec.suspend holds the job.
 	ConditionSuspended = "Suspended"
+
+	// The conditions kstatus reads (sigs.k8s.io/cli-utils/pkg/kstatus), and with it
+	// Flux, Argo CD's health check in docs/gitops.md and `kubectl wait`. They summarise
+	// the ones above; every job has all three once the controller has seen it, except
+	// that a suspended job has no Ready (kstatus would read a False one as in progress).
+
+	// ConditionReady is True once the job has completed: every file is at the
+	// destination and verified.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the controller is still working towards the
+	// end of the job: pending, probing, transferring, pausing, waiting for a node.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the job cannot go on without someone changing
+	// something: it failed, or its endpoints refuse it (an endpoint missing, its
+	// namespace not allowed, a read-only destination).
+	ConditionStalled = "Stalled"
 )
+
+// AnnotationRerun on a TransferJob is part of what makes two jobs the same transfer
+// for spec-hash purposes (see PathProfile status.expiredJobs): a job created again with
+// a new value runs again even though an identical job completed before.
+// `kubectl dtnflow rerun` sets it to the time of the rerun.
+const AnnotationRerun = "dtnflow.io/rerun"
 
 // TransferState is a one-word summary of a job's conditions, for `kubectl get`.
 // +kubebuilder:validation:Enum=Pending;Probing;Transferring;Suspended;Complete;Failed
@@ -342,7 +372,8 @@ type TransferJobStatus struct {
 	State TransferState `json:"state,omitempty"`
 
 	// conditions are Probing, Planned, Transferring, Complete, Failed and Suspended,
-	// each with a reason.
+	// each with a reason, and Ready, Reconciling and Stalled, which summarise them
+	// the way kstatus (Flux, Argo CD, kubectl wait) reads them.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -380,6 +411,15 @@ type TransferJobStatus struct {
 	// +optional
 	Replans []Replan `json:"replans,omitempty"`
 
+	// rateHistory is the job's aggregate rate over time, oldest first: a point per
+	// agent report while it transfers. When the list is full every other point is
+	// dropped, so it covers the whole run at a resolution that halves as the run grows
+	// (`kubectl dtnflow plot` draws it).
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=atomic
+	// +optional
+	RateHistory []RatePoint `json:"rateHistory,omitempty"`
+
 	// agentFailures counts agent pods that failed or vanished; it is compared with
 	// spec.backoffLimit.
 	// +optional
@@ -397,7 +437,43 @@ type TransferJobStatus struct {
 	// and its completion.
 	// +optional
 	Timings *TransferTimings `json:"timings,omitempty"`
+
+	// run counts the runs of a recurring job (spec.trigger): 1 for the first. The
+	// fields above describe the current run (or the latest, between runs).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Run int64 `json:"run,omitempty"`
+
+	// runTrigger is what started the current run.
+	// +optional
+	RunTrigger RunTrigger `json:"runTrigger,omitempty"`
+
+	// lastRunTime is when the latest run of a recurring job started.
+	// +optional
+	LastRunTime *metav1.Time `json:"lastRunTime,omitempty"`
+
+	// nextRunTime is when spec.trigger.schedule starts the next run.
+	// +optional
+	NextRunTime *metav1.Time `json:"nextRunTime,omitempty"`
+
+	// lastManualTrigger is the value of spec.trigger.manual last acted on.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	LastManualTrigger string `json:"lastManualTrigger,omitempty"`
+
+	// missedRuns counts the scheduled times that found the previous run still going
+	// (skipped: runs never overlap), or passed while the controller was away.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MissedRuns int64 `json:"missedRuns,omitempty"`
+
+	// runs are the latest finished runs of a recurring job, oldest first, up to 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Runs []TransferRun `json:"runs,omitempty"`
 }
+
 
 // TransferTimings are how long a job took to reach each milestone, in milliseconds from
 // its metadata.creationTimestamp. The API server keeps that timestamp to the second, so
@@ -671,6 +747,23 @@ type StripeStatus struct {
 	BitsPerSecond int64 `json:"bitsPerSecond,omitempty"`
 }
 
+// RatePoint is the job's aggregate rate at one agent report.
+type RatePoint struct {
+	// time is when the agents reported.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// bitsPerSecond is the aggregate rate over the report's interval.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BitsPerSecond int64 `json:"bitsPerSecond,omitempty"`
+
+	// bytesDone is the number of bytes verified at the destination by then.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+}
+
 // PlanShape is the part of a plan a re-plan changes.
 type PlanShape struct {
 	// nodes is the number of nodes at each side.
@@ -723,6 +816,8 @@ type Replan struct {
 // +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.progress.eta`
 // +kubebuilder:printcolumn:name="Stripes",type=integer,JSONPath=`.status.plan.stripesPerNode`,priority=1
 // +kubebuilder:printcolumn:name="Streams",type=integer,JSONPath=`.status.plan.streamsPerStripe`,priority=1
+// +kubebuilder:printcolumn:name="Run",type=integer,JSONPath=`.status.run`,priority=1
+// +kubebuilder:printcolumn:name="Next Run",type=string,JSONPath=`.status.nextRunTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TransferJob struct {
 	metav1.TypeMeta `json:",inline"`

@@ -201,6 +201,24 @@ func transferJobCreateTable() validationTable {
 			},
 			boundCases("spec.backoffLimit", nil, 0, upTo(1000)),
 			boundCases("spec.ttlSecondsAfterFinished", nil, 0, nil),
+			[]validationCase{
+				{name: "an empty trigger", mutate: func(o object) { set(o, "spec.trigger", object{}) },
+					check: "rule", field: "spec.trigger", want: "spec.trigger needs schedule, manual or both"},
+				{name: "a trigger with a TTL", mutate: func(o object) {
+					set(o, "spec.trigger", object{"schedule": "@daily"})
+					set(o, "spec.ttlSecondsAfterFinished", 60)
+				}, check: "rule", field: "spec.ttlSecondsAfterFinished", want: "spec.ttlSecondsAfterFinished may not be set with spec.trigger: a recurring job does not finish for good"},
+				{name: "an empty schedule", mutate: func(o object) { set(o, "spec.trigger", object{"schedule": "", "manual": "x"}) },
+					check: "minLength", field: "spec.trigger.schedule", want: "at least 1 chars long"},
+				{name: "a schedule of 129 bytes", mutate: func(o object) { set(o, "spec.trigger.schedule", "0 0 * * *"+strings.Repeat(",1", 60)) },
+					check: "maxLength", field: "spec.trigger.schedule", want: "may not be more than 128 bytes"},
+				{name: "a schedule of four fields", mutate: func(o object) { set(o, "spec.trigger.schedule", "0 0 * *") },
+					check: "pattern", field: "spec.trigger.schedule", want: "should match"},
+				{name: "an unknown descriptor", mutate: func(o object) { set(o, "spec.trigger.schedule", "@fortnightly") },
+					check: "pattern", field: "spec.trigger.schedule", want: "should match"},
+				{name: "a manual trigger of 64 bytes", mutate: func(o object) { set(o, "spec.trigger.manual", strings.Repeat("m", 64)) },
+					check: "maxLength", field: "spec.trigger.manual", want: "may not be more than 63 bytes"},
+			},
 		),
 		accepted: []acceptedCase{
 			{"name of 253 characters", func(o object) { set(o, "metadata.name", dnsName(253)) }},
@@ -226,6 +244,11 @@ func transferJobCreateTable() validationTable {
 				set(o, "spec.tuning.limits", object{"maxNodes": 64, "maxStripesPerNode": 64, "maxStreamsPerStripe": 128,
 					"maxConcurrency": 256, "maxBitsPerSecond": int64(1) << 62})
 			}},
+			{"triggers of every form", func(o object) {
+				set(o, "spec.trigger", object{"schedule": "CRON_TZ=Europe/Paris 30 2 * * 1-5", "manual": strings.Repeat("m", 63)})
+			}},
+			{"an @every schedule", func(o object) { set(o, "spec.trigger", object{"schedule": "@every 6h30m"}) }},
+			{"a manual trigger alone", func(o object) { set(o, "spec.trigger", object{"manual": "2026-03-01"}) }},
 			{"backoffLimit and ttlSecondsAfterFinished at their limits", func(o object) {
 				set(o, "spec.backoffLimit", 1000)
 				set(o, "spec.ttlSecondsAfterFinished", int64(1)<<31-1)
