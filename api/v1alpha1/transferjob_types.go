@@ -474,7 +474,6 @@ type TransferJobStatus struct {
 	Runs []TransferRun `json:"runs,omitempty"`
 }
 
-
 // TransferTimings are how long a job took to reach each milestone, in milliseconds from
 // its metadata.creationTimestamp. The API server keeps that timestamp to the second, so
 // each figure may be up to a second more than the time since the job was created; each
