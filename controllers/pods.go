@@ -239,6 +239,7 @@ func jobOptions(job *dtnflowv1alpha1.TransferJob) contract.JobOptions {
 		Verify:          job.Spec.Integrity.Verify == nil || *job.Spec.Integrity.Verify,
 		Overwrite:       string(overwrite),
 		InFlight:        string(job.Spec.Integrity.InFlight),
+		VerifyMode:      string(job.Spec.Integrity.VerifyMode),
 	}
 }
 

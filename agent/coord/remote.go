@@ -4,10 +4,44 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/dtnflow/dtnflow/agent/mover"
 	"github.com/dtnflow/dtnflow/agent/wire"
 )
+
+// A sender and its coordinator each send a keepalive every keepaliveEvery, and each
+// drops the connection after linkTimeout without a frame: otherwise a frame whose
+// length was damaged on the way would leave either side waiting for bytes that never
+// come, the stripe holding its leases and the job stalled.
+var (
+	keepaliveEvery = 5 * time.Second
+	linkTimeout    = 30 * time.Second
+)
+
+// keepalive writes a keepalive on w every keepaliveEvery until ctx ends or a write
+// fails (then it calls broken).
+func keepalive(ctx context.Context, w *wire.Writer, broken func()) {
+	t := time.NewTicker(keepaliveEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if w.WriteFrame(wire.TypeKeepalive, nil, nil) != nil {
+				broken()
+				return
+			}
+		}
+	}
+}
+
+// nextWithin reads the next frame, which must come within linkTimeout.
+func nextWithin(conn *wire.Conn, rd *wire.Reader) (wire.Header, []byte, error) {
+	conn.SetReadDeadline(time.Now().Add(linkTimeout))
+	return rd.Next()
+}
 
 // ServeConn serves one sender connected to the coordinator (after the handshake).
 // The sender's stripe is a member while the connection lives; when it drops, the
@@ -28,6 +62,7 @@ func (c *Core) ServeConn(conn *wire.Conn) {
 	defer m.Leave()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go keepalive(ctx, w, func() { conn.Close() })
 	go func() {
 		for {
 			select {
@@ -49,11 +84,12 @@ func (c *Core) ServeConn(conn *wire.Conn) {
 	}()
 	var reqMu sync.Mutex // one WorkRequest at a time
 	for {
-		h, meta, err := rd.Next()
+		h, meta, err := nextWithin(conn, rd)
 		if err != nil {
 			return
 		}
 		switch h.Type {
+		case wire.TypeKeepalive:
 		case wire.TypeWorkRequest:
 			var r wire.WorkRequest
 			if wire.DecodeJSON(meta, &r) != nil || r.N <= 0 || r.N > 4096 {
@@ -133,6 +169,9 @@ func DialRemote(ctx context.Context, addr string, secret []byte, stripe int32) (
 		return nil, err
 	}
 	go r.read()
+	kctx, stop := context.WithCancel(context.Background())
+	go func() { <-r.dead; stop() }()
+	go keepalive(kctx, r.w, r.Close)
 	return r, nil
 }
 
@@ -140,11 +179,12 @@ func (r *Remote) read() {
 	defer r.Close()
 	rd := r.conn.Reader(64 << 10)
 	for {
-		h, meta, err := rd.Next()
+		h, meta, err := nextWithin(r.conn, rd)
 		if err != nil {
 			return
 		}
 		switch h.Type {
+		case wire.TypeKeepalive:
 		case wire.TypeJobConfig:
 			var c wire.JobConfig
 			if wire.DecodeJSON(meta, &c) != nil {

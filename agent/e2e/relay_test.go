@@ -66,15 +66,19 @@ func (r *relay) serve() {
 	}
 }
 
-// flipper damages connections at random: with probability p a connection gets one bit
-// flipped at a random offset within its first window bytes past the handshake (headers,
-// meta, data and tags alike), until budget flips have been made; inHandshake more
-// flips land in the handshake itself. Everything else passes unchanged.
+// flipper damages connections: while flips remain in its budget, every connection
+// (with probability p) has bits flipped at random offsets past the handshake — the
+// first within its first 4 KiB, where every connection carries frames (headers, meta,
+// the start of the data), up to perConn-1 more within window on the way to the
+// receiver, one within 512 bytes on the way back, where little flows. A flip counts
+// against the budget when it lands; inHandshake more flips land in handshakes. So the
+// relay damages a bounded number of frames, wherever they are, and the job can finish.
 type flipper struct {
 	mu          sync.Mutex
 	rng         *rand.Rand
 	p           float64
 	window      int64
+	perConn     int
 	budget      int
 	inHandshake int
 	flipped     int
@@ -82,7 +86,7 @@ type flipper struct {
 
 func (f *flipper) damage(conn int, up bool, dst io.Writer, src io.Reader) {
 	f.mu.Lock()
-	at := int64(-1)
+	var at []int64
 	skip := int64(serverHandshake)
 	if up {
 		skip = clientHandshake
@@ -90,10 +94,16 @@ func (f *flipper) damage(conn int, up bool, dst io.Writer, src io.Reader) {
 	switch {
 	case f.inHandshake > 0 && f.rng.Float64() < f.p:
 		f.inHandshake--
-		at = f.rng.Int64N(skip)
+		at = append(at, f.rng.Int64N(skip))
 	case f.budget > 0 && f.rng.Float64() < f.p:
-		f.budget--
-		at = skip + f.rng.Int64N(f.window)
+		if !up {
+			at = append(at, skip+f.rng.Int64N(512))
+			break
+		}
+		at = append(at, skip+f.rng.Int64N(4<<10))
+		for range max(f.perConn, 1) - 1 {
+			at = append(at, skip+f.rng.Int64N(f.window))
+		}
 	}
 	bit := byte(1) << f.rng.IntN(8)
 	f.mu.Unlock()
@@ -102,10 +112,18 @@ func (f *flipper) damage(conn int, up bool, dst io.Writer, src io.Reader) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if at >= off && at < off+int64(n) {
-				buf[at-off] ^= bit
+			for _, a := range at {
+				if a < off || a >= off+int64(n) {
+					continue
+				}
 				f.mu.Lock()
-				f.flipped++
+				if a < skip || f.budget > 0 {
+					if a >= skip {
+						f.budget--
+					}
+					buf[a-off] ^= bit
+					f.flipped++
+				}
 				f.mu.Unlock()
 			}
 			off += int64(n)

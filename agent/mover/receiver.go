@@ -34,6 +34,9 @@ type Receiver struct {
 	Log *slog.Logger
 	// MaxFileSize is the largest file accepted (0: DefaultMaxFileSize).
 	MaxFileSize int64
+	// RequireEncryption refuses sessions that do not encrypt (a site's receiver for
+	// other sites).
+	RequireEncryption bool
 
 	mu       sync.Mutex
 	sessions map[uint64]*rsession
@@ -45,6 +48,15 @@ type Receiver struct {
 
 	limitsOnce sync.Once
 	limits     wire.SocketLimits
+
+	sinkOnce sync.Once
+	devNull  *os.File
+}
+
+// sink is /dev/null, where memory-to-memory data goes (nil if it cannot be opened).
+func (r *Receiver) sink() *os.File {
+	r.sinkOnce.Do(func() { r.devNull, _ = os.OpenFile(os.DevNull, os.O_WRONLY, 0) })
+	return r.devNull
 }
 
 func (r *Receiver) maxFileSize() int64 {
@@ -119,14 +131,14 @@ func (r *Receiver) HandleConn(c *wire.Conn) {
 	}
 	switch hello.Role {
 	case wire.RoleControl:
-		r.serveControl(c, rd, hello)
+		r.serveControl(c, rd, hello, h.Flags)
 	case wire.RoleData:
 		if receiveBufferHelps(hello.BufferBytes, r.socketLimits()) {
 			if tc, ok := c.NetConn().(*net.TCPConn); ok {
 				tc.SetReadBuffer(int(hello.BufferBytes))
 			}
 		}
-		r.serveData(c, rd, hello)
+		r.serveData(c, rd, hello, h.Flags)
 	}
 }
 
@@ -140,6 +152,16 @@ type rjob struct {
 
 	busyMu sync.Mutex
 	busy   map[string]chan struct{} // small files on their way to their final name
+}
+
+// lstat stats a path through the job's directory cache when its directory is there
+// (one syscall, not a walk from the root), without creating anything.
+func (j *rjob) lstat(p string) (fs.FileInfo, error) {
+	dirName, base := split(p)
+	if dir := j.dirs.cached(dirName); dir != nil {
+		return dir.Lstat(base)
+	}
+	return j.dirs.root.Lstat(p)
 }
 
 // claim waits until no other copy of the small file at path is on its way to its final
@@ -277,7 +299,7 @@ func (s *rsession) dropConn(c *wire.Conn) {
 	delete(s.conns, c)
 }
 
-func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello) {
+func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello, helloFlags wire.Flags) {
 	w := c.Writer()
 	h, meta, err := rd.Next()
 	if err != nil || h.Type != wire.TypeSession {
@@ -289,6 +311,17 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello)
 	s := &rsession{id: hello.Session, r: r, ctrl: w, ctrlConn: c, chunks: map[uint64]*rchunk{}, conns: map[*wire.Conn]struct{}{c: {}},
 		done: make(chan struct{}), memMore: make(chan struct{}, 1)}
 	if err := wire.DecodeJSON(meta, &s.cfg); err != nil {
+		return
+	}
+	switch {
+	case s.cfg.Encrypt && (helloFlags|h.Flags)&wire.FlagEncrypted != wire.FlagEncrypted:
+		return // an encrypted session that did not start encrypted: not our sender
+	case s.cfg.Encrypt:
+		if w.SetEncrypt(true) != nil {
+			return
+		}
+	case r.RequireEncryption:
+		w.WriteJSON(wire.TypeError, wire.ErrorMsg{Error: "this receiver moves data only encrypted: run the job with in-flight mode Encrypted"})
 		return
 	}
 	if !s.cfg.Memory {
@@ -337,12 +370,24 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello)
 	}
 }
 
+// checkEncrypted refuses a clear frame in a session that asked for encryption: the
+// sender's own code never sends one, so it was not the sender.
+func (s *rsession) checkEncrypted(h wire.Header) error {
+	if s.cfg.Encrypt && h.Flags&wire.FlagEncrypted == 0 {
+		return fmt.Errorf("%w: a clear frame (type %d) in an encrypted session", wire.ErrAuth, h.Type)
+	}
+	return nil
+}
+
 // readControl serves a session's control frames until the connection ends or a frame
 // breaks the protocol.
 func (s *rsession) readControl(rd *wire.Reader) error {
 	for {
 		h, meta, err := rd.Next()
 		if err != nil {
+			return err
+		}
+		if err := s.checkEncrypted(h); err != nil {
 			return err
 		}
 		switch h.Type {
@@ -433,9 +478,9 @@ var (
 	receivedCounter = metrics.BytesTotal.WithLabelValues("received")
 )
 
-func (r *Receiver) serveData(c *wire.Conn, rd *wire.Reader, hello wire.Hello) {
+func (r *Receiver) serveData(c *wire.Conn, rd *wire.Reader, hello wire.Hello, helloFlags wire.Flags) {
 	s := r.session(hello.Session)
-	if s == nil || !s.addConn(c) {
+	if s == nil || s.cfg.Encrypt && helloFlags&wire.FlagEncrypted == 0 || !s.addConn(c) {
 		return
 	}
 	defer s.dropConn(c)
@@ -450,15 +495,22 @@ func (r *Receiver) serveData(c *wire.Conn, rd *wire.Reader, hello wire.Hello) {
 // checkCRC checks the CRC32C of a frame whose data is outside its tag (in-flight mode
 // Checksum); a mismatch is damage in flight, like a tag that does not match.
 func checkCRC(h wire.Header, crc uint32, data []byte) error {
-	if h.Flags&wire.FlagDataOutsideTag != 0 && wire.CRC32C(data) != crc {
+	if h.Flags&wire.FlagDataOutsideTag != 0 && h.Flags&wire.FlagDataUnchecked == 0 && wire.CRC32C(data) != crc {
 		return fmt.Errorf("%w: CRC32C of a frame's data (type %d)", wire.ErrAuth, h.Type)
 	}
 	return nil
 }
 
+// onArrival says the session verifies blocks and small files as they arrive.
+func (s *rsession) onArrival() bool { return s.cfg.Verify && s.cfg.VerifyMode == wire.VerifyOnArrival }
+
 // readData reads a data stream's frames until it ends or one breaks the protocol.
 func (s *rsession) readData(rd *wire.Reader) error {
 	r := s.r
+	var bh *blockHasher
+	if s.onArrival() {
+		bh = newBlockHasher(s.cfg.Checksum)
+	}
 	var buf []byte
 	grow := func(n uint32) []byte {
 		if cap(buf) < int(n) {
@@ -475,6 +527,9 @@ func (s *rsession) readData(rd *wire.Reader) error {
 		if err != nil {
 			return err
 		}
+		if err := s.checkEncrypted(h); err != nil {
+			return err
+		}
 		if h.DataLen > limit {
 			return fmt.Errorf("%w: frame of %d bytes over the session's block size %d", wire.ErrFrame, h.DataLen, limit)
 		}
@@ -483,21 +538,32 @@ func (s *rsession) readData(rd *wire.Reader) error {
 			if _, err := wire.ParseMemMeta(meta); err != nil {
 				return err
 			}
-			data := grow(h.DataLen)
-			if err := rd.ReadData(data); err != nil {
+			if h.Flags&wire.FlagDataOutsideTag != 0 && r.sink() != nil {
+				// Generated bytes nothing checks: into /dev/null without a copy.
+				if err := rd.SpliceData(r.sink(), -1); err != nil {
+					return err
+				}
+			} else if err := rd.ReadData(grow(h.DataLen)); err != nil {
 				return err
 			}
-			r.bytes.Add(int64(len(data)))
-			s.memBytes.Add(int64(len(data)))
+			n := int64(h.DataLen)
+			r.bytes.Add(n)
+			s.memBytes.Add(n)
 			select {
 			case s.memMore <- struct{}{}:
 			default:
 			}
-			memCounter.Add(float64(len(data)))
+			memCounter.Add(float64(n))
 		case wire.TypeBlock:
 			m, err := wire.ParseBlockMeta(meta)
 			if err != nil {
 				return err
+			}
+			if h.Flags&wire.FlagDataUnchecked != 0 && bh == nil {
+				if err := s.spliceBlock(m, h, rd); err != nil {
+					return err
+				}
+				continue
 			}
 			data := grow(h.DataLen)
 			if err := rd.ReadData(data); err != nil {
@@ -506,7 +572,7 @@ func (s *rsession) readData(rd *wire.Reader) error {
 			if err := checkCRC(h, m.CRC, data); err != nil {
 				return err
 			}
-			if err := s.block(m, data); err != nil {
+			if err := s.block(m, data, bh); err != nil {
 				return err
 			}
 		case wire.TypeFile:
@@ -558,7 +624,7 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 			s.job.release(p)
 		}
 	}()
-	if done, msg := s.alreadyDone(key, m.Digest); done || msg != "" {
+	if done, msg := s.alreadyDone(key, m.Digest, data); done || msg != "" {
 		res.OK, res.Skipped, res.Error = done, done, msg
 		s.result(res)
 		return
@@ -589,7 +655,9 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	digest := ""
 	if m.Flags&wire.FileVerify != 0 {
 		h, _ := NewDigest(s.cfg.Checksum)
-		if err := readBack(f, 0, int64(len(data)), data, h); err != nil {
+		if s.onArrival() {
+			h.Write(data) // what arrived, as handed to the file system
+		} else if err := readBack(f, 0, int64(len(data)), data, h); err != nil {
 			f.Close()
 			res.Error = fmt.Sprintf("reading back %s: %s", fsname.Show(p), fsname.Message(err))
 			s.result(res)
@@ -638,14 +706,18 @@ func readBack(f *os.File, off, n int64, buf []byte, h hash.Hash) error {
 // alreadyDone decides what to do with a destination path before writing it: done
 // (journal says so, or IfDifferent found the same content), or an error message
 // (Never), or neither (write it).
-func (s *rsession) alreadyDone(key journal.Key, srcDigest []byte) (bool, string) {
+//
+// srcDigest is the source's digest when the sender sent one (it verifies); otherwise
+// data, the file's bytes as they arrived under their frame's check, stands for the
+// source, so that IfDifferent needs no digest from a sender that does not verify.
+func (s *rsession) alreadyDone(key journal.Key, srcDigest, data []byte) (bool, string) {
 	r, j := s.r, s.job
 	if fs := j.state.File(key); fs != nil && fs.Final {
 		if s.redoRename(key) {
 			return true, ""
 		}
 	}
-	fi, err := r.Root.Lstat(key.Path)
+	fi, err := j.lstat(key.Path)
 	if err != nil {
 		return false, ""
 	}
@@ -663,8 +735,13 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest []byte) (bool, string)
 	case "Never":
 		return false, fmt.Sprintf("destination file exists: %s (overwrite: Never)", fsname.Show(key.Path))
 	default: // IfDifferent
-		if fi.Size() != key.Size || len(srcDigest) == 0 {
+		if fi.Size() != key.Size || len(srcDigest) == 0 && data == nil {
 			return false, ""
+		}
+		if len(srcDigest) == 0 {
+			h, _ := NewDigest(s.cfg.Checksum)
+			h.Write(data)
+			srcDigest = h.Sum(nil)
 		}
 		f, err := r.Root.Open(key.Path)
 		if err != nil {
@@ -724,6 +801,9 @@ type rchunk struct {
 	digest   []byte
 	finished bool
 	refs     int
+	// blockDigests are the digests of the blocks that arrived in this session, by
+	// index, when the job verifies on arrival (nil otherwise).
+	blockDigests [][]byte
 }
 
 func (c *rchunk) release() {
@@ -765,7 +845,13 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		return
 	}
 	c := &rchunk{open: m, key: key, tmp: TempName(p, s.cfg.Job), nblocks: (m.Length + m.BlockSize - 1) / m.BlockSize, refs: 1}
-	if fst != nil && fst.ChunkSize == m.ChunkSize {
+	if s.onArrival() {
+		c.blockDigests = make([][]byte, c.nblocks)
+	}
+	// A file made final and since lost at the destination (deleted, or not where its
+	// rename put it): its chunks' records describe a temporary file that is gone, so
+	// the file is received again from nothing.
+	if fst != nil && !fst.Final && fst.ChunkSize == m.ChunkSize {
 		if cs := fst.Chunks[m.Index]; cs != nil {
 			if cs.Verified {
 				if m.Chunks == 1 {
@@ -832,36 +918,78 @@ func (s *rsession) chunk(id uint64) *rchunk {
 // block writes one block; an error means the session is broken (a block that does not
 // belong where it says, after its frame passed the check: a peer that breaks the
 // protocol).
-func (s *rsession) block(m wire.BlockMeta, data []byte) error {
-	c := s.chunk(m.Chunk)
-	if c == nil {
-		return fmt.Errorf("%w: block for unknown chunk %d", wire.ErrFrame, m.Chunk)
-	}
-	if m.Offset > math.MaxInt64 {
-		return fmt.Errorf("%w: block offset %d", wire.ErrFrame, m.Offset)
-	}
-	off := int64(m.Offset)
-	rel := off - c.open.Offset
-	if rel < 0 || rel%c.open.BlockSize != 0 || rel >= c.open.Length {
-		return fmt.Errorf("%w: block at %d outside chunk %d [%d, +%d)", wire.ErrFrame, off, m.Chunk, c.open.Offset, c.open.Length)
-	}
-	idx := rel / c.open.BlockSize
-	if want := min(c.open.BlockSize, c.open.Length-rel); int64(len(data)) != want {
-		return fmt.Errorf("%w: block at %d of %d bytes, want %d", wire.ErrFrame, off, len(data), want)
-	}
-	c.mu.Lock()
-	f := c.f
-	c.mu.Unlock()
-	if f == nil {
-		return errors.New("chunk closed")
+func (s *rsession) block(m wire.BlockMeta, data []byte, bh *blockHasher) error {
+	c, idx, off, f, err := s.blockAt(m, int64(len(data)))
+	if err != nil {
+		return err
 	}
 	if _, err := f.WriteAt(data, off); err != nil {
 		s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err), Retry: isTransient(err)})
 		return nil
 	}
-	s.r.bytes.Add(int64(len(data)))
-	receivedCounter.Add(float64(len(data)))
+	var d []byte
+	if c.blockDigests != nil {
+		d = bh.digest(data)
+	}
+	s.blockWritten(c, idx, int64(len(data)), d)
+	return nil
+}
+
+// spliceBlock moves a block whose data nothing checks in flight (in-flight mode
+// HeadersOnly) from the stream into its chunk's file without a copy through user
+// space. A failed write leaves the stream in the middle of a frame: the stream ends.
+func (s *rsession) spliceBlock(m wire.BlockMeta, h wire.Header, rd *wire.Reader) error {
+	c, idx, off, f, err := s.blockAt(m, int64(h.DataLen))
+	if err != nil {
+		return err
+	}
+	if err := rd.SpliceData(f, off); err != nil {
+		if !wire.IsIntegrity(err) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err), Retry: isTransient(err)})
+		}
+		return err
+	}
+	s.blockWritten(c, idx, int64(h.DataLen), nil)
+	return nil
+}
+
+// blockAt says where a block of n bytes goes — its chunk, index, offset and file — or
+// why it does not belong anywhere (after its frame passed the check: a peer that breaks
+// the protocol).
+func (s *rsession) blockAt(m wire.BlockMeta, n int64) (*rchunk, int64, int64, *os.File, error) {
+	c := s.chunk(m.Chunk)
+	if c == nil {
+		return nil, 0, 0, nil, fmt.Errorf("%w: block for unknown chunk %d", wire.ErrFrame, m.Chunk)
+	}
+	if m.Offset > math.MaxInt64 {
+		return nil, 0, 0, nil, fmt.Errorf("%w: block offset %d", wire.ErrFrame, m.Offset)
+	}
+	off := int64(m.Offset)
+	rel := off - c.open.Offset
+	if rel < 0 || rel%c.open.BlockSize != 0 || rel >= c.open.Length {
+		return nil, 0, 0, nil, fmt.Errorf("%w: block at %d outside chunk %d [%d, +%d)", wire.ErrFrame, off, m.Chunk, c.open.Offset, c.open.Length)
+	}
+	if want := min(c.open.BlockSize, c.open.Length-rel); n != want {
+		return nil, 0, 0, nil, fmt.Errorf("%w: block at %d of %d bytes, want %d", wire.ErrFrame, off, n, want)
+	}
 	c.mu.Lock()
+	f := c.f
+	c.mu.Unlock()
+	if f == nil {
+		return nil, 0, 0, nil, errors.New("chunk closed")
+	}
+	return c, rel / c.open.BlockSize, off, f, nil
+}
+
+// blockWritten records a block written at its place, with its digest when the job
+// verifies on arrival, and starts the chunk's verification once it is complete.
+func (s *rsession) blockWritten(c *rchunk, idx, n int64, d []byte) {
+	s.r.bytes.Add(n)
+	receivedCounter.Add(float64(n))
+	c.mu.Lock()
+	if d != nil {
+		c.blockDigests[idx] = d
+	}
 	c.have.Add(idx, idx+1)
 	ready := c.ended && !c.finished && c.have.Count() == c.nblocks
 	if ready {
@@ -871,7 +999,6 @@ func (s *rsession) block(m wire.BlockMeta, data []byte) error {
 	if ready {
 		go s.verifyChunk(c)
 	}
-	return nil
 }
 
 func (s *rsession) endChunk(m wire.ChunkEnd) {
@@ -895,21 +1022,12 @@ func (s *rsession) endChunk(m wire.ChunkEnd) {
 func (s *rsession) verifyChunk(c *rchunk) {
 	digest := ""
 	if s.cfg.Verify && len(c.digest) > 0 {
-		h, _ := NewDigest(s.cfg.Checksum)
-		buf := make([]byte, min(c.open.Length, 4<<20))
-		c.mu.Lock()
-		f := c.f
-		c.mu.Unlock()
-		err := error(nil)
-		if f == nil {
-			err = errors.New("session closed")
-		} else {
-			err = readBack(f, c.open.Offset, c.open.Length, buf, h)
-		}
-		if err != nil || !bytes.Equal(h.Sum(nil), c.digest) {
+		sum, err := s.chunkDigest(c)
+		if err != nil || !bytes.Equal(sum, c.digest) {
 			metrics.VerifyFailures.Inc()
 			c.mu.Lock()
 			c.have, c.journal, c.finished, c.ended = nil, nil, false, false
+			clear(c.blockDigests)
 			c.mu.Unlock()
 			// Forget the journaled blocks too, or a resumed chunk would skip them again.
 			s.job.journal.Append(journal.Record{Kind: journal.KindReset, Path: fsname.Path(c.key.Path), Size: c.key.Size, MtimeNs: c.key.MtimeNs, ChunkSize: c.open.ChunkSize, Index: c.open.Index})
@@ -921,6 +1039,45 @@ func (s *rsession) verifyChunk(c *rchunk) {
 	}
 	s.job.commit.add(&commitItem{session: s, chunk: c, chunkOnly: c.open.Chunks > 1, finalize: c.open.Chunks == 1,
 		tmp: c.tmp, final: c.key.Path, key: c.key, mode: c.open.Mode, digest: digest, bytes: c.open.Length})
+}
+
+// chunkDigest is the destination's digest of a chunk whose blocks are all written: read
+// back, or (on arrival) the digest of its blocks' digests, reading back only the blocks
+// that arrived before this session (resumed from the journal).
+func (s *rsession) chunkDigest(c *rchunk) ([]byte, error) {
+	c.mu.Lock()
+	f := c.f
+	blocks := append([][]byte(nil), c.blockDigests...)
+	c.mu.Unlock()
+	if f == nil {
+		return nil, errors.New("session closed")
+	}
+	if !s.onArrival() {
+		h, _ := NewDigest(s.cfg.Checksum)
+		buf := make([]byte, min(c.open.Length, 4<<20))
+		if err := readBack(f, c.open.Offset, c.open.Length, buf, h); err != nil {
+			return nil, err
+		}
+		return h.Sum(nil), nil
+	}
+	list, _ := NewDigest(s.cfg.Checksum)
+	var bh *blockHasher
+	var buf []byte
+	for i, d := range blocks {
+		if d == nil {
+			if bh == nil {
+				bh, buf = newBlockHasher(s.cfg.Checksum), make([]byte, c.open.BlockSize)
+			}
+			off := int64(i) * c.open.BlockSize
+			n := min(c.open.BlockSize, c.open.Length-off)
+			if got, err := f.ReadAt(buf[:n], c.open.Offset+off); int64(got) < n {
+				return nil, fmt.Errorf("reading back block %d: %v", i, err)
+			}
+			d = bh.digest(buf[:n])
+		}
+		list.Write(d)
+	}
+	return list.Sum(nil), nil
 }
 
 // finalize gives a file of several chunks its final name once every chunk is verified.
@@ -985,15 +1142,10 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		}
 	})
 	var out wire.Manifest
-	lstat := func(p string) (fs.FileInfo, error) {
-		// Through the directory cache: one syscall per file, not a walk from the root.
-		dirName, base := split(p)
-		dir, err := j.dirs.get(dirName)
-		if err != nil {
-			return nil, err
-		}
-		return dir.Lstat(base)
-	}
+	lstat := j.lstat
+	// The temporary names of the final files in place, by directory: what is left of
+	// them is debris, found with one listing per directory.
+	temps := map[string]map[string]bool{}
 	for i, k := range keys {
 		fs := states[i]
 		mf := wire.ManifestFile{Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, Digest: fs.Digest, ThisRun: q.Run != "" && fs.Run == q.Run}
@@ -1022,9 +1174,10 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		if mf.Problem == "" {
 			dirName, _ := split(k.Path)
 			_, tmpBase := split(TempName(k.Path, s.cfg.Job))
-			if dir, err := j.dirs.get(dirName); err == nil && dir.Remove(tmpBase) == nil {
-				out.Debris++
+			if temps[dirName] == nil {
+				temps[dirName] = map[string]bool{}
 			}
+			temps[dirName][tmpBase] = true
 		}
 		out.Files = append(out.Files, mf)
 		if len(out.Files) >= 10000 {
@@ -1032,8 +1185,35 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 			out = wire.Manifest{}
 		}
 	}
+	for dirName, names := range temps {
+		out.Debris += s.removeDebris(dirName, names)
+	}
 	out.Last = true
 	s.send(wire.TypeManifest, out)
+}
+
+// removeDebris removes, from directory dirName, the temporary files named in temps (the
+// temporaries of final files: a copy that lost the race to the final name, or a crash
+// between a rename and the next run). One listing of the directory, not a removal
+// attempt per file.
+func (s *rsession) removeDebris(dirName string, temps map[string]bool) int64 {
+	dir, err := s.job.dirs.get(dirName)
+	if err != nil {
+		return 0
+	}
+	d, err := dir.Open(".")
+	if err != nil {
+		return 0
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	var n int64
+	for _, name := range names {
+		if temps[name] && dir.Remove(name) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // ---- summary ----

@@ -1,7 +1,9 @@
 package mover
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	_ "io"
 	"log/slog"
@@ -58,7 +60,8 @@ func dialFlip(t *testing.T, addr string) (*wire.Conn, *flipConn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return wire.NewConn(fc, keys.ClientToServer[:], keys.ServerToClient[:]), fc
+	return wire.NewConn(fc, wire.Keys{MAC: keys.ClientToServer[:], Enc: keys.ClientToServerEnc[:]},
+		wire.Keys{MAC: keys.ServerToClient[:], Enc: keys.ServerToClientEnc[:]}), fc
 }
 
 func startReceiver(t *testing.T) (string, string) {
@@ -88,6 +91,11 @@ func connect(t *testing.T, addr string) *hostile {
 
 func connectSession(t *testing.T, addr string, session uint64) *hostile {
 	t.Helper()
+	return connectWith(t, addr, session, wire.Session{Job: "evil-job", Checksum: "SHA256", Overwrite: "Always", BlockSize: 1 << 20, ChunkSize: 1 << 20})
+}
+
+func connectWith(t *testing.T, addr string, session uint64, cfg wire.Session) *hostile {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := Dial(ctx, addr, []byte(testSecret), 0)
@@ -96,7 +104,7 @@ func connectSession(t *testing.T, addr string, session uint64) *hostile {
 	}
 	h := &hostile{t: t, ctrl: c, ctrlW: c.Writer(), ctrlR: c.Reader(4096)}
 	h.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: session})
-	h.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: "evil-job", Checksum: "SHA256", Overwrite: "Always", BlockSize: 1 << 20, ChunkSize: 1 << 20})
+	h.ctrlW.WriteJSON(wire.TypeSession, cfg)
 	h.expect(wire.TypeSessionOK)
 	d, flip := dialFlip(t, addr)
 	h.data, h.flip = d.Writer(), flip
@@ -324,5 +332,47 @@ func TestReceiverManifest(t *testing.T) {
 	}
 	if _, err := os.Stat(debris); err == nil {
 		t.Error("the temporary file next to a final one is still there")
+	}
+}
+
+// TestReceiverVerifiesOnArrival: in verification mode OnArrival a chunk whose blocks
+// do not digest to what the sender announced is refused and sent again (nothing takes
+// its final name), and one whose blocks do is accepted, without a read-back.
+func TestReceiverVerifiesOnArrival(t *testing.T) {
+	addr, dir := startReceiver(t)
+	h := connectWith(t, addr, 91, wire.Session{Job: "arrival", Checksum: "SHA256", Verify: true, VerifyMode: wire.VerifyOnArrival,
+		Overwrite: "Always", BlockSize: 1 << 10, ChunkSize: 4 << 10})
+	content := bytes.Repeat([]byte("0123456789abcdef"), 4<<10/16+10) // 4 KiB + 160 bytes: two chunks
+	send := func(id uint64, digest []byte) wire.Result {
+		h.ctrlW.WriteJSON(wire.TypeChunkOpen, wire.ChunkOpen{ID: id, Path: "f", FileSize: int64(len(content)), Mode: 0o644, MtimeNs: 1e18,
+			Chunks: 2, Index: 0, Offset: 0, Length: 4 << 10, ChunkSize: 4 << 10, BlockSize: 1 << 10})
+		var op wire.ChunkOpened
+		if err := wire.DecodeJSON(h.expect(wire.TypeChunkOpened), &op); err != nil || op.Error != "" {
+			t.Fatalf("open: %+v %v", op, err)
+		}
+		for off := 0; off < 4<<10; off += 1 << 10 {
+			h.data.WriteFrame(wire.TypeBlock, wire.BlockMeta{Chunk: id, Offset: uint64(off)}.Put(make([]byte, 32)), content[off:off+1<<10])
+		}
+		h.ctrlW.WriteJSON(wire.TypeChunkEnd, wire.ChunkEnd{ID: id, Blocks: 4, Digest: digest})
+		var res wire.Results
+		if err := wire.DecodeJSON(h.expect(wire.TypeResult), &res); err != nil || len(res.Results) != 1 {
+			t.Fatalf("result: %+v %v", res, err)
+		}
+		return res.Results[0]
+	}
+	ch := newChunkHasher("SHA256", wire.VerifyOnArrival)
+	for off := 0; off < 4<<10; off += 1 << 10 {
+		ch.Block(content[off : off+1<<10])
+	}
+	good := ch.Sum()
+	plain := sha256.Sum256(content[:4<<10]) // the read-back construction: not what this mode compares
+	if r := send(1, plain[:]); r.OK || !r.Retry {
+		t.Errorf("a chunk announced with another construction's digest: %+v, want a retry", r)
+	}
+	if r := send(2, good); !r.OK {
+		t.Errorf("a good chunk: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "root", "f")); err == nil {
+		t.Error("a file of two chunks took its final name after one")
 	}
 }

@@ -157,6 +157,13 @@ const (
 	maxBadSession = 8
 )
 
+func (st *Stripe) stallTimeout() time.Duration {
+	if st.StallTimeout > 0 {
+		return st.StallTimeout
+	}
+	return DefaultStallTimeout
+}
+
 // IntegrityFailures is how many of this stripe's sessions ended because a frame
 // failed its integrity check (the frames' data was sent again).
 func (st *Stripe) IntegrityFailures() int64 { return st.integrityFailures.Load() }
@@ -176,6 +183,9 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 	var failingSince time.Time
 	backoff := 100 * time.Millisecond
 	refusals, bad := 0, 0
+	// A receiver never reached yet is most likely starting (its pod was created with
+	// this one): try again soon. One that went away may take longer to come back.
+	everConnected := false
 	for {
 		end, err := st.session(ctx, src, &cfg)
 		if err == nil || errors.Is(err, errFinished) {
@@ -206,7 +216,7 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 			}
 		}
 		if end.connected {
-			failingSince, backoff = time.Time{}, 100*time.Millisecond
+			failingSince, backoff, everConnected = time.Time{}, 100*time.Millisecond, true
 		}
 		if failingSince.IsZero() {
 			failingSince = time.Now()
@@ -222,8 +232,19 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, MaxRetryBackoff(everConnected))
 	}
+}
+
+// MaxRetryBackoff is the longest pause between attempts to reach a job's peer (a
+// receiver, a coordinator): 250 ms for one never reached yet, which is most likely
+// starting (a plan's pods start together: each pause is time the job's first byte may
+// wait, and a refused connection costs next to nothing), 5 s for one that went away.
+func MaxRetryBackoff(everConnected bool) time.Duration {
+	if everConnected {
+		return 5 * time.Second
+	}
+	return 250 * time.Millisecond
 }
 
 // flight is a unit on its way.
@@ -244,9 +265,22 @@ type outFrame struct {
 	metaArr [32]byte
 	data    []byte
 	buf     *[]byte
+	// file, when set, holds the frame's data instead of data: fileLen bytes at
+	// fileOff, sent from the page cache (in-flight mode HeadersOnly).
+	file    *os.File
+	fileOff int64
+	fileLen int
 	// slots, when set, gets one token back once the frame is on the wire (a chunk's
 	// bound on blocks in flight).
 	slots chan struct{}
+}
+
+// dataLen is the length of the frame's data.
+func (f *outFrame) dataLen() int {
+	if f.file != nil {
+		return f.fileLen
+	}
+	return len(f.data)
 }
 
 var framePool = sync.Pool{New: func() any { return new(outFrame) }}
@@ -393,6 +427,13 @@ loop:
 			}
 			*cfg = c
 		case p := <-src.Probes():
+			if p.OnData {
+				// A sample of this session's own transfer: measured beside it, while
+				// the loop goes on applying the configuration the sample is for.
+				wg.Add(1)
+				go func() { defer wg.Done(); s.src.ProbeDone(s.probeOnData(p)) }()
+				continue
+			}
 			s.src.ProbeDone(s.probe(p))
 		case err := <-fetchDone:
 			result = err
@@ -449,10 +490,7 @@ func (s *ssession) progressed() { s.progressAt.Store(time.Now().UnixNano()) }
 // holds packets: each would otherwise wait forever; the retry resends what is not
 // journaled.
 func (s *ssession) watch() {
-	timeout := s.st.StallTimeout
-	if timeout <= 0 {
-		timeout = DefaultStallTimeout
-	}
+	timeout := s.st.stallTimeout()
 	t := time.NewTicker(max(timeout/8, 50*time.Millisecond))
 	defer t.Stop()
 	var lastDelivered int64
@@ -499,6 +537,12 @@ func (s *ssession) connect() error {
 		return err // a refusal (auth.ErrRefused) is counted by Run
 	}
 	s.ctrl, s.ctrlW = c, c.Writer()
+	if s.encrypted() {
+		if err := s.ctrlW.SetEncrypt(true); err != nil {
+			c.Close()
+			return err
+		}
+	}
 	fail := func(err error) error {
 		c.Close()
 		if wire.IsIntegrity(err) {
@@ -509,14 +553,22 @@ func (s *ssession) connect() error {
 	if err := s.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: s.id, Stripe: st.Index, Agent: agentName()}); err != nil {
 		return fail(err)
 	}
-	if err := s.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: s.cfg.Job, Run: s.cfg.Run, Checksum: s.cfg.Checksum, Verify: s.cfg.Verify,
+	if err := s.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: s.cfg.Job, Run: s.cfg.Run, Encrypt: s.encrypted(), Checksum: s.cfg.Checksum, Verify: s.cfg.Verify, VerifyMode: s.cfg.VerifyMode,
 		Overwrite: s.cfg.Overwrite, BlockSize: s.cfg.BlockSize, ChunkSize: s.cfg.ChunkSize}); err != nil {
 		return fail(err)
 	}
 	rd := c.Reader(64 << 10)
 	s.ctrlReader = rd
+	// Until the session is set up, every frame must come within the stall timeout: a
+	// damaged length would otherwise leave this read waiting for bytes that never come
+	// (the session's watchdog starts only once it is up).
+	next := func() (wire.Header, []byte, error) {
+		c.SetReadDeadline(time.Now().Add(st.stallTimeout()))
+		return rd.Next()
+	}
+	defer c.SetReadDeadline(time.Time{})
 	for {
-		h, meta, err := rd.Next()
+		h, meta, err := next()
 		if err != nil {
 			return fail(err)
 		}
@@ -547,7 +599,7 @@ func (s *ssession) connect() error {
 		return fail(err)
 	}
 	for {
-		h, meta, err := rd.Next()
+		h, meta, err := next()
 		if err != nil {
 			return fail(err)
 		}
@@ -598,6 +650,11 @@ func (s *ssession) setStreams(n int32, buffer int64) error {
 			defer wg.Done()
 			idx := have + int32(i)
 			c, err := Dial(s.ctx, s.st.Receiver, s.st.Secret, buffer)
+			if err == nil && s.encrypted() {
+				if err = c.Writer().SetEncrypt(true); err != nil {
+					c.Close()
+				}
+			}
 			if err == nil {
 				err = c.Writer().WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: s.id, Stripe: s.st.Index, Stream: idx, BufferBytes: buffer})
 				if err != nil {
@@ -649,14 +706,19 @@ func (s *ssession) runStream(st *stream) {
 		case <-s.ctx.Done():
 			return
 		}
-		if s.limiter.Limit() != rate.Inf && len(f.data) > 0 {
-			if s.limiter.WaitN(s.ctx, len(f.data)) != nil {
+		n := int64(f.dataLen())
+		if s.limiter.Limit() != rate.Inf && n > 0 {
+			if s.limiter.WaitN(s.ctx, int(n)) != nil {
 				s.release(f)
 				return
 			}
 		}
-		err := st.w.WriteFrameFlags(f.typ, f.flags, f.meta, f.data)
-		n := int64(len(f.data))
+		var err error
+		if f.file != nil {
+			err = st.w.WriteFrameFile(f.typ, f.flags, f.meta, f.file, f.fileOff, f.fileLen)
+		} else {
+			err = st.w.WriteFrameFlags(f.typ, f.flags, f.meta, f.data)
+		}
 		s.release(f)
 		if err != nil {
 			s.fail(fmt.Errorf("stream %d: %w", st.idx, err))
@@ -1066,17 +1128,17 @@ func (s *ssession) sendFile(u wire.Unit) error {
 	}
 	meta := wire.FileMeta{Unit: u.ID, Size: uint64(u.Size), Mode: u.Mode, MtimeNs: u.MtimeNs, Path: string(u.Dest)}
 	flags := s.dataFlags()
-	if flags != 0 {
+	if needsCRC(flags) {
 		meta.CRC = wire.CRC32C(data)
 	}
-	if s.cfg.Verify || s.cfg.Overwrite == "IfDifferent" {
+	if s.cfg.Verify {
+		// (Without verification the receiver needs no digest: for IfDifferent it
+		// compares an existing file with the bytes that arrived.)
 		h := s.digest()
 		h.Write(data)
 		meta.Digest = h.Sum(nil)
-		if s.cfg.Verify {
-			meta.Flags |= wire.FileVerify
-			s.setDigest(u.ID, meta.Digest)
-		}
+		meta.Flags |= wire.FileVerify
+		s.setDigest(u.ID, meta.Digest)
 	}
 	fr := framePool.Get().(*outFrame)
 	fr.typ, fr.flags, fr.data, fr.buf = wire.TypeFile, flags, data, bp
@@ -1138,18 +1200,51 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 		return err
 	}
 	defer f.Close()
-	var h hash.Hash
+	var h *chunkHasher
 	if s.cfg.Verify {
-		h = s.digest()
+		h = newChunkHasher(s.cfg.Checksum, s.cfg.VerifyMode)
 	}
 	// Parallelism of the file's size class bounds how many of its blocks are queued or
 	// on the wire at once, hence over how many streams it is spread.
 	par := s.parallelism(u)
 	slots := make(chan struct{}, par)
 	nblocks := (u.Length + bs - 1) / bs
+	// Nothing reads the data in user space (no check in flight, no digest to take):
+	// the blocks go from the page cache to the socket, and the file stays open until
+	// the last of them is on the wire.
+	zeroCopy := s.dataFlags()&wire.FlagDataUnchecked != 0 && h == nil
+	if zeroCopy {
+		defer func() {
+			for range cap(slots) {
+				select {
+				case slots <- struct{}{}:
+				case <-s.ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	for i := int64(0); i < nblocks; i++ {
 		off := u.Offset + i*bs
 		n := min(bs, u.Offset+u.Length-off)
+		if zeroCopy {
+			if have[i] {
+				continue
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-s.ctx.Done():
+				return nil
+			}
+			fr := framePool.Get().(*outFrame)
+			fr.typ, fr.flags, fr.file, fr.fileOff, fr.fileLen = wire.TypeBlock, s.dataFlags(), f, off, int(n)
+			fr.meta = wire.BlockMeta{Chunk: id, Offset: uint64(off)}.Put(fr.metaArr[:])
+			fr.slots = slots
+			if !s.enqueue(fr) {
+				return nil
+			}
+			continue
+		}
 		bp := s.getBuf()
 		if bp == nil {
 			return nil
@@ -1163,7 +1258,7 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 			return fmt.Errorf("reading source %s at %d: %w", fsname.Show(string(u.Source)), off, err)
 		}
 		if h != nil {
-			h.Write(data)
+			h.Block(data)
 		}
 		if have[i] {
 			s.bufs <- bp
@@ -1178,7 +1273,7 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 		fr := framePool.Get().(*outFrame)
 		fr.typ, fr.flags, fr.data, fr.buf = wire.TypeBlock, s.dataFlags(), data, bp
 		bm := wire.BlockMeta{Chunk: id, Offset: uint64(off)}
-		if fr.flags != 0 {
+		if needsCRC(fr.flags) {
 			bm.CRC = wire.CRC32C(data)
 		}
 		fr.meta = bm.Put(fr.metaArr[:])
@@ -1189,7 +1284,7 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 	}
 	end := wire.ChunkEnd{ID: id, Blocks: nblocks}
 	if h != nil {
-		end.Digest = h.Sum(nil)
+		end.Digest = h.Sum()
 		s.setDigest(u.ID, end.Digest)
 	}
 	if err := s.ctrlW.WriteJSON(wire.TypeChunkEnd, end); err != nil {
@@ -1199,12 +1294,23 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 }
 
 // dataFlags are the flags of the session's data frames: in-flight mode Checksum puts
-// their data outside the tag, under a CRC32C.
+// their data outside the tag, under a CRC32C; HeadersOnly leaves it unchecked.
 func (s *ssession) dataFlags() wire.Flags {
-	if s.cfg.InFlight == wire.InFlightChecksum {
+	switch s.cfg.InFlight {
+	case wire.InFlightChecksum:
 		return wire.FlagDataOutsideTag
+	case wire.InFlightHeadersOnly:
+		return wire.FlagDataOutsideTag | wire.FlagDataUnchecked
 	}
 	return 0
+}
+
+// encrypted says the session encrypts every frame (in-flight mode Encrypted).
+func (s *ssession) encrypted() bool { return s.cfg.InFlight == wire.InFlightEncrypted }
+
+// needsCRC says data frames carry a CRC32C of their data.
+func needsCRC(flags wire.Flags) bool {
+	return flags&wire.FlagDataOutsideTag != 0 && flags&wire.FlagDataUnchecked == 0
 }
 
 // setDigest records the source digest of what a unit sent.

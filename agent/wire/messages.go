@@ -27,14 +27,19 @@ type Hello struct {
 
 // Session configures a stripe session on its control connection.
 type Session struct {
-	Job       string `json:"job"`
-	Run       string `json:"run,omitempty"`    // the run of the job (JobConfig.Run)
-	Memory    bool   `json:"memory,omitempty"` // memory-to-memory: data is discarded
-	Checksum  string `json:"checksum,omitempty"`
-	Verify    bool   `json:"verify"`
-	Overwrite string `json:"overwrite,omitempty"`
-	BlockSize int64  `json:"blockSize,omitempty"`
-	ChunkSize int64  `json:"chunkSize,omitempty"`
+	Job string `json:"job"`
+	Run string `json:"run,omitempty"` // the run of the job (JobConfig.Run)
+	// Encrypt says every frame of the session, both ways, is encrypted; the receiver
+	// refuses a clear one.
+	Encrypt  bool   `json:"encrypt,omitempty"`
+	Memory   bool   `json:"memory,omitempty"` // memory-to-memory: data is discarded
+	Checksum string `json:"checksum,omitempty"`
+	Verify   bool   `json:"verify"`
+	// VerifyMode is where the destination's digest comes from (JobConfig.VerifyMode).
+	VerifyMode string `json:"verifyMode,omitempty"`
+	Overwrite  string `json:"overwrite,omitempty"`
+	BlockSize  int64  `json:"blockSize,omitempty"`
+	ChunkSize  int64  `json:"chunkSize,omitempty"`
 }
 
 // SessionOK accepts a Session.
@@ -143,6 +148,22 @@ type DoneChunk struct {
 	Index     int32       `json:"i"`
 }
 
+// Verification modes (JobConfig.VerifyMode): where the destination's digest of a file
+// or chunk, compared with the source's, comes from.
+const (
+	// VerifyReadBack reads the file back through the file system once it is written
+	// and digests what it reads: it proves the destination's file system returns the
+	// source's bytes (from the page cache, right after the write; what a disk does
+	// later is not seen), at the cost of a second pass over every byte.
+	VerifyReadBack = "ReadBack"
+	// VerifyOnArrival digests each block as it arrives, after its frame's check and
+	// before it is written; a chunk's digest is the digest of its blocks' digests, at
+	// both ends. It proves the receiver got the source's bytes and handed exactly them
+	// to the file system, in one pass; not what the file system did with them. Blocks
+	// that arrived in an earlier session (resumed from the journal) are read back.
+	VerifyOnArrival = "OnArrival"
+)
+
 // In-flight modes (JobConfig.InFlight).
 const (
 	// InFlightAuthenticated covers every frame's data by its tag: accidents and
@@ -153,6 +174,15 @@ const (
 	// offset or length; content crafted to keep its CRC32C is not (a CRC is not a
 	// cryptographic check). It costs less CPU per byte.
 	InFlightChecksum = "Checksum"
+	// InFlightHeadersOnly covers data frames' headers and meta by their tag and leaves
+	// their data unchecked in flight (TCP's own checksum only), so that it can move
+	// from file to socket and socket to file without a pass through user space; the
+	// end-to-end digest, when the job verifies, is what checks it.
+	InFlightHeadersOnly = "HeadersOnly"
+	// InFlightEncrypted is InFlightAuthenticated with every frame's meta and data
+	// encrypted (AES-256-CTR, then the tag over the ciphertext): nobody on the path
+	// reads names or content.
+	InFlightEncrypted = "Encrypted"
 )
 
 // ManifestQuery asks a receiver for the job's final files, as its journal and its file
@@ -255,10 +285,12 @@ type JobConfig struct {
 	InFlight string `json:"inFlight,omitempty"`
 	// Run tells this run of the job apart from others: the receiver records it with
 	// every file it makes final (ManifestFile.ThisRun).
-	Run         string                    `json:"run,omitempty"`
-	Mode        contract.Mode             `json:"mode"`
-	Checksum    string                    `json:"checksum"`
-	Verify      bool                      `json:"verify"`
+	Run      string        `json:"run,omitempty"`
+	Mode     contract.Mode `json:"mode"`
+	Checksum string        `json:"checksum"`
+	Verify   bool          `json:"verify"`
+	// VerifyMode is VerifyReadBack (default) or VerifyOnArrival.
+	VerifyMode  string                    `json:"verifyMode,omitempty"`
 	Overwrite   string                    `json:"overwrite"`
 	Streams     int32                     `json:"streams"`
 	BufferBytes int64                     `json:"bufferBytes,omitempty"`
@@ -326,7 +358,8 @@ type StripeStats struct {
 	DestinationMillicores int64   `json:"destinationMillicores"`
 }
 
-// ProbeRequest asks a stripe for one memory-to-memory sample.
+// ProbeRequest asks a stripe for one sample: memory to memory, or with OnData a
+// stretch of the job's own transfer.
 type ProbeRequest struct {
 	Streams     int32 `json:"streams"`
 	BufferBytes int64 `json:"bufferBytes,omitempty"`
@@ -336,6 +369,16 @@ type ProbeRequest struct {
 	// reports that rate, slow start left out. Absent (an older coordinator), the
 	// sample runs its whole Seconds and reports the rate over all of it.
 	Settle bool `json:"settle,omitempty"`
+	// OnData measures the stripe's own transfer instead of generated bytes: once the
+	// stripe runs under job configuration Generation (or a later one) with Streams
+	// data streams, the sample follows what its receiver's TCP acknowledged until the
+	// rate settles (Settle is implied). The job's configuration, not the request,
+	// sets the streams and buffer.
+	OnData     bool  `json:"onData,omitempty"`
+	Generation int64 `json:"generation,omitempty"`
+	// ThresholdBitsPerSecond, when > 0, is the rate the sample is compared with: it
+	// may end as soon as its rate is clearly above or below (settle.Limits.Threshold).
+	ThresholdBitsPerSecond int64 `json:"thresholdBitsPerSecond,omitempty"`
 }
 
 // ProbeResult is one sample.

@@ -93,6 +93,53 @@ type PathProfileStatus struct {
 	// +listType=atomic
 	// +optional
 	ContributingJobs []string `json:"contributingJobs,omitempty"`
+
+	// expiredJobs are jobs on this path that completed and were then deleted by the
+	// controller after their spec.ttlSecondsAfterFinished, newest last (oldest dropped
+	// beyond 64). A job created again with the same namespace, name and spec hash —
+	// a GitOps tool restoring what Git still declares — is marked Complete from its
+	// record, moves no data and is not deleted again, so the two do not loop.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	ExpiredJobs []ExpiredJob `json:"expiredJobs,omitempty"`
+}
+
+// ExpiredJob is a completed job deleted after its ttlSecondsAfterFinished.
+type ExpiredJob struct {
+	// namespace is the job's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Namespace string `json:"namespace"`
+
+	// name is the job's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// specHash identifies what the job moved: its source, destination, overwrite and
+	// integrity settings and its dtnflow.io/rerun annotation (not its tuning, which
+	// changes how, not what).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	SpecHash string `json:"specHash"`
+
+	// completionTime is when the job completed.
+	// +required
+	CompletionTime metav1.Time `json:"completionTime"`
+
+	// filesDone is the number of files the job had at the destination, verified.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	FilesDone int64 `json:"filesDone,omitempty"`
+
+	// bytesDone is the number of bytes the job had at the destination, verified.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
 }
 
 // PathCapacityStatus is what the path's jobs measured of its capacity, each figure with

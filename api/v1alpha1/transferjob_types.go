@@ -7,6 +7,7 @@ import (
 // TransferJobSpec says what to move, where, and how much freedom the planner has.
 // Only source and destination are fixed once set; tuning, suspend and the lifecycle
 // fields may change while the job runs, and the controller acts on the change.
+// +kubebuilder:validation:XValidation:rule="!has(self.trigger) || !has(self.ttlSecondsAfterFinished)",message="spec.ttlSecondsAfterFinished may not be set with spec.trigger: a recurring job does not finish for good",fieldPath=".ttlSecondsAfterFinished"
 type TransferJobSpec struct {
 	// source names the endpoint to read from and the files and directories to move.
 	// It cannot change once set.
@@ -57,7 +58,8 @@ type TransferJobSpec struct {
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
 	// suspend stops the job's agents when set to true, keeping what was verified;
-	// setting it back to false resumes from there.
+	// setting it back to false resumes from there. A suspended recurring job starts no
+	// new run.
 	// +kubebuilder:default=false
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
@@ -71,6 +73,11 @@ type TransferJobSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// trigger makes the job recurring: after its first run it runs again on a cron
+	// schedule, when trigger.manual changes, or both; each run moves only what is
+	// missing or changed at the destination.
+	// +optional
+	Trigger *TransferTrigger `json:"trigger,omitempty"`
 }
 
 // RelativePath is a path under an endpoint's storage root: it has no leading '/', no
@@ -268,12 +275,25 @@ type TransferIntegrity struct {
 	// +optional
 	Checksum ChecksumAlgorithm `json:"checksum,omitempty"`
 
-	// verify compares the digest of every file read back at the destination with the
-	// digest of the source before the file takes its final name. Turning it off
-	// leaves only the in-flight checks.
+	// verify compares the destination's digest of every file (of every chunk of a
+	// large file) with the source's before the file takes its final name. Turning it
+	// off leaves only the in-flight checks.
 	// +kubebuilder:default=true
 	// +optional
 	Verify *bool `json:"verify,omitempty"`
+
+	// verifyMode says where the destination's digest comes from. ReadBack (the
+	// default): the file is read back through the file system once written and what
+	// is read is digested — it proves the destination's file system returns the
+	// source's bytes (right after the write, from its cache: what a disk does later is
+	// not seen), at the cost of a second pass over every byte. OnArrival: each block is
+	// digested as it arrives, after its in-flight check and before it is written, and
+	// a chunk's digest is the digest of its blocks' digests at both ends — it proves
+	// the receiver got the source's bytes and handed exactly them to the file system,
+	// in one pass, but not what the file system then did with them.
+	// +kubebuilder:default=ReadBack
+	// +optional
+	VerifyMode VerifyMode `json:"verifyMode,omitempty"`
 
 	// inFlight is how data is checked on its way between the agents. Authenticated
 	// (the default): every frame's header, metadata and data carry an AES-GMAC tag
@@ -282,20 +302,37 @@ type TransferIntegrity struct {
 	// covers each frame's header and metadata (names, offsets, lengths, and a CRC32C
 	// of its data), which catches damage, any forged name or offset and a naive
 	// rewrite, but not a relay that crafts other content with the same CRC32C (a CRC
-	// is not a cryptographic check); it costs less CPU per byte (docs/benchmarks.md
-	// gives the measured difference).
+	// is not a cryptographic check); it costs less CPU per byte. HeadersOnly: the tag
+	// covers headers and metadata and the data is not checked in flight (TCP's own
+	// checksum only), so it moves between files and sockets without a pass through
+	// user space (sendfile, splice); with verify on, the end-to-end digest still
+	// checks every byte. Encrypted: as Authenticated, with every frame's metadata
+	// and data also encrypted (AES-256-CTR under a per-connection key, then the tag
+	// over the ciphertext), so nobody on the path reads names or content.
+	// docs/benchmarks.md gives the measured costs.
 	// +kubebuilder:default=Authenticated
 	// +optional
 	InFlight InFlightCheck `json:"inFlight,omitempty"`
 }
 
+// VerifyMode is where the destination's digest comes from.
+// +kubebuilder:validation:Enum=ReadBack;OnArrival
+type VerifyMode string
+
+const (
+	VerifyReadBack  VerifyMode = "ReadBack"
+	VerifyOnArrival VerifyMode = "OnArrival"
+)
+
 // InFlightCheck is how data is checked between the agents.
-// +kubebuilder:validation:Enum=Authenticated;Checksum
+// +kubebuilder:validation:Enum=Authenticated;Checksum;HeadersOnly;Encrypted
 type InFlightCheck string
 
 const (
 	InFlightAuthenticated InFlightCheck = "Authenticated"
 	InFlightChecksum      InFlightCheck = "Checksum"
+	InFlightHeadersOnly   InFlightCheck = "HeadersOnly"
+	InFlightEncrypted     InFlightCheck = "Encrypted"
 )
 
 // OverwritePolicy says what happens to a destination file that already exists.
@@ -325,7 +362,29 @@ const (
 	// ConditionQueued is True while the job waits for room on its path or endpoints
 	// (their maxActiveJobs) or was preempted, and False once it is admitted.
 	ConditionQueued = "Queued"
+
+	// The conditions kstatus reads (sigs.k8s.io/cli-utils/pkg/kstatus), and with it
+	// Flux, Argo CD's health check in docs/gitops.md and `kubectl wait`. They summarise
+	// the ones above; every job has all three once the controller has seen it, except
+	// that a suspended job has no Ready (kstatus would read a False one as in progress).
+
+	// ConditionReady is True once the job has completed: every file is at the
+	// destination and verified.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the controller is still working towards the
+	// end of the job: pending, probing, transferring, pausing, waiting for a node.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the job cannot go on without someone changing
+	// something: it failed, or its endpoints refuse it (an endpoint missing, its
+	// namespace not allowed, a read-only destination).
+	ConditionStalled = "Stalled"
 )
+
+// AnnotationRerun on a TransferJob is part of what makes two jobs the same transfer
+// for spec-hash purposes (see PathProfile status.expiredJobs): a job created again with
+// a new value runs again even though an identical job completed before.
+// `kubectl dtnflow rerun` sets it to the time of the rerun.
+const AnnotationRerun = "dtnflow.io/rerun"
 
 // TransferState is a one-word summary of a job's conditions, for `kubectl get`.
 // +kubebuilder:validation:Enum=Pending;Queued;Probing;Transferring;Suspended;Complete;Failed
@@ -348,7 +407,8 @@ type TransferJobStatus struct {
 	State TransferState `json:"state,omitempty"`
 
 	// conditions are Probing, Planned, Transferring, Complete, Failed and Suspended,
-	// each with a reason.
+	// each with a reason, and Ready, Reconciling and Stalled, which summarise them
+	// the way kstatus (Flux, Argo CD, kubectl wait) reads them.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -386,6 +446,15 @@ type TransferJobStatus struct {
 	// +optional
 	Replans []Replan `json:"replans,omitempty"`
 
+	// rateHistory is the job's aggregate rate over time, oldest first: a point per
+	// agent report while it transfers. When the list is full every other point is
+	// dropped, so it covers the whole run at a resolution that halves as the run grows
+	// (`kubectl dtnflow plot` draws it).
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=atomic
+	// +optional
+	RateHistory []RatePoint `json:"rateHistory,omitempty"`
+
 	// agentFailures counts agent pods that failed or vanished; it is compared with
 	// spec.backoffLimit.
 	// +optional
@@ -398,6 +467,46 @@ type TransferJobStatus struct {
 	// completionTime is when the job completed or failed.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// timings are how long the job took from its creation to its first byte, its plan
+	// and its completion.
+	// +optional
+	Timings *TransferTimings `json:"timings,omitempty"`
+
+	// run counts the runs of a recurring job (spec.trigger): 1 for the first. The
+	// fields above describe the current run (or the latest, between runs).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Run int64 `json:"run,omitempty"`
+
+	// runTrigger is what started the current run.
+	// +optional
+	RunTrigger RunTrigger `json:"runTrigger,omitempty"`
+
+	// lastRunTime is when the latest run of a recurring job started.
+	// +optional
+	LastRunTime *metav1.Time `json:"lastRunTime,omitempty"`
+
+	// nextRunTime is when spec.trigger.schedule starts the next run.
+	// +optional
+	NextRunTime *metav1.Time `json:"nextRunTime,omitempty"`
+
+	// lastManualTrigger is the value of spec.trigger.manual last acted on.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	LastManualTrigger string `json:"lastManualTrigger,omitempty"`
+
+	// missedRuns counts the scheduled times that found the previous run still going
+	// (skipped: runs never overlap), or passed while the controller was away.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MissedRuns int64 `json:"missedRuns,omitempty"`
+
+	// runs are the latest finished runs of a recurring job, oldest first, up to 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Runs []TransferRun `json:"runs,omitempty"`
 
 	// queue says where the job waits while it is Queued; absent otherwise.
 	// +optional
@@ -499,6 +608,32 @@ type TransferSharing struct {
 	// stream.
 	// +optional
 	Fairness FairnessMode `json:"fairness,omitempty"`
+}
+
+// TransferTimings are how long a job took to reach each milestone, in milliseconds from
+// its metadata.creationTimestamp. The API server keeps that timestamp to the second, so
+// each figure may be up to a second more than the time since the job was created; each
+// is set once, when the milestone is first observed, and kept.
+type TransferTimings struct {
+	// firstByteMilliseconds is the time to the first byte of the dataset: when the
+	// coordinator first handed a unit of it to a stripe connected to its receiver
+	// (the coordinator's clock). A cold job's first byte comes before its plan: it
+	// probes on its own data.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	FirstByteMilliseconds *int64 `json:"firstByteMilliseconds,omitempty"`
+
+	// planMilliseconds is the time to the first plan (the Planned condition), probing
+	// included.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PlanMilliseconds *int64 `json:"planMilliseconds,omitempty"`
+
+	// completeMilliseconds is the time to Complete: every file at the destination and
+	// verified (the coordinator's report of it).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CompleteMilliseconds *int64 `json:"completeMilliseconds,omitempty"`
 }
 
 // BindingResource names what limits a plan's predicted rate.
@@ -758,6 +893,23 @@ type StripeStatus struct {
 	BitsPerSecond int64 `json:"bitsPerSecond,omitempty"`
 }
 
+// RatePoint is the job's aggregate rate at one agent report.
+type RatePoint struct {
+	// time is when the agents reported.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// bitsPerSecond is the aggregate rate over the report's interval.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BitsPerSecond int64 `json:"bitsPerSecond,omitempty"`
+
+	// bytesDone is the number of bytes verified at the destination by then.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+}
+
 // PlanShape is the part of a plan a re-plan changes.
 type PlanShape struct {
 	// nodes is the number of nodes at each side.
@@ -813,6 +965,8 @@ type Replan struct {
 // +kubebuilder:printcolumn:name="Streams",type=integer,JSONPath=`.status.plan.streamsPerStripe`,priority=1
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.status.sharing.priority`,priority=1
 // +kubebuilder:printcolumn:name="Share bit/s",type=integer,JSONPath=`.status.sharing.shareBitsPerSecond`,priority=1
+// +kubebuilder:printcolumn:name="Run",type=integer,JSONPath=`.status.run`,priority=1
+// +kubebuilder:printcolumn:name="Next Run",type=string,JSONPath=`.status.nextRunTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TransferJob struct {
 	metav1.TypeMeta `json:",inline"`

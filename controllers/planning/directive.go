@@ -58,3 +58,16 @@ func Directive(p v1alpha1.TransferPlan, limits *v1alpha1.TuningLimits) contract.
 	}
 	return d
 }
+
+// ProbeTransferDirective is a cold job's first directive: move the dataset at once on
+// one stripe, starting with one stream and kernel autotuning, and take the probe's
+// samples as stretches of that transfer (each sample sets the streams and buffer it
+// measures); limits supplies the rate cap, which binds the probe too. The per-class
+// parameters are the coordinator's defaults until the plan's.
+func ProbeTransferDirective(probe *contract.ProbeDirective, limits *v1alpha1.TuningLimits) contract.Directive {
+	d := contract.Directive{Mode: contract.ModeTransfer, StreamsPerStripe: 1, Stripes: 1, Probe: probe}
+	if limits != nil && limits.MaxBitsPerSecond != nil {
+		d.MaxBitsPerSecond = *limits.MaxBitsPerSecond
+	}
+	return d
+}

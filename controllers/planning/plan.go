@@ -78,7 +78,8 @@ func shareBinding(out *v1alpha1.TransferPlan, share int64, shareBinds bool) {
 //     the buffer the samples settled on, the stream model by BestCmb (or Plateau
 //     when none of the papers' models fits: one stream fills the path), a CPU model
 //     per side, the path's capacity as far as the samples show it (pathBitsPerSecond:
-//     the stream model's plateau, since the probe measures one stripe), OPT_B for
+//     the stream model's plateau, and beyond one stripe only as far as samples of
+//     several stripes showed a doubling paying: StripeRates), OPT_B for
 //     nodes × stripes × streams within it, CPU per agent, size classes with Algorithm
 //     1 parameters and ProMC channels.
 //   - Fixed: the fixed values exactly as given (nodes, stripes per node, streams,
@@ -108,6 +109,17 @@ func (in Input) nodes() (src, dst []optimizer.Node) {
 		return src, externalNodes(len(src))
 	}
 	return src, toOptimizerNodes(in.DestinationNodes)
+}
+
+// stripeRates are the job's samples of several stripes (else the profile's).
+func (in Input) stripeRates() []optimizer.StreamPoint {
+	if r := StripeRates(in.Samples); r != nil {
+		return r
+	}
+	if in.Profile != nil {
+		return StripeRates(in.Profile.Samples)
+	}
+	return nil
 }
 
 // samples are the profile's samples, then the job's.
@@ -170,7 +182,8 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	warm, _ := in.warm()
 	src, dst := in.nodes()
 	p, err := optimizer.MakePlan(optimizer.PlanInput{Samples: samples, Prober: sampledProber(samples, limits), Warm: warm,
-		SourceNodes: src, DestinationNodes: dst, Limits: limits, Dataset: Histogram(in.Dataset), RTT: in.RTT})
+		SourceNodes: src, DestinationNodes: dst, Limits: limits, Dataset: Histogram(in.Dataset), RTT: in.RTT,
+		StripeRates: in.stripeRates()})
 	if err != nil {
 		return v1alpha1.TransferPlan{}, err
 	}

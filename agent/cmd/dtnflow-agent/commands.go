@@ -59,6 +59,7 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	maxFile := byteSize(mover.DefaultMaxFileSize)
 	fs.Var(&maxFile, "max-file-size", "largest file a sender may announce")
 	maxHandshakes := fs.Int("max-handshakes", mover.DefaultMaxHandshakes, "connections allowed in their handshake at once (more are closed and counted as busy)")
+	requireEnc := fs.Bool("require-encryption", false, "refuse sessions that do not encrypt their data (in-flight mode Encrypted)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	r := &mover.Receiver{Root: root, Stripe: *stripe, Log: log, MaxFileSize: int64(maxFile),
+	r := &mover.Receiver{Root: root, Stripe: *stripe, Log: log, MaxFileSize: int64(maxFile), RequireEncryption: *requireEnc,
 		ID: fmt.Sprintf("%s-s%d-%d-%d", hostname(), *stripe, os.Getpid(), time.Now().UnixNano())}
 	serveMetrics(ctx, *metricsAddr, r.Status, log)
 	log.Info("Receiving", "listen", ln.Addr().String(), "root", *rootDir, "stripe", *stripe)
@@ -88,7 +89,7 @@ type jobFlags struct {
 	buffer, blockSize, chunkSize     byteSize
 	maxRate                          rateFlag
 	checksum, overwrite, destPath    string
-	inFlight                         string
+	inFlight, verifyMode             string
 	verify                           bool
 	job                              string
 	reportInterval                   time.Duration
@@ -113,9 +114,10 @@ func (j *jobFlags) register(fs interface {
 	add(&j.chunkSize, "chunk-size", "large files are handed out and verified in chunks of this size")
 	add(&j.maxRate, "max-rate", "cap on the job's aggregate rate in bits/s, e.g. 5G (0: none)")
 	fs.StringVar(&j.checksum, "checksum", "SHA256", "end-to-end digest: SHA256, SHA512 or MD5")
-	fs.BoolVar(&j.verify, "verify", true, "read every file back at the destination and compare digests before renaming it")
+	fs.BoolVar(&j.verify, "verify", true, "compare every file's digest at the destination with the source's before renaming it")
+	fs.StringVar(&j.verifyMode, "verify-mode", "ReadBack", "where the destination's digest comes from: ReadBack (the file read back once written: proves the file system returns the source's bytes; a second pass) or OnArrival (each block as it arrives, before it is written: proves the receiver wrote the source's bytes; one pass)")
 	fs.StringVar(&j.overwrite, "overwrite", "IfDifferent", "existing destination files: Never, IfDifferent or Always")
-	fs.StringVar(&j.inFlight, "in-flight", "Authenticated", "how data is checked on the way: Authenticated (every frame's data under its AES-GMAC tag) or Checksum (headers, names and a CRC32C of the data under the tag: cheaper, not proof against content crafted to keep its CRC32C)")
+	fs.StringVar(&j.inFlight, "in-flight", "Authenticated", "how data is checked on the way: Authenticated (every frame's data under its AES-GMAC tag), Checksum (headers, names and a CRC32C of the data under the tag: cheaper, not proof against content crafted to keep its CRC32C) or HeadersOnly (headers and names under the tag, data unchecked in flight and moved by sendfile/splice without a pass through user space; --verify then checks it end to end)")
 	fs.StringVar(&j.destPath, "dest-path", "", "directory under the destination root to write under (default: the root)")
 	fs.StringVar(&j.job, "job", "", "job id, names the receivers' journal (default: derived from the paths)")
 	fs.DurationVar(&j.reportInterval, "report-interval", 2*time.Second, "how often progress is reported")
@@ -175,7 +177,8 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 		if len(*to) == 0 {
 			return errors.New("--mem needs --to")
 		}
-		res, err := mover.Probe(ctx, (*to)[0], secret, mover.ProbeOptions{Streams: j.streams, BufferBytes: int64(j.buffer), Duration: *duration, Bytes: int64(memBytes), BlockSize: int64(j.blockSize), Check: *memCheck})
+		res, err := mover.Probe(ctx, (*to)[0], secret, mover.ProbeOptions{Streams: j.streams, BufferBytes: int64(j.buffer), Duration: *duration, Bytes: int64(memBytes), BlockSize: int64(j.blockSize), Check: *memCheck,
+			Encrypt: strings.EqualFold(j.inFlight, "Encrypted")})
 		if err != nil {
 			return err
 		}
@@ -201,7 +204,8 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 	if j.job == "" {
 		j.job = jobID(j.destPath, all)
 	}
-	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, InFlight: j.inFlight,
+	log, bar := progressOutput(log) // a progress bar on a terminal (progressbar.go)
+	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
 		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
 	if err != nil {
 		return err
@@ -256,10 +260,11 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 			ls.add(ctx)
 		}
 	}
-	runner := &coord.Runner{Core: core, Channel: &coord.LogChannel{Log: log}, Interval: j.reportInterval, Grace: 30 * time.Second}
+	runner := &coord.Runner{Core: core, Channel: bar.channel(log), Interval: j.reportInterval, Grace: 30 * time.Second}
 	phase := runner.Run(ctx)
 	cancel()
 	ls.wg.Wait()
+	bar.finish()
 	rep := core.Report()
 	el := time.Since(start).Seconds()
 	switch phase {
@@ -284,14 +289,15 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 		return map[string]any{"role": "sender", "stripe": stripe, "cpuSeconds": metrics.CPUSeconds()}
 	}, log)
 	var failingSince time.Time
-	backoff := 200 * time.Millisecond
+	backoff := 100 * time.Millisecond
+	everConnected := false
 	for {
 		rem, err := coord.DialRemote(ctx, coordinator, secret, stripe)
 		if errors.Is(err, auth.ErrRefused) {
 			return err
 		}
 		if err == nil {
-			failingSince = time.Time{}
+			failingSince, backoff, everConnected = time.Time{}, 100*time.Millisecond, true
 			sctx, cancel := context.WithCancel(ctx)
 			go func() {
 				select {
@@ -329,7 +335,7 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 			return ctx.Err()
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, mover.MaxRetryBackoff(everConnected))
 	}
 }
 
@@ -372,7 +378,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 			j.job = jobID(j.destPath, all)
 		}
 	}
-	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, InFlight: j.inFlight,
+	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
 		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
 	if err != nil {
 		return err

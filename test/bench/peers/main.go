@@ -52,7 +52,12 @@ type Result struct {
 	BitsPerSecond   int64   `json:"bitsPerSecond"`
 	FilesPerSecond  float64 `json:"filesPerSecond"`
 	CPUSecondsPerGB float64 `json:"cpuSecondsPerGB"`
-	Command         string  `json:"command"`
+	// ClientCPUSecondsPerGB and ServerCPUSecondsPerGB split it: for dtnflow the
+	// client is the sender and the server the receiver (what each side's CPU model
+	// is fitted from).
+	ClientCPUSecondsPerGB float64 `json:"clientCpuSecondsPerGB"`
+	ServerCPUSecondsPerGB float64 `json:"serverCpuSecondsPerGB"`
+	Command               string  `json:"command"`
 }
 
 func main() {
@@ -265,6 +270,7 @@ func run() error {
 		cmd        func() []string
 		prep       func()
 		parse      func(out string, wall float64) float64
+		skip       bool // not in this case (a row that only means something with verify on)
 	}
 	// withBaseline adds, after each dtnflow contender, the same command run by the
 	// baseline binary against its own receiver.
@@ -275,8 +281,8 @@ func run() error {
 		var out []contender
 		for _, c := range cs {
 			out = append(out, c)
-			if c.tool != "dtnflow" || strings.HasSuffix(c.name, "+crc") {
-				continue // the baseline may not know --in-flight: +crc rows compare with its plain row
+			if c.tool != "dtnflow" || strings.Contains(c.name, "+") && !strings.HasSuffix(c.name, "+tag") {
+				continue // the baseline may not know these flags: such rows compare with its plain row
 			}
 			b := c
 			b.tool, b.srv = "baseline", baseRecv
@@ -296,7 +302,13 @@ func run() error {
 		return out
 	}
 
-	runCase := func(verify bool, bytes int64, files int, cs ...contender) error {
+	runCase := func(verify bool, bytes int64, files int, all ...contender) error {
+		var cs []contender
+		for _, c := range all {
+			if !c.skip {
+				cs = append(cs, c)
+			}
+		}
 		cs = withBaseline(cs...)
 		runs := make([][]Result, len(cs))
 		for round := 0; round < *repeat; round++ {
@@ -316,7 +328,8 @@ func run() error {
 				}
 				scpu := c.srv.cpu() - s0
 				r := Result{Tool: c.tool, Case: c.name, Streams: c.streams, Verify: verify, Seconds: secs, BitsPerSecond: int64(float64(bytes) * 8 / secs),
-					CPUSecondsPerGB: (ccpu + scpu) / (float64(bytes) / 1e9), Command: strings.Join(cmd, " ")}
+					CPUSecondsPerGB: (ccpu + scpu) / (float64(bytes) / 1e9), Command: strings.Join(cmd, " "),
+					ClientCPUSecondsPerGB: ccpu / (float64(bytes) / 1e9), ServerCPUSecondsPerGB: scpu / (float64(bytes) / 1e9)}
 				if files > 0 {
 					r.FilesPerSecond = float64(files) / secs
 				}
@@ -349,6 +362,8 @@ func run() error {
 				cmd: fixed(agentPath, "send", "--mem", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem)},
 			contender{tool: "dtnflow", name: "mem-to-mem+tag", streams: n, srv: recv, parse: agentSeconds,
 				cmd: fixed(agentPath, "send", "--mem", "--mem-check", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem)},
+			contender{tool: "dtnflow", name: "mem-to-mem+enc", streams: n, srv: recv, parse: agentSeconds,
+				cmd: fixed(agentPath, "send", "--mem", "--in-flight", "Encrypted", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem)},
 			contender{tool: "iperf3", name: "mem-to-mem", streams: n, srv: iperf,
 				cmd: fixed("iperf3", "-c", "127.0.0.1", "-p", strconv.Itoa(iperfPort), "-P", ns, "-n", mem, "-J"),
 				parse: func(out string, wall float64) float64 {
@@ -408,6 +423,9 @@ func run() error {
 			err = runCase(verify, *bigBytes, 0,
 				contender{tool: "dtnflow", name: "file-2GiB", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin")},
 				contender{tool: "dtnflow", name: "file-2GiB+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Checksum")},
+				contender{tool: "dtnflow", name: "file-2GiB+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--verify-mode", "OnArrival"), skip: !verify},
+				contender{tool: "dtnflow", name: "file-2GiB+headers", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "HeadersOnly")},
+				contender{tool: "dtnflow", name: "file-2GiB+enc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Encrypted")},
 				contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh,
 					cmd: fixed(append(append([]string{"globus-url-copy", "-p", fs, "-fast"}, gverify...),
 						gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin"))...)})
@@ -423,6 +441,9 @@ func run() error {
 		err = runCase(verify, smallBytes, *smallCount,
 			contender{tool: "dtnflow", name: "small-files", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small")},
 			contender{tool: "dtnflow", name: "small-files+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "Checksum")},
+			contender{tool: "dtnflow", name: "small-files+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--verify-mode", "OnArrival"), skip: !verify},
+			contender{tool: "dtnflow", name: "small-files+headers", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "HeadersOnly")},
+			contender{tool: "dtnflow", name: "small-files+enc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "Encrypted")},
 			contender{tool: "gridftp", name: "small-files", streams: 1, srv: gftp, prep: fresh,
 				cmd: fixed(append(append([]string{"globus-url-copy", "-cc", ccs, "-fast", "-r", "-cd"}, gverify...),
 					gftpURL+filepath.Join(src, "small")+"/", "file://"+filepath.Join(gftpDst, "small")+"/")...)})
@@ -485,12 +506,16 @@ func report(rs []Result) error {
 	for _, r := range rs {
 		ratioG, ratioI, ratioB := "", "", ""
 		if r.Tool == "dtnflow" {
-			if b := find("baseline", strings.TrimSuffix(r.Case, "+crc"), r.Streams, r.Verify); b != nil {
+			baseCase := r.Case
+			if !strings.HasSuffix(baseCase, "+tag") {
+				baseCase, _, _ = strings.Cut(baseCase, "+")
+			}
+			if b := find("baseline", baseCase, r.Streams, r.Verify); b != nil {
 				ratioB = fmt.Sprintf("%.2f× rate, %.2f× CPU/GB", float64(r.BitsPerSecond)/float64(b.BitsPerSecond), r.CPUSecondsPerGB/b.CPUSecondsPerGB)
 			}
 		}
 		if r.Tool == "dtnflow" {
-			peerCase := strings.TrimSuffix(strings.TrimSuffix(r.Case, "+tag"), "+crc")
+			peerCase, _, _ := strings.Cut(r.Case, "+")
 			if g := find("gridftp", peerCase, map[bool]int{true: 0, false: r.Streams}[r.Case == "small-files"], r.Verify); g != nil {
 				if r.FilesPerSecond > 0 {
 					ratioG = fmt.Sprintf("%.2f× files/s", r.FilesPerSecond/g.FilesPerSecond)

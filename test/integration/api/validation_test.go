@@ -197,6 +197,8 @@ func transferJobCreateTable() validationTable {
 					check: "enum", field: "spec.integrity.checksum", want: "Unsupported value"},
 				{name: "unknown in-flight check", mutate: func(o object) { set(o, "spec.integrity.inFlight", "None") },
 					check: "enum", field: "spec.integrity.inFlight", want: "Unsupported value"},
+				{name: "unknown verification mode", mutate: func(o object) { set(o, "spec.integrity.verifyMode", "Eventually") },
+					check: "enum", field: "spec.integrity.verifyMode", want: "Unsupported value"},
 				{name: "unknown overwrite policy", mutate: func(o object) { set(o, "spec.overwrite", "Sometimes") },
 					check: "enum", field: "spec.overwrite", want: "Unsupported value"},
 				int32Overflow("spec.ttlSecondsAfterFinished", nil),
@@ -208,6 +210,22 @@ func transferJobCreateTable() validationTable {
 					check: "maxLength", field: "spec.priorityClassName", want: "may not be more than 253 bytes"},
 				{name: "priorityClassName not a DNS name", mutate: func(o object) { set(o, "spec.priorityClassName", "Express_Lane") },
 					check: "pattern", field: "spec.priorityClassName", want: dnsPattern},
+				{name: "an empty trigger", mutate: func(o object) { set(o, "spec.trigger", object{}) },
+					check: "rule", field: "spec.trigger", want: "spec.trigger needs schedule, manual or both"},
+				{name: "a trigger with a TTL", mutate: func(o object) {
+					set(o, "spec.trigger", object{"schedule": "@daily"})
+					set(o, "spec.ttlSecondsAfterFinished", 60)
+				}, check: "rule", field: "spec.ttlSecondsAfterFinished", want: "spec.ttlSecondsAfterFinished may not be set with spec.trigger: a recurring job does not finish for good"},
+				{name: "an empty schedule", mutate: func(o object) { set(o, "spec.trigger", object{"schedule": "", "manual": "x"}) },
+					check: "minLength", field: "spec.trigger.schedule", want: "at least 1 chars long"},
+				{name: "a schedule of 129 bytes", mutate: func(o object) { set(o, "spec.trigger.schedule", "0 0 * * *"+strings.Repeat(",1", 60)) },
+					check: "maxLength", field: "spec.trigger.schedule", want: "may not be more than 128 bytes"},
+				{name: "a schedule of four fields", mutate: func(o object) { set(o, "spec.trigger.schedule", "0 0 * *") },
+					check: "pattern", field: "spec.trigger.schedule", want: "should match"},
+				{name: "an unknown descriptor", mutate: func(o object) { set(o, "spec.trigger.schedule", "@fortnightly") },
+					check: "pattern", field: "spec.trigger.schedule", want: "should match"},
+				{name: "a manual trigger of 64 bytes", mutate: func(o object) { set(o, "spec.trigger.manual", strings.Repeat("m", 64)) },
+					check: "maxLength", field: "spec.trigger.manual", want: "may not be more than 63 bytes"},
 			},
 		),
 		accepted: []acceptedCase{
@@ -234,6 +252,11 @@ func transferJobCreateTable() validationTable {
 				set(o, "spec.tuning.limits", object{"maxNodes": 64, "maxStripesPerNode": 64, "maxStreamsPerStripe": 128,
 					"maxConcurrency": 256, "maxBitsPerSecond": int64(1) << 62})
 			}},
+			{"triggers of every form", func(o object) {
+				set(o, "spec.trigger", object{"schedule": "CRON_TZ=Europe/Paris 30 2 * * 1-5", "manual": strings.Repeat("m", 63)})
+			}},
+			{"an @every schedule", func(o object) { set(o, "spec.trigger", object{"schedule": "@every 6h30m"}) }},
+			{"a manual trigger alone", func(o object) { set(o, "spec.trigger", object{"manual": "2026-03-01"}) }},
 			{"backoffLimit and ttlSecondsAfterFinished at their limits", func(o object) {
 				set(o, "spec.backoffLimit", 1000)
 				set(o, "spec.ttlSecondsAfterFinished", int64(1)<<31-1)

@@ -360,6 +360,9 @@ func (s *agentSimulator) step(ctx context.Context, pod *corev1.Pod) {
 			bps = min(bps, d.MaxBitsPerSecond)
 		}
 		rep.Phase, rep.BitsPerSecond = contract.PhaseTransferring, bps
+		if d.Probe != nil {
+			rep.Probe, rep.Samples = contract.PhaseProbed, probeSamples(now.Add(-time.Minute))
+		}
 		for k := range d.Stripes {
 			rep.Stripes = append(rep.Stripes, contract.StripeReport{Index: k, Connected: true, Streams: d.StreamsPerStripe, BitsPerSecond: bps / int64(d.Stripes)})
 		}
