@@ -77,3 +77,41 @@ func runsAreIncremental(t *testing.T, verifyMode string) {
 		t.Errorf("run 3, with nothing changed, sent %d bytes", sent)
 	}
 }
+
+// TestDestinationDirectoriesChangedBetweenRuns: a receiver that stays up across runs
+// (a site's long-lived receive daemon) while someone reorganises the destination
+// between them. A directory moved aside and another removed must be written again at
+// their names: the receiver may not keep writing into, or counting as done, a
+// directory it opened in an earlier run that is no longer at that name.
+func TestDestinationDirectoriesChangedBetweenRuns(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 5, mixed("data", 60, 1, 2<<20))
+	key := writeSecret(t, dir, "key", secret)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	addr := recv.waitListening()
+	run := func(name string) {
+		t.Helper()
+		p := start(t, nil, sendArgs(addr, src, key, "--streams", "2", "data")...)
+		if err := p.wait(60 * time.Second); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, p.output())
+		}
+	}
+	run("run 1")
+	assertSameTree(t, src, dst, "data")
+
+	moved := filepath.Join(dir, "moved-d1")
+	if err := os.Rename(filepath.Join(dst, "data/small/d1"), moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dst, "data/small/d2")); err != nil {
+		t.Fatal(err)
+	}
+	run("run 2")
+	assertSameTree(t, src, dst, "data")
+	// What was moved aside is left as it was: nothing written into it again.
+	if a, b := tree(t, src, "data/small/d1"), tree(t, dir, "moved-d1"); len(a) != len(b) {
+		t.Errorf("the directory moved aside holds %d files, it had %d", len(b), len(a))
+	}
+}
