@@ -362,6 +362,15 @@ const (
 	// ConditionQueued is True while the job waits for room on its path or endpoints
 	// (their maxActiveJobs) or was preempted, and False once it is admitted.
 	ConditionQueued = "Queued"
+	// ConditionAgentsScheduled is True while every agent pod the job wants exists and
+	// is on a node; False with reason PodRefused when the API server refuses to create
+	// one (an admission policy, a quota, an invalid pod: the message is its answer; the
+	// job is Stalled), PodCreateFailed when creating one failed otherwise, or
+	// Unschedulable when the scheduler finds no node for one (the message is the
+	// scheduler's); Unknown (Scheduling) while some wait for the scheduler. Each change
+	// to False comes with a Warning Event. The job keeps trying; the condition goes
+	// when the job's agents do.
+	ConditionAgentsScheduled = "AgentsScheduled"
 
 	// The conditions kstatus reads (sigs.k8s.io/cli-utils/pkg/kstatus), and with it
 	// Flux, Argo CD's health check in docs/gitops.md and `kubectl wait`. They summarise
