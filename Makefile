@@ -42,8 +42,8 @@ vet: ## go vet every package.
 
 .PHONY: build
 build: ## Build the manager, the agent and the kubectl plugin (kubectl-dtnflow) into ./bin.
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager .
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./cmd/dtnflow-agent
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-dtnflow ./cmd/kubectl-dtnflow
 
 .PHONY: verify
@@ -160,7 +160,7 @@ bench-sharing: deps kube-cluster-assets images chart-sync $(HELM) ## Jobs sharin
 .PHONY: bench-peers
 bench-peers: deps ## dtnflow-agent side by side with iperf3 and GridFTP on loopback (table on stdout, JSON lines in .cache/).
 	@mkdir -p $(BIN) $(CACHE)
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./cmd/dtnflow-agent
 	go build -o $(BIN)/bench-peers ./test/bench/peers
 	flock /tmp/dtnflow-bench.lock $(BIN)/bench-peers -agent $(BIN)/dtnflow-agent -json $(CACHE)/bench-peers.jsonl $(BENCH_PEERS_FLAGS)
 
@@ -170,7 +170,7 @@ BENCH_WAN_FLAGS ?= -rate 1G -rtt 50ms -loss 0 -dataset large
 .PHONY: bench-wan
 bench-wan: deps ## Tools side by side on an emulated WAN (test/wanem): BENCH_WAN_FLAGS picks scenarios; table, JSON lines, plots in .cache/bench-wan/.
 	@mkdir -p $(BIN) $(CACHE)/bench-wan
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./cmd/dtnflow-agent
 	go build -o $(BIN)/bench-wan ./test/bench/wan/cmd/bench-wan
 	flock /tmp/dtnflow-bench.lock $(BIN)/bench-wan -agent $(BIN)/dtnflow-agent -tools $(BENCH_WAN_TOOLS) $(BENCH_WAN_FLAGS)
 
@@ -187,7 +187,7 @@ BENCH_CONTROLLER_JOBS ?= 500
 .PHONY: bench-controller
 bench-controller: deps kube-assets ## The manager under load: BENCH_CONTROLLER_JOBS (500) TransferJobs planned and reconciled on a real API server; time to steady state, manager RSS.
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager .
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager ./cmd/manager
 	DTNFLOW_BENCH_JOBS=$(BENCH_CONTROLLER_JOBS) DTNFLOW_MANAGER_BIN=$(BIN)/manager KUBEBUILDER_ASSETS=$$(hack/build-kube.sh kube-apiserver etcd kubectl) \
 	  flock /tmp/dtnflow-bench.lock go test -count=1 -timeout 30m -run '^$$' -bench BenchmarkManagerLoad -benchtime=1x ./test/integration/controllers/
 

@@ -5,7 +5,7 @@
 package main
 
 import (
-	"flag"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -48,7 +49,7 @@ type options struct {
 
 func parseFlags(args []string) (options, error) {
 	o := options{}
-	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; \"0\" turns it off.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
 		"Serve metrics over HTTPS and let only scrapers the API server authenticates and authorizes (get on /metrics) read them; false serves plain HTTP.")
@@ -115,7 +116,10 @@ func newLogger(level, format string) (logr.Logger, error) {
 }
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	err := run(os.Args[1:])
+	switch {
+	case errors.Is(err, pflag.ErrHelp): // --help printed the flags
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(1)
 	}
