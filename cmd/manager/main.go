@@ -39,6 +39,7 @@ type options struct {
 	logFormat               string
 	agentImage              string
 	agentPullPolicy         string
+	agentPullSecrets        []string
 	apiServerHost           string
 	apiServerPort           string
 	reportInterval          time.Duration
@@ -62,6 +63,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logFormat, "log-format", "json", "Log format: json or text.")
 	fs.StringVar(&o.agentImage, "agent-image", controllers.DefaultAgentPodOptions.Image, "Image of the dtnflow-agent pods (its entrypoint must be dtnflow-agent).")
 	fs.StringVar(&o.agentPullPolicy, "agent-image-pull-policy", string(controllers.DefaultAgentPodOptions.ImagePullPolicy), "Pull policy of the agent image: Always, IfNotPresent or Never.")
+	fs.StringSliceVar(&o.agentPullSecrets, "agent-image-pull-secrets", nil, "Secrets, in each job's namespace, that pull the agent image (comma-separated names).")
 	fs.StringVar(&o.apiServerHost, "agent-api-server-host", "",
 		"When set, coordinator pods get KUBERNETES_SERVICE_HOST/PORT pointing here: for clusters without kube-proxy, where the in-cluster service address does not route.")
 	fs.StringVar(&o.apiServerPort, "agent-api-server-port", "6443", "API server port given with --agent-api-server-host.")
@@ -169,6 +171,7 @@ func run(args []string) error {
 			APIServerPort:         o.apiServerPort,
 			CoordinatorMillicores: o.coordinatorMillicores,
 			ProbeMillicores:       o.probeMillicores,
+			ImagePullSecrets:      o.agentPullSecrets,
 		},
 		ReportInterval: o.reportInterval,
 		JobWorkers:     o.jobWorkers,

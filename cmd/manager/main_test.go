@@ -17,8 +17,8 @@ func TestParseFlags(t *testing.T) {
 	if !o.leaderElect || !o.metricsSecure || o.metricsAddr != ":8443" || o.reportInterval != 10*time.Second || o.jobWorkers != 4 {
 		t.Errorf("defaults %+v", o)
 	}
-	o, err = parseFlags([]string{"--leader-elect=false", "--report-interval=3s", "--agent-image-pull-policy=Never"})
-	if err != nil || o.leaderElect || o.reportInterval != 3*time.Second || o.agentPullPolicy != "Never" {
+	o, err = parseFlags([]string{"--leader-elect=false", "--report-interval=3s", "--agent-image-pull-policy=Never", "--agent-image-pull-secrets=regcred,other"})
+	if err != nil || o.leaderElect || o.reportInterval != 3*time.Second || o.agentPullPolicy != "Never" || len(o.agentPullSecrets) != 2 || o.agentPullSecrets[1] != "other" {
 		t.Errorf("parsed %+v, %v", o, err)
 	}
 	for _, bad := range []struct{ args, want string }{
