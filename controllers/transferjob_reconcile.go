@@ -244,6 +244,7 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 func (r *TransferJobReconciler) progress(p *pass) {
 	prev := p.st.Progress
 	p.st.Progress = progressFrom(prev, p.obs.report, p.st.StartTime, p.now.Time)
+	p.st.Channels = channelStatusFrom(p.st.Channels, p.obs.report)
 	if prev != nil {
 		p.bytesMoved = p.st.Progress.BytesDone - prev.BytesDone
 	} else {
@@ -518,6 +519,7 @@ func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 		}
 	}
 	p.st.Progress = progressFrom(p.st.Progress, rep, p.st.StartTime, p.now.Time)
+	p.st.Channels = channelStatusFrom(p.st.Channels, rep)
 	p.st.Progress.CurrentBitsPerSecond, p.st.Progress.Rate = 0, formatRate(0)
 	p.bytesMoved = p.st.Progress.BytesDone
 	if prev := p.job.Status.Progress; prev != nil {

@@ -462,9 +462,10 @@ func (t *Tuner) apply(out Outcome) {
 	}
 	params.Concurrency, params.Pipelining = 0, 0
 	t.Core.SetParams(coord.ParamsFromDirective(contract.Directive{StreamsPerStripe: params.Streams, BufferBytes: params.BufferBytes,
-		SizeClasses: params.SizeClasses, MaxBitsPerSecond: params.MaxBitsPerSecond}, params))
+		SizeClasses: params.SizeClasses, MaxBitsPerSecond: params.MaxBitsPerSecond, Scheduler: string(plan.Scheduler)}, params))
 	t.log().Info("Planned", "stripes", out.Stripes, "streams", plan.Flow.StreamsPerStripe, "bufferBytes", plan.BufferBytes,
 		"predicted", coord.HumanRate(int64(plan.Flow.PredictedBitsPerSecond)), "binding", plan.Flow.Binding, "classes", len(plan.Chunks),
+		"scheduler", plan.Scheduler, "schedulerReason", plan.SchedulerReason,
 		"pathCapacity", plan.Path.String(), "model", plan.FitReason, "probeSeconds", fmt.Sprintf("%.1f", out.ProbeTime.Seconds()),
 		"reason", plan.Flow.Reason)
 }

@@ -55,6 +55,8 @@ type Params struct {
 	Pipelining       int32
 	SizeClasses      []contract.SizeClassParam
 	MaxBitsPerSecond int64
+	// Scheduler is how the size classes share the channels (contract.Directive).
+	Scheduler string
 }
 
 type cfile struct {
@@ -123,6 +125,14 @@ type Core struct {
 	stats      map[int32]wire.StripeStats
 	startBytes int64
 	startTime  time.Time
+
+	// ch is the size classes' channels at run time (channels.go; nil without classes),
+	// classDone each class's bytes done this run, moves and recentMoves the channel
+	// moves made.
+	ch          *channels
+	classDone   map[string]int64
+	moves       int64
+	recentMoves []contract.ChannelMove
 }
 
 // New lists the source paths and returns a Core in phase Starting. Paths are checked
@@ -179,7 +189,7 @@ func New(o Options, p Params) (*Core, error) {
 		return nil, fmt.Errorf("--overwrite %q: want Never, IfDifferent or Always", o.Overwrite)
 	}
 	c := &Core{opts: o, log: o.Log, changed: make(chan struct{}), members: map[*Member]bool{}, byDest: map[string]*cfile{},
-		units: map[uint64]*cunit{}, stats: map[int32]wire.StripeStats{}, phase: contract.PhaseStarting}
+		units: map[uint64]*cunit{}, stats: map[int32]wire.StripeStats{}, classDone: map[string]int64{}, phase: contract.PhaseStarting}
 	if len(o.Paths) == 0 {
 		return nil, fmt.Errorf("no source paths given")
 	}
@@ -301,6 +311,7 @@ func (c *Core) setParamsLocked(p Params) {
 	for _, u := range c.units {
 		u.u.Class = u.file.class
 	}
+	c.setChannelsLocked(p)
 	c.broadcastConfigLocked()
 }
 
@@ -519,13 +530,7 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 			perClass[u.u.Class]++
 		}
 	}
-	limit := map[string]int{}
-	for _, sc := range c.params.SizeClasses {
-		limit[sc.Class] = int(max(sc.Concurrency, 1) * max(sc.Pipelining, 1))
-		if sc.Channels > 0 {
-			limit[sc.Class] = int(sc.Channels * max(sc.Pipelining, 1))
-		}
-	}
+	limit := c.leaseLimitsLocked()
 	kept := c.pending[:0]
 	for i, u := range c.pending {
 		if len(g.Units) >= n || i > 4*n+64 {
@@ -594,6 +599,7 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 func (c *Core) unitDoneLocked(u *cunit, digest string) {
 	u.done, u.leased = true, nil
 	delete(c.units, u.u.ID)
+	c.classDone[u.u.Class] += unitBytes(u.u)
 	f := u.file
 	if digest != "" {
 		switch u.u.Kind {
@@ -698,7 +704,11 @@ func (c *Core) Report() contract.Report {
 	ds := c.dataset
 	r := contract.Report{Generation: c.generation, Phase: c.phase, Time: time.Now().UTC(), Error: c.errMsg, Dataset: &ds,
 		Samples: append([]contract.Sample(nil), c.samples...), BytesDone: c.bytesDone, BytesTotal: c.dataset.Bytes,
-		FilesDone: c.filesDone, FilesTotal: c.dataset.Files, Probe: c.probe}
+		FilesDone: c.filesDone, FilesTotal: c.dataset.Files, Probe: c.probe, ChannelMoves: c.moves,
+		RecentMoves: append([]contract.ChannelMove(nil), c.recentMoves...), Classes: c.classReportLocked(time.Now())}
+	if c.ch != nil {
+		r.Scheduler = string(c.ch.sched) // "" when static
+	}
 	if !c.firstByte.IsZero() {
 		t := c.firstByte
 		r.FirstByteTime = &t
@@ -758,12 +768,13 @@ type reportKey struct {
 	generation         int64
 	samples, stripes   int
 	firstByte, dataset bool
+	moves              int64
 }
 
 func (c *Core) reportKey() reportKey {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := reportKey{phase: c.phase, probe: c.probe, generation: c.generation, samples: len(c.samples), firstByte: !c.firstByte.IsZero(), dataset: c.built}
+	k := reportKey{phase: c.phase, probe: c.probe, generation: c.generation, samples: len(c.samples), firstByte: !c.firstByte.IsZero(), dataset: c.built, moves: c.moves}
 	for m := range c.members {
 		if m.stripe >= 0 {
 			k.stripes++

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/wire"
+	"github.com/dtnflow/dtnflow/optimizer"
 )
 
 // ProbePlanner chooses the next probe sample from those taken; done ends probing.
@@ -45,6 +46,9 @@ func (r *Runner) Run(ctx context.Context) contract.Phase {
 	}
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
+	// the size classes' scheduler moves channels once a period (channels.go)
+	realloc := time.NewTicker(optimizer.ReallocationPeriod)
+	defer realloc.Stop()
 	var watch <-chan struct{}
 	if w, ok := r.Channel.(Watcher); ok {
 		watch = w.Watch(ctx)
@@ -70,6 +74,11 @@ func (r *Runner) Run(ctx context.Context) contract.Phase {
 		case <-t.C:
 			r.directive(ctx)
 			publish()
+		case now := <-realloc.C:
+			c.Rebalance(now)
+			if c.reportKey() != lastKey {
+				publish()
+			}
 		case <-watch:
 			r.directive(ctx)
 			if c.reportKey() != lastKey {
@@ -170,12 +179,15 @@ func ParamsFromDirective(d contract.Directive, old Params) Params {
 	p.BufferBytes = d.BufferBytes
 	p.MaxBitsPerSecond = d.MaxBitsPerSecond
 	if len(d.SizeClasses) > 0 {
-		p.SizeClasses = d.SizeClasses
+		p.SizeClasses, p.Scheduler = d.SizeClasses, d.Scheduler
 		p.Concurrency, p.Pipelining = 0, 0
 		for _, sc := range d.SizeClasses {
 			p.Concurrency = max(p.Concurrency, sc.Concurrency, sc.Channels)
 			p.Pipelining = max(p.Pipelining, sc.Pipelining)
 		}
+		// MC and ProMC run every class's channels at once: the stripe needs a worker
+		// for each (a channel moved between classes keeps its worker)
+		p.Concurrency = max(p.Concurrency, workersFor(p))
 	}
 	return p
 }
