@@ -264,10 +264,15 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 				return
 			}
 		}
-		next, done := r.Probe(d, c.Samples())
+		samples := c.Samples()
+		next, done := r.Probe(d, samples)
+		if !done && len(samples) > 0 && ProbeOutlasts(c.Remaining(), bestRate(samples), sampleRTT(samples), time.Duration(d.SampleSeconds)*time.Second) {
+			c.log.Info("Probing stops: the dataset left ends before more samples could pay", "remainingBytes", c.Remaining(), "samples", len(samples))
+			done = true
+		}
 		if done {
 			c.SetProbe(contract.PhaseProbed)
-			c.log.Info("Probed on the job's own data", "samples", len(c.Samples()))
+			c.log.Info("Probed on the job's own data", "samples", len(samples))
 			return
 		}
 		next.OnData, next.Settle = true, true
