@@ -137,6 +137,13 @@ type ProbeDirective struct {
 	// KnownStreams lists stream counts already sampled (from a PathProfile) that need
 	// not be measured again.
 	KnownStreams []int32 `json:"knownStreams,omitempty"`
+	// MaxStripes, when > 1, adds a stripe stage to a probe on the job's data: once the
+	// streams are sampled, the stripes are doubled (1, 2, 4, … up to MaxStripes, while
+	// a doubling pays) at the streams and buffer the plan would choose, the probe
+	// stripe running the extra stripes itself (wire.JobConfig.SampleStripes); the
+	// samples' Stripes say how many ran, and the plan adds stripes only as far as such
+	// a sample showed them paying.
+	MaxStripes int32 `json:"maxStripes,omitempty"`
 }
 
 // SizeClassParam is the per-size-class tuning (Arslan & Kosar, Algorithm 1).

@@ -185,9 +185,11 @@ func (c *Core) classProgressLocked(now time.Time) (progress []optimizer.ClassPro
 		done := c.classDone[class]
 		var bps float64
 		if n := len(r.marks); n > 0 {
+			// units complete whole (a chunk is 256 MiB): a window shorter than a
+			// period would read one unit's bytes as a burst of rate
 			first := r.marks[0]
-			if dt := now.Sub(first.at).Seconds(); dt > 0 {
-				bps = float64(done-first.done) * 8 / dt
+			if dt := now.Sub(first.at); dt >= optimizer.ReallocationPeriod/2 {
+				bps = float64(done-first.done) * 8 / dt.Seconds()
 			}
 		}
 		progress = append(progress, optimizer.ClassProgress{Class: optimizer.SizeClass(class), RemainingBytes: unhanded[class], BitsPerSecond: bps, Channels: r.channels})

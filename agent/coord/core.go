@@ -57,6 +57,9 @@ type Params struct {
 	MaxBitsPerSecond int64
 	// Scheduler is how the size classes share the channels (contract.Directive).
 	Scheduler string
+	// SampleStripes, when > 1, has the probe stripe run that many stripes for a probe
+	// sample (wire.JobConfig.SampleStripes).
+	SampleStripes int32
 }
 
 type cfile struct {
@@ -304,7 +307,7 @@ func (c *Core) setParamsLocked(p Params) {
 	c.cfg.Generation++
 	c.cfg = wire.JobConfig{Generation: c.cfg.Generation, Job: c.opts.Job, Run: c.opts.Run, InFlight: c.opts.InFlight, Mode: c.cfg.Mode, Checksum: c.opts.Checksum, Verify: c.opts.Verify, VerifyMode: c.opts.VerifyMode,
 		Overwrite: c.opts.Overwrite, Streams: p.Streams, BufferBytes: p.BufferBytes, Concurrency: p.Concurrency, Pipelining: p.Pipelining,
-		BlockSize: c.opts.BlockSize, ChunkSize: c.opts.ChunkSize, SizeClasses: p.SizeClasses}
+		BlockSize: c.opts.BlockSize, ChunkSize: c.opts.ChunkSize, SizeClasses: p.SizeClasses, SampleStripes: p.SampleStripes}
 	for _, f := range c.files {
 		f.class = classOf(f.f.Size, p.SizeClasses)
 	}
@@ -525,24 +528,37 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 	}
 	var g wire.WorkGrant
 	perClass := map[string]int{}
+	chunks := 0
 	for _, u := range c.units {
 		if u.leased == m {
 			perClass[u.u.Class]++
+			if u.u.Kind == wire.UnitChunk {
+				chunks++
+			}
 		}
 	}
 	limit := c.leaseLimitsLocked()
+	// Chunks of a class no scheduler bounds (before the plan, or outside every class)
+	// are leased at most two per file slot: a stripe works on Concurrency of them at
+	// once, and one that leased every chunk of a large file would leave nothing for a
+	// stripe that joins later (a probe sample of several stripes, a plan's new stripe).
+	chunkCap := 2 * int(max(c.params.Concurrency, 1))
 	kept := c.pending[:0]
 	for i, u := range c.pending {
 		if len(g.Units) >= n || i > 4*n+64 {
 			kept = append(kept, c.pending[i:]...)
 			break
 		}
-		if l, ok := limit[u.u.Class]; ok && perClass[u.u.Class] >= l {
+		l, bounded := limit[u.u.Class]
+		if (bounded && perClass[u.u.Class] >= l) || (!bounded && u.u.Kind == wire.UnitChunk && chunks >= chunkCap) {
 			kept = append(kept, u)
 			continue
 		}
 		u.leased = m
 		perClass[u.u.Class]++
+		if u.u.Kind == wire.UnitChunk {
+			chunks++
+		}
 		g.Units = append(g.Units, u.u)
 	}
 	c.pending = kept
@@ -746,15 +762,20 @@ func (c *Core) SetProbe(p contract.Phase) {
 	}
 }
 
-// SetSampleParams sets the streams and buffer an on-data sample measures, keeping the
-// other parameters, and returns the job configuration's generation that carries them
+// SetSampleParams sets the streams, buffer and stripes an on-data sample measures
+// (stripes > 1: the probe stripe runs helpers, wire.JobConfig.SampleStripes), keeping
+// the other parameters, and returns the job configuration's generation that carries them
 // (the stripes apply it without restarting; the sample waits for it).
-func (c *Core) SetSampleParams(streams int32, buffer int64) int64 {
+func (c *Core) SetSampleParams(streams int32, buffer int64, stripes int32) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.params
-	if p.Streams != streams || p.BufferBytes != buffer {
-		p.Streams, p.BufferBytes = streams, buffer
+	stripes = max(stripes, 1)
+	if stripes == 1 {
+		stripes = 0
+	}
+	if p.Streams != streams || p.BufferBytes != buffer || p.SampleStripes != stripes {
+		p.Streams, p.BufferBytes, p.SampleStripes = streams, buffer, stripes
 		c.setParamsLocked(p)
 		c.signalLocked()
 	}

@@ -138,7 +138,7 @@ func (r *Runner) directive(ctx context.Context) {
 			// ends, the rest of the directive applies
 			cur := r.Core.Params()
 			p := ParamsFromDirective(*d, cur)
-			p.Streams, p.BufferBytes = cur.Streams, cur.BufferBytes
+			p.Streams, p.BufferBytes, p.SampleStripes = cur.Streams, cur.BufferBytes, cur.SampleStripes
 			r.Core.SetParams(p)
 			r.Core.SetGeneration(d.Generation)
 			break
@@ -178,6 +178,7 @@ func ParamsFromDirective(d contract.Directive, old Params) Params {
 	}
 	p.BufferBytes = d.BufferBytes
 	p.MaxBitsPerSecond = d.MaxBitsPerSecond
+	p.SampleStripes = 0 // a directive's stripes are pods: the probe's helpers leave
 	if len(d.SizeClasses) > 0 {
 		p.SizeClasses, p.Scheduler = d.SizeClasses, d.Scheduler
 		p.Concurrency, p.Pipelining = 0, 0
@@ -238,7 +239,7 @@ func sameProbe(a, b *contract.ProbeDirective) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.MaxStreams == b.MaxStreams && a.SampleSeconds == b.SampleSeconds &&
+	return a.MaxStreams == b.MaxStreams && a.SampleSeconds == b.SampleSeconds && a.MaxStripes == b.MaxStripes &&
 		slices.Equal(a.BufferBytes, b.BufferBytes) && slices.Equal(a.KnownStreams, b.KnownStreams)
 }
 
@@ -276,7 +277,7 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 			return
 		}
 		next.OnData, next.Settle = true, true
-		next.Generation = c.SetSampleParams(next.Streams, next.BufferBytes)
+		next.Generation = c.SetSampleParams(next.Streams, next.BufferBytes, next.Stripes)
 		res, err := m.Probe(ctx, next)
 		if errors.Is(err, errStripeLeft) {
 			continue
@@ -294,7 +295,7 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 		}
 		res.Sample.Stripes = max(res.Sample.Stripes, 1)
 		c.AddSample(res.Sample)
-		c.log.Info("Probe sample on the job's data", "streams", res.Sample.Streams, "bufferBytes", res.Sample.BufferBytes,
+		c.log.Info("Probe sample on the job's data", "stripes", res.Sample.Stripes, "streams", res.Sample.Streams, "bufferBytes", res.Sample.BufferBytes,
 			"rate", HumanRate(res.Sample.BitsPerSecond), "seconds", math.Round(res.Seconds*100)/100, "settled", res.Settled,
 			"rttMicros", res.Sample.RTTMicros, "sourceMillicores", res.Sample.SourceMillicores, "destinationMillicores", res.Sample.DestinationMillicores)
 	}
