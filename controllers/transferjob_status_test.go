@@ -215,7 +215,7 @@ func TestChannelStatusFrom(t *testing.T) {
 		"no report keeps the status":        {prev, nil, prev},
 		"a report without classes keeps it": {prev, &contract.Report{Phase: contract.PhaseTransferring}, prev},
 		"classes and moves as reported": {nil, &contract.Report{Scheduler: "ProMC", ChannelMoves: 3,
-			Classes: []contract.ClassReport{{Class: "Small", Channels: 5, RemainingBytes: 100, BitsPerSecond: 8e6}, {Class: "Huge", Channels: 1, RemainingBytes: -1}, {Class: "Bogus", Channels: 2}, {Class: "Small", Channels: 9}},
+			Classes:     []contract.ClassReport{{Class: "Small", Channels: 5, RemainingBytes: 100, BitsPerSecond: 8e6}, {Class: "Huge", Channels: 1, RemainingBytes: -1}, {Class: "Bogus", Channels: 2}, {Class: "Small", Channels: 9}},
 			RecentMoves: []contract.ChannelMove{{Time: at, From: "Huge", To: "Small", Channels: 2, Reason: "Huge finished"}, {Time: at, From: "Huge", To: "Nope", Channels: 1}}},
 			&dtnflowv1alpha1.ChannelStatus{Scheduler: dtnflowv1alpha1.SchedulerProActiveMultiChunk, Moves: 3,
 				Classes:     []dtnflowv1alpha1.ClassChannels{{Class: "Small", Channels: 5, RemainingBytes: 100, BitsPerSecond: 8e6}, {Class: "Huge", Channels: 1}},

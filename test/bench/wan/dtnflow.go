@@ -100,7 +100,7 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 		args := append([]string{"send", "--to", listen, "--root", filepath.Dir(ds.Root), "--secret-file", key,
 			"--job", job, "--dest-path", job, "--verify=" + strconv.FormatBool(d.Verify)}, extra...)
 		args = append(args, filepath.Base(ds.Root))
-		before := env.Topo.Link.Stats().AtoB
+		before := env.linkStats()
 		r0 := recv.cpu()
 		wall, scpu, out, err := runTimed(ctx, env.Src, d.Agent, env.RunLimit, args...)
 		lastOut = out
@@ -109,7 +109,7 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 			return res, err
 		}
 		rcpu := recv.cpu() - r0
-		after := env.Topo.Link.Stats().AtoB
+		after := env.linkStats()
 		res.Seconds = wall
 		cpuScale := 1.0
 		if errors.Is(err, errRunLimit) {
