@@ -83,6 +83,8 @@ func (r *TransferJobReconciler) reconcile(ctx context.Context, p *pass) error {
 	}
 	if p.st.StartTime == nil {
 		p.st.StartTime = &p.now
+		// to the millisecond: the job's creationTimestamp is kept to the second
+		logf.FromContext(ctx).Info("Acting on a new job", "created", p.job.CreationTimestamp.Time)
 	}
 	if err := r.ensureAuth(ctx, p); err != nil {
 		return err
