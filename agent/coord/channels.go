@@ -202,7 +202,7 @@ func (c *Core) classProgressLocked(now time.Time) (progress []optimizer.ClassPro
 func (c *Core) Rebalance(now time.Time) []contract.ChannelMove {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ch == nil || !c.ch.moving() || !c.built || c.phase != contract.PhaseTransferring {
+	if c.ch == nil || !c.ch.moving() || c.opts.NoChannelMoves || !c.built || c.phase != contract.PhaseTransferring {
 		return nil
 	}
 	progress, _ := c.classProgressLocked(now)

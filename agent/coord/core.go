@@ -45,6 +45,9 @@ type Options struct {
 	Run string
 	// InFlight is wire.InFlightAuthenticated (default) or wire.InFlightChecksum.
 	InFlight string
+	// NoChannelMoves keeps the plan's channels per size class for the whole job: the
+	// scheduler's online moves are off (to measure what they bring).
+	NoChannelMoves bool
 }
 
 // Params are the tunable parameters (from flags or a directive).

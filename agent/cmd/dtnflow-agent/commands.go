@@ -94,6 +94,7 @@ type jobFlags struct {
 	verify                           bool
 	job                              string
 	reportInterval                   time.Duration
+	classMoves                       bool
 }
 
 func (j *jobFlags) register(fs interface {
@@ -122,6 +123,7 @@ func (j *jobFlags) register(fs interface {
 	fs.StringVar(&j.destPath, "dest-path", "", "directory under the destination root to write under (default: the root)")
 	fs.StringVar(&j.job, "job", "", "job id, names the receivers' journal (default: derived from the paths)")
 	fs.DurationVar(&j.reportInterval, "report-interval", 2*time.Second, "how often progress is reported")
+	fs.BoolVar(&j.classMoves, "class-moves", true, "let the size classes' scheduler (MC, ProMC) move channels between classes while the job runs; false keeps the plan's channels (to measure what the moves bring)")
 }
 
 func (j *jobFlags) params() coord.Params {
@@ -206,7 +208,7 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 		j.job = jobID(j.destPath, all)
 	}
 	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
-		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
+		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log, NoChannelMoves: !j.classMoves}, j.params())
 	if err != nil {
 		return err
 	}
@@ -466,7 +468,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 		}
 	}
 	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
-		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
+		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log, NoChannelMoves: !j.classMoves}, j.params())
 	if err != nil {
 		return err
 	}

@@ -48,10 +48,19 @@ type Dtnflow struct {
 	// Verify keeps the agent's end-to-end digest (read back at the destination);
 	// false compares like for like with globus-url-copy, which checks nothing.
 	Verify bool
+	// Label, when set, names the row instead of the mode; Extra are more flags of
+	// send (dtnflow-auto-static: --auto with --class-moves=false).
+	Label string
+	Extra []string
 }
 
 // Name is the row label.
-func (d Dtnflow) Name() string { return string(d.Mode) }
+func (d Dtnflow) Name() string {
+	if d.Label != "" {
+		return d.Label
+	}
+	return string(d.Mode)
+}
 
 const dtnflowPort = 7300
 
@@ -127,7 +136,7 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 	}
 
 	if d.Mode == DtnflowAuto {
-		extra := []string{"--auto", "--stripes", strconv.Itoa(d.MaxStripes), "--max-streams", strconv.Itoa(d.MaxStreams)}
+		extra := append([]string{"--auto", "--stripes", strconv.Itoa(d.MaxStripes), "--max-streams", strconv.Itoa(d.MaxStreams)}, d.Extra...)
 		r, err := send(env.Dataset, extra)
 		r.Config, r.Chosen = strings.Join(extra, " "), true
 		r.addNote("probing included in its time")
