@@ -34,6 +34,9 @@ type DtnflowMode string
 const (
 	DtnflowGrid DtnflowMode = "dtnflow-grid"
 	DtnflowAuto DtnflowMode = "dtnflow-auto"
+	// DtnflowFixed runs Grid's first setting on the whole dataset, probing nothing
+	// (a setting found before, e.g. by the grid on the same path).
+	DtnflowFixed DtnflowMode = "dtnflow-fixed"
 )
 
 // Dtnflow runs dtnflow-agent receive in dst and dtnflow-agent send in src: over a
@@ -157,6 +160,16 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 			out = append(out, pr)
 		}
 		return append(out, r), err
+	}
+	if d.Mode == DtnflowFixed {
+		if len(d.Grid) == 0 {
+			return nil, fmt.Errorf("dtnflow-fixed: no setting")
+		}
+		cfg := d.Grid[0]
+		r, err := send(env.Dataset, cfg.args())
+		r.Config, r.Chosen = cfg.String(), true
+		r.Streams, r.Stripes, r.BufferBytes = cfg.Streams*cfg.Stripes, cfg.Stripes, cfg.Buffer
+		return []Result{r}, err
 	}
 	var out []Result
 	var probe float64

@@ -106,6 +106,10 @@ type Result struct {
 	// Scheduler and ChannelMoves are the job's status.channels at the end.
 	Scheduler    string `json:"scheduler,omitempty"`
 	ChannelMoves int64  `json:"channelMoves,omitempty"`
+	// Schedule and Phases are the scenario's changes of the bottleneck's rate and the
+	// tool's rate in each phase.
+	Schedule []rateStep  `json:"schedule,omitempty"`
+	Phases   []phaseRate `json:"phases,omitempty"`
 }
 
 func main() {
@@ -140,12 +144,15 @@ func run() error {
 	maxStreams := flag.Int("agent-max-streams", 64, "send --auto --max-streams (bench-wan's dtnflow-auto: the largest of its -dtnflow-streams)")
 	suiteName := flag.String("suite", "", "issue11: every scenario of make bench-wan (one large file at loss 0, 1e-4 and 1e-3, at 1e-3 with a competing flow, the mixed dataset, the small files) plus bursty loss and -flows competing flows, at the first -rate and -rtt; empty: the matrix of -rate, -rtt, -loss, -dataset")
 	flows := flag.Int("flows", 4, "competing TCP flows of the suite's flows scenario")
-	tools := flag.String("tools", "operator,agent-auto", "tools to run on each scenario, in order: operator, agent-auto, dtnflow-grid, gridftp-default, gridftp-preset")
+	tools := flag.String("tools", "operator,agent-auto", "tools to run on each scenario, in order: operator, agent-auto, dtnflow-grid, dtnflow-fixed (-fixed), gridftp-default, gridftp-preset")
 	gridStreams := flag.String("grid-streams", "1,4,16", "dtnflow-grid: streams per stripe")
 	gridStripes := flag.String("grid-stripes", "1,2,4", "dtnflow-grid: stripes")
 	sampleSeconds := flag.Float64("sample-seconds", 3, "dtnflow-grid: each grid point is probed on a sample of this many seconds at the link rate")
 	runLimit := flag.Duration("run-limit", 0, "bench-wan's tools: stop a run that takes longer and extrapolate its time from what it moved (0: none)")
 	logDir := flag.String("log-dir", "", "bench-wan's tools write their output here")
+	fixed := flag.String("fixed", "8,1", "dtnflow-fixed: streams,stripes of the fixed setting (the grid's best on the path)")
+	scheduleSize := flag.String("schedule-size", "5GiB", "the suite's scheduled scenario: size of its file (it must outlast the schedule)")
+	only := flag.String("only", "", "the suite's scenarios to run, by name (comma-separated; default all)")
 	flag.Parse()
 
 	var scenarios []scenario
@@ -157,7 +164,20 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		scenarios = suite(ms[0].RateBitsPerSecond, ms[0].RTT, ms[0].Dataset, ms[1].Dataset, ms[2].Dataset, *flows)
+		scheduled := ms[0].Dataset
+		if scheduled.LargeBytes, err = wanem.ParseBytes(*scheduleSize); err != nil {
+			return fmt.Errorf("-schedule-size: %w", err)
+		}
+		scenarios = suite(ms[0].RateBitsPerSecond, ms[0].RTT, ms[0].Dataset, ms[1].Dataset, ms[2].Dataset, scheduled, *flows)
+		if *only != "" {
+			keep := scenarios[:0]
+			for _, sc := range scenarios {
+				if strings.Contains(","+*only+",", ","+sc.Name()+",") {
+					keep = append(keep, sc)
+				}
+			}
+			scenarios = keep
+		}
 	} else {
 		ms, err := matrix(*rates, *rtts, *losses, *queues, *datasets, *largeSize, *mixedTotal, *mixedMin, *mixedMax, *smallCount, *smallSize)
 		if err != nil {
@@ -179,8 +199,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	fx, err := parseInts("fixed", *fixed)
+	if err != nil || len(fx) != 2 {
+		return fmt.Errorf("-fixed %q: want streams,stripes", *fixed)
+	}
 	topts := toolOptions{agent: *agentBin, maxStripes: *maxStripes, maxStreams: *maxStreams, gridStreams: gs, gridStripes: gk,
-		sampleSeconds: *sampleSeconds, runLimit: *runLimit, logDir: *logDir}
+		fixed: wan.DtnflowConfig{Streams: fx[0], Stripes: fx[1]}, sampleSeconds: *sampleSeconds, runLimit: *runLimit, logDir: *logDir}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -233,6 +257,9 @@ func run() error {
 		if r.Scheduler != "" {
 			plan += fmt.Sprintf(", %s, %d channel moves", r.Scheduler, r.ChannelMoves)
 		}
+		if ph := phasesSummary(r.Phases); ph != "" {
+			plan += "; " + ph
+		}
 		fmt.Printf("| %s | %s | %s | %d | %d | %.1f | %s | %s | %s | %.0f | %.2f | %s | %s | %d | %s%s | %s | %s |\n",
 			r.Scenario, r.Dataset, r.Tool, r.Files, r.Bytes>>20, r.Seconds, secondsOrDash(firstByte), secondsOrDash(r.FirstProgressSeconds), secondsOrDash(r.PlanSeconds),
 			float64(r.BitsPerSecond)/1e6, r.ShareOfLink, strings.ReplaceAll(plan, "|", "/"), r.Model, r.Replans, r.State, errSuffix(r.Error), ratio, cpuSummary(r.CPU))
@@ -245,7 +272,14 @@ func run() error {
 		var agent *Result
 		for _, tool := range toolList {
 			var r Result
-			switch strings.TrimSpace(tool) {
+			tool = strings.TrimSpace(tool)
+			if tool == "dtnflow-grid" && len(s.Schedule) > 0 {
+				// a grid probed while the rate changes would probe other capacities
+				// than its run meets: the best setting the grid found on this path
+				// runs instead
+				tool = "dtnflow-fixed"
+			}
+			switch tool {
 			case "operator":
 				r = runScenario(ctx, c, i, s, !*warm, *verify, *jobVerify, *timeout)
 			case "agent-auto":
@@ -253,7 +287,12 @@ func run() error {
 			default:
 				r = runWANTool(ctx, c, i, s, strings.TrimSpace(tool), topts)
 			}
-			r.Flows, r.GilbertElliott = s.Flows, s.GilbertElliott
+			r.Flows, r.GilbertElliott, r.Schedule = s.Flows, s.GilbertElliott, s.Schedule
+			if r.Tool == "dtnflow-grid" && r.Error == "" && s.Loss == 0 && s.Flows == 0 && s.GilbertElliott == nil && s.Dataset.Kind == wan.Large {
+				if cfg, ok := parseFixed(r.AgentConfig); ok {
+					topts.fixed = cfg
+				}
+			}
 			rs = append(rs, r)
 			if r.Tool == "dtnflow-agent-auto" && r.Error == "" && r.Seconds > 0 {
 				agent = &rs[len(rs)-1]
@@ -277,6 +316,25 @@ func run() error {
 		return fmt.Errorf("%d of %d runs did not complete cleanly", failed, len(scenarios))
 	}
 	return nil
+}
+
+// parseFixed reads a dtnflow-grid row's setting ("--streams 8 --stripes 1").
+func parseFixed(config string) (wan.DtnflowConfig, bool) {
+	var c wan.DtnflowConfig
+	f := strings.Fields(config)
+	for i := 0; i+1 < len(f); i++ {
+		v, err := strconv.Atoi(f[i+1])
+		switch {
+		case err != nil:
+		case f[i] == "--streams":
+			c.Streams = v
+		case f[i] == "--stripes":
+			c.Stripes = v
+		case f[i] == "--buffer":
+			c.Buffer = int64(v)
+		}
+	}
+	return c, c.Streams > 0 && c.Stripes > 0
 }
 
 func secondsOrDash(s float64) string {
@@ -442,6 +500,8 @@ func runScenario(ctx context.Context, c *framework.Cluster, i int, s scenario, c
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	cpu := watchCPU(wctx, c, job.Namespace, job.Name)
+	tr := followRun(ctx, c, s, func() int64 { return treeBytes(destRoot) })
+	defer tr.stop(s)
 	start := time.Now()
 	if err := c.Client.Create(ctx, job); err != nil {
 		return fail(err)
@@ -469,6 +529,7 @@ func runScenario(ctx context.Context, c *framework.Cluster, i int, s scenario, c
 		time.Sleep(250 * time.Millisecond)
 	}
 	r.Seconds = time.Since(start).Seconds()
+	r.Phases = tr.stop(s)
 	stopWatch()
 	r.CPU = cpu.results()
 	if ch := got.Status.Channels; ch != nil {
@@ -589,9 +650,11 @@ func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s scenario, 
 	send := src.Command(rctx, agent, args...)
 	var out strings.Builder
 	send.Stdout, send.Stderr = &out, &out
+	tr := followRun(ctx, c, s, func() int64 { return treeBytes(destRoot) })
 	start := time.Now()
 	err = send.Run()
 	r.Seconds = time.Since(start).Seconds()
+	r.Phases = tr.stop(s)
 	if err != nil {
 		r.State = "Failed"
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")

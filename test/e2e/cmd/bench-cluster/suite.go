@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,6 +27,8 @@ type scenario struct {
 	Flows int
 	// GilbertElliott adds bursty loss on the WAN.
 	GilbertElliott *wanem.GilbertElliott
+	// Schedule changes the bottleneck's rate during each run (from its first byte).
+	Schedule []rateStep
 }
 
 // Name labels the scenario in tables and files.
@@ -36,6 +39,9 @@ func (s scenario) Name() string {
 	}
 	if s.Flows > 0 {
 		n += fmt.Sprintf("-flows%d", s.Flows)
+	}
+	if len(s.Schedule) > 0 {
+		n += "-schedule"
 	}
 	return n
 }
@@ -49,7 +55,7 @@ var defaultGE = wanem.GilbertElliott{P: 1e-4, R: 0.1, LossGood: 0, LossBad: 0.5}
 // bench-wan (one large file at loss 0, 1e-4 and 1e-3, at 1e-3 with a competing flow,
 // the mixed dataset and the many small files at loss 0), then bursty loss and several
 // competing flows.
-func suite(rate int64, rtt time.Duration, large, mixed, small wan.DatasetSpec, flows int) []scenario {
+func suite(rate int64, rtt time.Duration, large, mixed, small, scheduled wan.DatasetSpec, flows int) []scenario {
 	at := func(loss float64, ds wan.DatasetSpec) wan.Scenario {
 		return wan.Scenario{RateBitsPerSecond: rate, RTT: rtt, Loss: loss, Dataset: ds}
 	}
@@ -65,6 +71,7 @@ func suite(rate int64, rtt time.Duration, large, mixed, small wan.DatasetSpec, f
 		{Scenario: at(0, small)},
 		{Scenario: at(0, large), GilbertElliott: &ge},
 		{Scenario: at(0, large), Flows: flows},
+		{Scenario: at(0, scheduled), Schedule: defaultSchedule(rate)},
 	}
 }
 
@@ -143,6 +150,7 @@ type toolOptions struct {
 	maxStripes, maxStreams int
 	gridStreams            []int
 	gridStripes            []int
+	fixed                  wan.DtnflowConfig
 	sampleSeconds          float64
 	runLimit               time.Duration
 	logDir                 string
@@ -165,6 +173,8 @@ func runWANTool(ctx context.Context, c *framework.Cluster, i int, s scenario, to
 		runner = wan.GridFTP{Mode: wan.GridFTPPreset}
 	case "dtnflow-grid":
 		runner = wan.Dtnflow{Mode: wan.DtnflowGrid, Agent: o.agent, Grid: wan.DefaultDtnflowGrid(o.gridStreams, o.gridStripes, []int64{0})}
+	case "dtnflow-fixed":
+		runner = wan.Dtnflow{Mode: wan.DtnflowFixed, Agent: o.agent, Grid: []wan.DtnflowConfig{o.fixed}}
 	default:
 		return fail(fmt.Errorf("unknown tool %q", tool))
 	}
@@ -198,7 +208,10 @@ func runWANTool(ctx context.Context, c *framework.Cluster, i int, s scenario, to
 	src, dst := hosts(c)
 	env := &wan.Env{Scenario: s.Scenario, Src: src, Dst: dst, Dataset: ds, SampleDataset: sample, WorkDir: work,
 		LogDir: o.logDir, RunLimit: o.runLimit, Log: os.Stderr}
+	// what the tool wrote: everything under work beside the datasets
+	tr := followRun(ctx, c, s, func() int64 { return max(treeBytes(work)-ds.Total-sample.Total, 0) })
 	rs, err := runner.Run(ctx, env)
+	r.Phases = tr.stop(s)
 	for _, res := range rs {
 		if !res.Chosen {
 			continue
@@ -228,4 +241,157 @@ func parseInts(flagName, v string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// rateStep changes the WAN's bottleneck rate At after the run's first byte reached the
+// destination.
+type rateStep struct {
+	At   time.Duration `json:"at"`
+	Rate int64         `json:"rateBitsPerSecond"`
+}
+
+// defaultSchedule is issue 11's: 1 Gbit/s, then 400 Mbit/s for 40 s, then 1 Gbit/s
+// again (the first change 10 s after the first byte, so that a tool that probes has
+// begun).
+func defaultSchedule(rate int64) []rateStep {
+	return []rateStep{{At: 10 * time.Second, Rate: rate * 2 / 5}, {At: 50 * time.Second, Rate: rate}}
+}
+
+// phaseRate is a tool's rate in the window of one phase of a schedule: from 10 s after
+// the change (what the issue allows a tool to adapt) to 10 s later, or the next change
+// or the run's end if sooner; the first phase from 5 s after the first byte to the
+// first change.
+type phaseRate struct {
+	FromSeconds       float64 `json:"fromSeconds"`
+	ToSeconds         float64 `json:"toSeconds"`
+	LinkBitsPerSecond int64   `json:"linkBitsPerSecond"`
+	BitsPerSecond     int64   `json:"bitsPerSecond"`
+}
+
+// trace follows a run's bytes at its destination (every 250 ms) and applies the
+// scenario's schedule from its first byte; stop restores the scenario's rate.
+type trace struct {
+	mu      sync.Mutex
+	t0      time.Time
+	times   []time.Time
+	bytes   []int64
+	stopped chan struct{}
+	done    chan struct{}
+}
+
+func followRun(ctx context.Context, c *framework.Cluster, s scenario, destBytes func() int64) *trace {
+	tr := &trace{stopped: make(chan struct{}), done: make(chan struct{})}
+	if len(s.Schedule) == 0 {
+		close(tr.done)
+		return tr
+	}
+	go func() {
+		defer close(tr.done)
+		defer func() { _ = c.SetWANRate(context.Background(), s.RateBitsPerSecond) }()
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		next := 0
+		base := destBytes() // what was there before the run (a key file, a journal)
+		for {
+			now := time.Now()
+			b := destBytes() - base
+			tr.mu.Lock()
+			if tr.t0.IsZero() && b > 0 {
+				tr.t0 = now
+			}
+			if !tr.t0.IsZero() {
+				tr.times, tr.bytes = append(tr.times, now), append(tr.bytes, b)
+				for next < len(s.Schedule) && now.Sub(tr.t0) >= s.Schedule[next].At {
+					if err := c.SetWANRate(ctx, s.Schedule[next].Rate); err != nil {
+						fmt.Fprintln(os.Stderr, "bench-cluster: schedule:", err)
+					}
+					next++
+				}
+			}
+			tr.mu.Unlock()
+			select {
+			case <-tick.C:
+			case <-tr.stopped:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return tr
+}
+
+// stop ends the trace and returns the rate of each phase.
+func (tr *trace) stop(s scenario) []phaseRate {
+	select {
+	case <-tr.stopped:
+	default:
+		close(tr.stopped)
+	}
+	<-tr.done
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(s.Schedule) == 0 || len(tr.times) < 2 {
+		return nil
+	}
+	end := tr.times[len(tr.times)-1].Sub(tr.t0)
+	var out []phaseRate
+	window := func(from, to time.Duration, link int64) {
+		to = min(to, end)
+		if to-from < time.Second {
+			return
+		}
+		b0, b1 := tr.at(from), tr.at(to)
+		out = append(out, phaseRate{FromSeconds: from.Seconds(), ToSeconds: to.Seconds(), LinkBitsPerSecond: link,
+			BitsPerSecond: int64(float64(b1-b0) * 8 / (to - from).Seconds())})
+	}
+	window(5*time.Second, s.Schedule[0].At, s.RateBitsPerSecond)
+	for i, st := range s.Schedule {
+		to := st.At + 20*time.Second
+		if i+1 < len(s.Schedule) {
+			to = min(to, s.Schedule[i+1].At)
+		}
+		window(st.At+10*time.Second, to, st.Rate)
+	}
+	return out
+}
+
+// at is the bytes at the destination d after the first byte (linear between samples).
+func (tr *trace) at(d time.Duration) int64 {
+	t := tr.t0.Add(d)
+	for i := 1; i < len(tr.times); i++ {
+		if !tr.times[i].Before(t) {
+			a, b := tr.times[i-1], tr.times[i]
+			f := float64(t.Sub(a)) / float64(max(b.Sub(a), 1))
+			return tr.bytes[i-1] + int64(f*float64(tr.bytes[i]-tr.bytes[i-1]))
+		}
+	}
+	return tr.bytes[len(tr.bytes)-1]
+}
+
+// treeBytes is the bytes of the regular files under dir (0 when it does not exist).
+func treeBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// phasesSummary is the phases' rates for the table: "1000→931, 400→388, 1000→902
+// Mbit/s (link→tool)".
+func phasesSummary(ps []phaseRate) string {
+	var parts []string
+	for _, p := range ps {
+		parts = append(parts, fmt.Sprintf("%d→%d", p.LinkBitsPerSecond/1e6, p.BitsPerSecond/1e6))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, ", ") + " Mbit/s (link→rate, 10–20 s after each change)"
 }
