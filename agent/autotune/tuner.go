@@ -290,6 +290,10 @@ func (t *Tuner) run(ctx context.Context, measure measurer) (Outcome, error) {
 	}
 	record(firstPhase, 1, 0, first)
 	rtt := first.minRTT
+	if t.onDataProbe && t.Core.ApplyEarlyClasses(first.bitsPerSecond, rtt, int(t.Params.Concurrency)) {
+		// small files: pipelining, concurrency and stripes pay, streams hardly (§3)
+		out.Prober.Streams.MaxStreams = min(max(out.Prober.Streams.MaxStreams, 1), 2)
+	}
 	for {
 		out.Prober.Plateau, out.Prober.Streams.Accuracy = out.accuracy(), out.accuracy()
 		step := out.Prober.Next(out.Samples)

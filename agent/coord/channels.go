@@ -82,7 +82,12 @@ func (c *Core) setChannelsLocked(p Params) {
 	}
 	ch := &channels{sched: sched, planned: slices.Clone(p.SizeClasses), byClass: map[string]*classRun{}}
 	for _, sc := range p.SizeClasses {
-		r := &classRun{class: sc.Class, channels: int(sc.Channels), pipelining: int(max(sc.Pipelining, 1)), concurrency: int(max(sc.Concurrency, 1))}
+		// A channel keeps its next unit leased while the one in hand finishes
+		// (pipelining at least 2): a unit is done only once its receiver confirmed it
+		// durable (and verified), a round trip and a read-back after its last byte
+		// left, and a channel of Algorithm 1's pipelining 1 (large files: BDP/avg < 1)
+		// would wait that long idle before each chunk or file.
+		r := &classRun{class: sc.Class, channels: int(sc.Channels), pipelining: int(max(sc.Pipelining, 2)), concurrency: int(max(sc.Concurrency, 1))}
 		if sched == optimizer.SingleChunk || sched == static {
 			r.channels = r.concurrency
 		}
@@ -285,4 +290,47 @@ func (ch *channels) String() string {
 		s += fmt.Sprintf(" %s=%d", class, ch.byClass[class].channels)
 	}
 	return s
+}
+
+// ApplyEarlyClasses gives a dataset of small files (SmallFiles) its size classes as soon
+// as the first probe sample has measured the path's rate and RTT, instead of when the
+// plan comes: Algorithm 1's pipelining and concurrency for each class and the scheduler
+// the dataset calls for (optimizer.PlanChunks at that rate, maxCC channels), with no
+// bound on parallelism (the stream samples set the streams). For small files the
+// requests in flight are what fills the path (the coordinator's defaults keep 4 × 16),
+// so the samples that follow, and the data they move, run as the plan will. A job
+// that has classes already, or whose files are not small, keeps what it has. It
+// reports whether it applied classes.
+func (c *Core) ApplyEarlyClasses(bitsPerSecond float64, rtt time.Duration, maxCC int) bool {
+	ds := c.Dataset()
+	if !SmallFiles(ds, bitsPerSecond, rtt) {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.params.SizeClasses) > 0 {
+		return false
+	}
+	h := histogramOf(ds)
+	bdp := optimizer.StripeBDP(bitsPerSecond, rtt, c.params.BufferBytes)
+	sched, _ := optimizer.ChooseScheduler(optimizer.Partition(h, bitsPerSecond, bdp))
+	if maxCC <= 0 {
+		maxCC = optimizer.DefaultMaxConcurrency
+	}
+	p := c.params
+	p.SizeClasses, p.Scheduler = nil, string(sched)
+	for _, ch := range optimizer.PlanChunks(h, bitsPerSecond, bdp, p.BufferBytes, 0, maxCC, sched) {
+		p.SizeClasses = append(p.SizeClasses, contract.SizeClassParam{Class: string(ch.Class), MaxBytes: ch.MaxBytes, Pipelining: int32(ch.Params.Pipelining),
+			Concurrency: int32(ch.Params.Concurrency), Channels: int32(ch.Channels)})
+	}
+	p.Concurrency, p.Pipelining = 0, 0
+	for _, sc := range p.SizeClasses {
+		p.Concurrency = max(p.Concurrency, sc.Concurrency, sc.Channels)
+		p.Pipelining = max(p.Pipelining, sc.Pipelining)
+	}
+	p.Concurrency = max(p.Concurrency, workersFor(p))
+	c.setParamsLocked(p)
+	c.signalLocked()
+	c.log.Info("Small files: size classes from the first sample", "scheduler", sched, "classes", c.ch.String())
+	return true
 }

@@ -11,10 +11,10 @@ import (
 )
 
 // mixedCore is a job of 20 small files (10 bytes: one frame each) and 3 large ones of
-// 4 chunks, classed Small (≤ 100 bytes) and Large, under sched.
+// 10 chunks, classed Small (≤ 100 bytes) and Large, under sched.
 func mixedCore(t *testing.T, sched optimizer.Scheduler, smallChannels, largeChannels int32) (*Core, *Member) {
 	t.Helper()
-	files := map[string]int{"d/big1": 1000, "d/big2": 1000, "d/big3": 1000}
+	files := map[string]int{"d/big1": 3000, "d/big2": 3000, "d/big3": 3000}
 	for i := range 20 {
 		files[fmt.Sprintf("d/s%02d", i)] = 10
 	}
@@ -41,10 +41,10 @@ func TestProMCMovesChannelsAtRunTime(t *testing.T) {
 	if p := c.Params(); p.Concurrency != 4 {
 		t.Errorf("workers per stripe %d, want every channel of every class (4)", p.Concurrency)
 	}
-	// leases follow channels × pipelining: Large 3 × 1, Small 1 × 2
+	// leases follow channels × pipelining (at least 2): Large 3 × 2, Small 1 × 2
 	g := request(t, m, 100)
-	if got := byClass(g.Units); got["Large"] != 3 || got["Small"] != 2 {
-		t.Fatalf("first grant %v, want 3 Large and 2 Small", got)
+	if got := byClass(g.Units); got["Large"] != 6 || got["Small"] != 2 {
+		t.Fatalf("first grant %v, want 6 Large and 2 Small", got)
 	}
 	t0 := time.Unix(1000, 0)
 	period := optimizer.ReallocationPeriod
@@ -91,20 +91,27 @@ func TestProMCMovesChannelsAtRunTime(t *testing.T) {
 		t.Fatalf("classes in the report %+v, want Small 2, Large 2", r.Classes)
 	}
 	// the new caps hold at once: Small 2 × 2 = 4 units per stripe
-	if lim := c.leaseLimits(); lim["Small"] != 4 || lim["Large"] != 2 {
+	if lim := c.leaseLimits(); lim["Small"] != 4 || lim["Large"] != 4 {
 		t.Fatalf("lease caps %v after the move", lim)
 	}
 
-	// Large hands everything out: its channels go to Small at the next period
+	// Large hands everything out (Small moves nothing meanwhile): its channels go to
+	// Small at the next period
 	for {
-		m.Done(ok(held...))
-		held = nil
+		var large, rest []wire.Unit
+		for _, u := range held {
+			if u.Class == "Large" {
+				large = append(large, u)
+			} else {
+				rest = append(rest, u)
+			}
+		}
+		m.Done(ok(large...))
 		g, ok := c.request(m, 100)
+		held = append(rest, g.Units...)
 		if !ok || byClass(g.Units)["Large"] == 0 {
-			held = g.Units
 			break
 		}
-		held = g.Units
 	}
 	for _, u := range c.pending {
 		if u.u.Class == "Large" {
@@ -157,10 +164,10 @@ func TestMCHandsOnlyFinishedClassesOn(t *testing.T) {
 
 func TestSCRunsOneClassAtATime(t *testing.T) {
 	c, m := mixedCore(t, optimizer.SingleChunk, 0, 0)
-	// Large first (the long tails), with its own concurrency × pipelining: 2 chunks
+	// Large first (the long tails), with its own concurrency × pipelining: 2 × 2
 	g := request(t, m, 100)
-	if got := byClass(g.Units); got["Large"] != 2 || got["Small"] != 0 {
-		t.Fatalf("first grant %v, want 2 Large and no Small", got)
+	if got := byClass(g.Units); got["Large"] != 4 || got["Small"] != 0 {
+		t.Fatalf("first grant %v, want 4 Large and no Small", got)
 	}
 	for {
 		m.Done(ok(g.Units...))
@@ -190,15 +197,15 @@ func TestADirectiveWithTheSamePlanKeepsTheMoves(t *testing.T) {
 	c.mu.Unlock()
 	// a rescale resends the plan with other streams: the moves stand
 	c.SetParams(ParamsFromDirective(contract.Directive{Mode: contract.ModeTransfer, StreamsPerStripe: 8, Scheduler: "ProMC", SizeClasses: planned}, c.Params()))
-	if lim := c.leaseLimits(); lim["Small"] != 6 || lim["Large"] != 1 {
-		t.Fatalf("caps %v after a directive with the same classes, want the moved ones (Small 6, Large 1)", lim)
+	if lim := c.leaseLimits(); lim["Small"] != 6 || lim["Large"] != 2 {
+		t.Fatalf("caps %v after a directive with the same classes, want the moved ones (Small 6, Large 2)", lim)
 	}
 	// a new plan starts from its own channels
 	replanned := append([]contract.SizeClassParam(nil), planned...)
 	replanned[0].Channels, replanned[1].Channels = 2, 2
 	c.SetParams(ParamsFromDirective(contract.Directive{Mode: contract.ModeTransfer, StreamsPerStripe: 8, Scheduler: "ProMC", SizeClasses: replanned}, c.Params()))
-	if lim := c.leaseLimits(); lim["Small"] != 4 || lim["Large"] != 2 {
-		t.Fatalf("caps %v after a new plan, want its channels (Small 4, Large 2)", lim)
+	if lim := c.leaseLimits(); lim["Small"] != 4 || lim["Large"] != 4 {
+		t.Fatalf("caps %v after a new plan, want its channels (Small 4, Large 4)", lim)
 	}
 }
 
@@ -221,11 +228,42 @@ func TestClassesWithoutAScheduler(t *testing.T) {
 	// Fixed mode's classes: every class at once up to its concurrency × pipelining
 	c, m := mixedCore(t, "", 0, 0)
 	g := request(t, m, 100)
-	if got := byClass(g.Units); got["Large"] != 2 || got["Small"] != 8 {
-		t.Fatalf("grant %v, want 2 Large (2 × 1) and 8 Small (4 × 2)", got)
+	if got := byClass(g.Units); got["Large"] != 4 || got["Small"] != 8 {
+		t.Fatalf("grant %v, want 4 Large (2 × 2) and 8 Small (4 × 2)", got)
 	}
 	c.Rebalance(time.Unix(1000, 0))
 	if moves := c.Rebalance(time.Unix(1100, 0)); len(moves) != 0 || c.Report().Scheduler != "" {
 		t.Fatalf("moves %v, scheduler %q without a scheduler", moves, c.Report().Scheduler)
+	}
+}
+
+func TestEarlyClassesForSmallFiles(t *testing.T) {
+	// 500 small files and one of 200 kB, on a path of 100 Mbit/s and 50 ms (BDP
+	// 625 kB): small files, classed from the first sample
+	files := map[string]int{"d/big": 200_000}
+	for i := range 500 {
+		files[fmt.Sprintf("d/s%03d", i)] = 1000
+	}
+	c := newCore(t, files)
+	if !c.ApplyEarlyClasses(100e6, 50*time.Millisecond, 16) {
+		t.Fatal("no early classes for a dataset of small files")
+	}
+	p := c.Params()
+	if len(p.SizeClasses) == 0 || p.SizeClasses[0].Class != "Small" || p.SizeClasses[0].Pipelining < 100 || p.Scheduler == "" {
+		t.Fatalf("early classes %+v, scheduler %q: want Small first with Algorithm 1's pipelining (BDP/avg = 625)", p.SizeClasses, p.Scheduler)
+	}
+	for _, sc := range p.SizeClasses {
+		if sc.Parallelism != 0 {
+			t.Errorf("class %+v bounds parallelism during the probe", sc)
+		}
+	}
+	// the plan's classes are not replaced, nor applied twice
+	if c.ApplyEarlyClasses(100e6, 50*time.Millisecond, 16) {
+		t.Error("early classes applied over classes")
+	}
+	// one large file: nothing before the plan
+	big := newCore(t, map[string]int{"d/big": 64 << 20})
+	if big.ApplyEarlyClasses(100e6, 50*time.Millisecond, 16) || len(big.Params().SizeClasses) != 0 {
+		t.Error("early classes for a large file")
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/settle"
+	"github.com/dtnflow/dtnflow/optimizer"
 )
 
 // ProbeHorizonSamples is how many samples' worth of transfer must be left for one more
@@ -62,4 +63,31 @@ func sampleRTT(samples []contract.Sample) time.Duration {
 		}
 	}
 	return rtt
+}
+
+// SmallFiles says whether a dataset is one of small files for a path of this rate and
+// RTT: the size classes of Arslan & Kosar (optimizer.Partition at the rate, BDP = rate
+// × RTT) hold at least half of its bytes in Small and Medium files (the case for ProMC,
+// optimizer.ChooseScheduler), or are one class of Small or Medium files. For such a
+// dataset pipelining, concurrency and stripes are what pays (§3: "pipelining … for
+// small file optimization", "parallelism … for large file optimization"), so the
+// probe samples streams no further than one doubling.
+func SmallFiles(ds contract.Dataset, bitsPerSecond float64, rtt time.Duration) bool {
+	if ds.Files == 0 || !(bitsPerSecond > 0) {
+		return false
+	}
+	chunks := optimizer.Partition(histogramOf(ds), bitsPerSecond, optimizer.StripeBDP(bitsPerSecond, rtt, 0))
+	if len(chunks) == 1 {
+		return chunks[0].Class == optimizer.Small || chunks[0].Class == optimizer.Medium
+	}
+	s, _ := optimizer.ChooseScheduler(chunks)
+	return s == optimizer.ProActiveMultiChunk
+}
+
+func histogramOf(ds contract.Dataset) optimizer.Histogram {
+	h := optimizer.Histogram{Files: ds.Files, Bytes: ds.Bytes}
+	for _, b := range ds.Buckets {
+		h.Buckets = append(h.Buckets, optimizer.Bucket{Log2: int(b.Log2), Files: b.Files, Bytes: b.Bytes})
+	}
+	return h
 }

@@ -12,8 +12,9 @@ import (
 	"github.com/dtnflow/dtnflow/optimizer"
 )
 
-// ProbePlanner chooses the next probe sample from those taken; done ends probing.
-type ProbePlanner func(d contract.ProbeDirective, samples []contract.Sample) (next wire.ProbeRequest, done bool)
+// ProbePlanner chooses the next probe sample from those taken and the dataset (what is
+// worth exploring depends on it); done ends probing.
+type ProbePlanner func(d contract.ProbeDirective, samples []contract.Sample, ds contract.Dataset) (next wire.ProbeRequest, done bool)
 
 // Runner follows a Channel's directives and publishes reports until the job ends.
 type Runner struct {
@@ -207,7 +208,7 @@ func (r *Runner) runProbe(ctx context.Context, d contract.ProbeDirective) {
 				return
 			}
 		}
-		next, done := r.Probe(d, c.Samples())
+		next, done := r.Probe(d, c.Samples(), c.Dataset())
 		if done {
 			c.SetPhase(contract.PhaseProbed)
 			return
@@ -266,7 +267,7 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 			}
 		}
 		samples := c.Samples()
-		next, done := r.Probe(d, samples)
+		next, done := r.Probe(d, samples, c.Dataset())
 		if !done && len(samples) > 0 && ProbeOutlasts(c.Remaining(), bestRate(samples), sampleRTT(samples), time.Duration(d.SampleSeconds)*time.Second) {
 			c.log.Info("Probing stops: the dataset left ends before more samples could pay", "remainingBytes", c.Remaining(), "samples", len(samples))
 			done = true
@@ -295,6 +296,9 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 		}
 		res.Sample.Stripes = max(res.Sample.Stripes, 1)
 		c.AddSample(res.Sample)
+		if len(samples) == 0 {
+			c.ApplyEarlyClasses(float64(res.Sample.BitsPerSecond), time.Duration(res.Sample.RTTMicros)*time.Microsecond, 0)
+		}
 		c.log.Info("Probe sample on the job's data", "stripes", res.Sample.Stripes, "streams", res.Sample.Streams, "bufferBytes", res.Sample.BufferBytes,
 			"rate", HumanRate(res.Sample.BitsPerSecond), "seconds", math.Round(res.Seconds*100)/100, "settled", res.Settled,
 			"rttMicros", res.Sample.RTTMicros, "sourceMillicores", res.Sample.SourceMillicores, "destinationMillicores", res.Sample.DestinationMillicores)

@@ -81,7 +81,7 @@ func TestRunnerProbesOnTheJobsData(t *testing.T) {
 	c.SetPhase(contract.PhaseStarting)
 	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
 		StreamsPerStripe: 1, Stripes: 1, Probe: &contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5}}}
-	planner := func(d contract.ProbeDirective, samples []contract.Sample) (wire.ProbeRequest, bool) {
+	planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
 		if len(samples) >= 2 {
 			return wire.ProbeRequest{}, true
 		}

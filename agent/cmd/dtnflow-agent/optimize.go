@@ -63,8 +63,13 @@ func minRTT(samples []contract.Sample) time.Duration {
 // the previous level's plus ExpSelection's accuracy, or the previous buffer's plus the
 // plateau), so that it may end as soon as the comparison is clear.
 func probePlanner() coord.ProbePlanner {
-	return func(d contract.ProbeDirective, samples []contract.Sample) (wire.ProbeRequest, bool) {
+	return func(d contract.ProbeDirective, samples []contract.Sample, ds contract.Dataset) (wire.ProbeRequest, bool) {
 		p := prober(d, samples)
+		if len(samples) > 0 && coord.SmallFiles(ds, float64(samples[0].BitsPerSecond), minRTT(samples)) {
+			// small files gain from pipelining, concurrency and stripes, hardly from
+			// streams (Arslan & Kosar §3): sample one doubling, then the stripes
+			p.Streams.MaxStreams = min(max(p.Streams.MaxStreams, 1), 2)
+		}
 		opt := toOptimizer(samples)
 		step := p.Next(opt)
 		if step.Phase == optimizer.PhaseDone {

@@ -49,7 +49,7 @@ func TestProbePlanner(t *testing.T) {
 	plan := probePlanner()
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, done := plan(c.d, c.samples)
+			got, done := plan(c.d, c.samples, contract.Dataset{})
 			if done != c.wantDone || !c.wantDone && got != c.want {
 				t.Errorf("next %+v (done %v), want %+v (done %v)", got, done, c.want, c.wantDone)
 			}
@@ -84,7 +84,7 @@ func TestProbePlannerStripeStage(t *testing.T) {
 	plan := probePlanner()
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, done := plan(c.d, c.samples)
+			got, done := plan(c.d, c.samples, contract.Dataset{})
 			if done != c.wantDone || !c.wantDone && got != c.want {
 				t.Errorf("next %+v (done %v), want %+v (done %v)", got, done, c.want, c.wantDone)
 			}
