@@ -34,6 +34,7 @@ var knownDynamic = map[string]knownCommand{
 	"test/e2e/framework/cluster.go: filepath.Join(RepoRoot(), path)":                    {why: "hack/cluster's up.sh and down.sh (scanned)"},
 	"test/e2e/framework/helm.go: helm":                                                  {why: "helm, built into bin/ by the Makefile"},
 	"test/integration/controllers/bench_test.go: managerBinary(b)":                      {why: "the manager the benchmark builds"},
+	"test/integration/plugin/kubectl_test.go: kubectlBin()":                             {why: "kubectl, built by hack/build-kube.sh"},
 	"test/topology/cmd/dfw-topo/main_test.go: os.Args[0]":                               {why: "the test binary, run again as the command"},
 	"test/topology/topology.go: c.args[0]":                                              {runs: []string{"ip", "sysctl", "tc"}, why: "the host's command lines listed just above it"},
 	"test/topology/topology.go: cmd.Path":                                               {why: "re-runs a wanem.NetnsCommand (scanned) under the builder's context"},
