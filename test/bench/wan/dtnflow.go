@@ -144,6 +144,9 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 		r.Config, r.Chosen = strings.Join(extra, " "), true
 		r.addNote("probing included in its time")
 		probes, plan := parseAutoLog(lastOut)
+		if cl := parseClassLog(lastOut); cl.scheduler != "" {
+			r.addNote(fmt.Sprintf("size classes by %s, %d channel(s) moved in %d move(s)", cl.scheduler, cl.channelsMoved, cl.moves))
+		}
 		if plan.Streams > 0 {
 			r.Streams, r.Stripes, r.BufferBytes = plan.Streams*plan.Stripes, plan.Stripes, plan.Buffer
 			r.Config += fmt.Sprintf(" → %d stripes × %d streams", plan.Stripes, plan.Streams)
@@ -224,6 +227,32 @@ func parseAutoLog(out string) (probes []Result, plan DtnflowConfig) {
 		}
 	}
 	return probes, plan
+}
+
+// classLog is what send --auto's log says of its size classes at run time.
+type classLog struct {
+	scheduler            string // SC, MC, ProMC (the last named)
+	moves, channelsMoved int
+}
+
+// parseClassLog reads the scheduler from the plan's log line (or the small files'
+// early classes) and counts the coordinator's channel moves.
+func parseClassLog(out string) classLog {
+	var cl classLog
+	for _, line := range strings.Split(out, "\n") {
+		kv := slogFields(line)
+		switch kv["msg"] {
+		case "Planned", "Small files: size classes from the first sample":
+			if kv["scheduler"] != "" {
+				cl.scheduler = kv["scheduler"]
+			}
+		case "Moved channels between size classes":
+			n, _ := strconv.Atoi(kv["channels"])
+			cl.moves++
+			cl.channelsMoved += n
+		}
+	}
+	return cl
 }
 
 // slogFields splits a log/slog text line into its key=value pairs (values may be
