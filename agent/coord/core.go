@@ -13,6 +13,7 @@ import (
 	"math/bits"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -103,6 +104,11 @@ type Core struct {
 	errMsg     string
 	errCount   int
 	fatal      bool
+	// failedFiles are the first contract.MaxFailedFiles files that failed, with why,
+	// for the job's status (the error message names only the first).
+	failedFiles []contract.FailedFile
+	// rejected counts the files the final check found wrong at the destination.
+	rejected int64
 
 	files   []*cfile
 	byDest  map[string]*cfile
@@ -604,6 +610,7 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 			if !u.file.failed && !u.file.done {
 				u.file.failed = true
 				c.filesFailed++
+				c.listFailureLocked(contract.FailedFile{Path: fsname.Show(string(u.u.Source)), Error: r.Error})
 			}
 			if r.Fatal {
 				c.fatal = true
@@ -675,6 +682,13 @@ func (c *Core) checkDoneLocked() {
 	}
 }
 
+// listFailureLocked keeps a failed file for the report while the list has room.
+func (c *Core) listFailureLocked(f contract.FailedFile) {
+	if len(c.failedFiles) < contract.MaxFailedFiles {
+		c.failedFiles = append(c.failedFiles, f)
+	}
+}
+
 // leave gives a departing stripe's units back.
 func (c *Core) leave(m *Member) {
 	c.mu.Lock()
@@ -724,7 +738,8 @@ func (c *Core) Report() contract.Report {
 	r := contract.Report{Generation: c.generation, Phase: c.phase, Time: time.Now().UTC(), Error: c.errMsg, Dataset: &ds,
 		Samples: append([]contract.Sample(nil), c.samples...), BytesDone: c.bytesDone, BytesTotal: c.dataset.Bytes,
 		FilesDone: c.filesDone, FilesTotal: c.dataset.Files, Probe: c.probe, ChannelMoves: c.moves,
-		RecentMoves: append([]contract.ChannelMove(nil), c.recentMoves...), Classes: c.classReportLocked(time.Now())}
+		RecentMoves: append([]contract.ChannelMove(nil), c.recentMoves...), Classes: c.classReportLocked(time.Now()),
+		FilesFailed: c.filesFailed + c.rejected, FailedFiles: slices.Clone(c.failedFiles)}
 	if c.ch != nil {
 		r.Scheduler = string(c.ch.sched) // "" when static
 	}
