@@ -313,7 +313,7 @@ func run() error {
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d runs did not complete cleanly", failed, len(scenarios))
+		return fmt.Errorf("%d of %d runs (%d scenarios × %d tools) did not complete cleanly", failed, len(scenarios)*len(toolList), len(scenarios), len(toolList))
 	}
 	return nil
 }

@@ -97,14 +97,45 @@ func setWAN(ctx context.Context, c *framework.Cluster, s scenario) error {
 	return nil
 }
 
-// hosts are site A's and site B's first nodes as bench-wan's hosts.
+// hosts are site A's and site B's first nodes as bench-wan's hosts, their names in a
+// hosts file the tools see as /etc/hosts (globus-gridftp-server looks its own address
+// up, and the nodes' namespaces reach no DNS server: without it the server would not
+// start, "Temporary failure in name resolution").
 func hosts(c *framework.Cluster) (src, dst topology.Host) {
 	a, b := c.Source().Nodes[0], c.Destination().Nodes[0]
 	src = topology.Host{Name: a.Name, Netns: a.Netns}
 	dst = topology.Host{Name: b.Name, Netns: b.Netns}
 	src.Addr, _ = netip.ParseAddr(a.IP)
 	dst.Addr, _ = netip.ParseAddr(b.IP)
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("dtnflow-bench-cluster-%d.hosts", os.Getpid()))
+	if err := os.WriteFile(path, []byte(hostsFile(readHosts(), src, dst)), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-cluster: hosts file:", err)
+		return src, dst
+	}
+	src.HostsFile, dst.HostsFile = path, path
 	return src, dst
+}
+
+func readHosts() string {
+	b, err := os.ReadFile("/etc/hosts")
+	if err != nil {
+		return "127.0.0.1 localhost\n"
+	}
+	return string(b)
+}
+
+// hostsFile is the machine's hosts file followed by the hosts' names.
+func hostsFile(base string, hs ...topology.Host) string {
+	if base != "" && !strings.HasSuffix(base, "\n") {
+		base += "\n"
+	}
+	base += "# dtnflow bench-cluster: the sites' nodes\n"
+	for _, h := range hs {
+		if h.Addr.IsValid() {
+			base += fmt.Sprintf("%s %s\n", h.Addr, h.Name)
+		}
+	}
+	return base
 }
 
 // flowPort is where the competing flows' iperf3 server listens in site B's node.

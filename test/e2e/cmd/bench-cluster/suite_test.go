@@ -1,8 +1,11 @@
 package main
 
 import (
+	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/dtnflow/dtnflow/test/topology"
 
 	"github.com/dtnflow/dtnflow/test/bench/wan"
 )
@@ -75,5 +78,15 @@ func TestParseFixed(t *testing.T) {
 				t.Errorf("parseFixed(%q) = %+v, %v; want %+v, %v", c.config, got, ok, c.want, c.ok)
 			}
 		})
+	}
+}
+
+func TestHostsFile(t *testing.T) {
+	a := topology.Host{Name: "site-a-1", Addr: netip.MustParseAddr("10.78.1.11")}
+	b := topology.Host{Name: "site-b-1", Addr: netip.MustParseAddr("10.78.2.11")}
+	got := hostsFile("127.0.0.1 localhost", a, b, topology.Host{Name: "no-address"})
+	want := "127.0.0.1 localhost\n# dtnflow bench-cluster: the sites' nodes\n10.78.1.11 site-a-1\n10.78.2.11 site-b-1\n"
+	if got != want {
+		t.Errorf("hostsFile:\n%s\nwant:\n%s", got, want)
 	}
 }
