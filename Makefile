@@ -65,7 +65,7 @@ test: deps verify vet test-unit test-integration test-e2e ## Everything CI runs:
 
 .PHONY: test-unit
 test-unit: deps ## Unit tests (no API server).
-	go test -count=1 $$(go list ./... | grep -v -e /test/integration -e /test/e2e)
+	go test -count=1 $$(go list ./... | grep -v -e /test/integration -e /test/e2e/cluster -e /test/e2e/chart)
 
 .PHONY: kube-assets
 kube-assets: ## Build kube-apiserver, etcd and kubectl from the module proxy into .cache (reused).
@@ -133,7 +133,11 @@ demo: deps kube-cluster-assets images chart-sync $(HELM) ## Run the main job on 
 .PHONY: demo-down
 demo-down: cluster-down ## Tear the demo's cluster down.
 
-BENCH_CLUSTER_FLAGS ?= -rate 1G -rtt 50ms -loss 0 -dataset large -large-size 4GiB
+# issue 11's side by side: every scenario of bench-wan (and bursty loss, 4 competing flows,
+# a rate schedule) through the operator, send --auto, dtnflow's best fixed setting and
+# globus-url-copy's defaults and Globus-like preset (about an hour)
+BENCH_CLUSTER_FLAGS ?= -suite issue11 -tools operator,agent-auto,dtnflow-grid,gridftp-default,gridftp-preset -rate 1G -rtt 50ms \
+  -large-size 4GiB -mixed-total 4GiB -mixed-max 1GiB -small-count 20000 -run-limit 180s
 # bench-wan's conditions: storage on tmpfs, no NIC cap below the WAN, no CPU cap per site
 BENCH_CLUSTER_ENV ?= DTN_STORAGE_DIR=/dev/shm/dtnflow-bench-cluster DTN_SITE_A_NIC_BPS=10000000000 DTN_SITE_B_NIC_BPS=10000000000 DTN_SITE_A_CPU_MILLI=2000 DTN_SITE_B_CPU_MILLI=2000
 

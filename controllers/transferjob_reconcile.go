@@ -89,6 +89,8 @@ func (r *TransferJobReconciler) reconcile(ctx context.Context, p *pass) error {
 			return r.completedBefore(p, rec) // a GitOps tool restored a job its TTL deleted
 		}
 		p.st.StartTime = &p.now
+		// to the millisecond: the job's creationTimestamp is kept to the second
+		logf.FromContext(ctx).Info("Acting on a new job", "created", p.job.CreationTimestamp.Time)
 	}
 	if err := r.ensureAuth(ctx, p); err != nil {
 		return err
@@ -262,6 +264,7 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 func (r *TransferJobReconciler) progress(p *pass) {
 	prev := p.st.Progress
 	p.st.Progress = progressFrom(prev, p.obs.report, p.st.StartTime, p.now.Time)
+	p.st.Channels = channelStatusFrom(p.st.Channels, p.obs.report)
 	if prev != nil {
 		p.bytesMoved = p.st.Progress.BytesDone - prev.BytesDone
 	} else {
@@ -542,6 +545,7 @@ func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 		}
 	}
 	p.st.Progress = progressFrom(p.st.Progress, rep, p.st.StartTime, p.now.Time)
+	p.st.Channels = channelStatusFrom(p.st.Channels, rep)
 	p.st.Progress.CurrentBitsPerSecond, p.st.Progress.Rate = 0, formatRate(0)
 	p.bytesMoved = p.st.Progress.BytesDone
 	if prev := p.job.Status.Progress; prev != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,6 +101,68 @@ func progressFrom(prev *dtnflowv1alpha1.TransferProgress, rep *contract.Report, 
 	p.Rate = formatRate(p.CurrentBitsPerSecond)
 	p.ETASeconds, p.ETA = eta(p.BytesTotal-p.BytesDone, p.CurrentBitsPerSecond)
 	return &p
+}
+
+// channelStatusFrom is status.channels after a report: the coordinator's scheduler,
+// its classes' channels and progress and its moves, as it reports them; without a
+// report, or with one that runs no classes yet, the previous status stands.
+func channelStatusFrom(prev *dtnflowv1alpha1.ChannelStatus, rep *contract.Report) *dtnflowv1alpha1.ChannelStatus {
+	if rep == nil || (len(rep.Classes) == 0 && rep.ChannelMoves == 0) {
+		return prev
+	}
+	out := &dtnflowv1alpha1.ChannelStatus{Scheduler: dtnflowv1alpha1.Scheduler(rep.Scheduler), Moves: max(rep.ChannelMoves, 0)}
+	seen := map[string]bool{}
+	for _, c := range rep.Classes {
+		if !knownClass(c.Class) || seen[c.Class] || len(out.Classes) == maxStatusClasses {
+			continue
+		}
+		seen[c.Class] = true
+		out.Classes = append(out.Classes, dtnflowv1alpha1.ClassChannels{Class: dtnflowv1alpha1.SizeClass(c.Class), Channels: max(c.Channels, 0),
+			RemainingBytes: max(c.RemainingBytes, 0), BitsPerSecond: max(c.BitsPerSecond, 0)})
+	}
+	moves := rep.RecentMoves
+	if len(moves) > maxStatusMoves {
+		moves = moves[len(moves)-maxStatusMoves:]
+	}
+	for _, m := range moves {
+		if !knownClass(m.From) || !knownClass(m.To) || m.Channels < 1 {
+			continue
+		}
+		out.RecentMoves = append(out.RecentMoves, dtnflowv1alpha1.ChannelMove{Time: apiTime(m.Time), From: dtnflowv1alpha1.SizeClass(m.From),
+			To: dtnflowv1alpha1.SizeClass(m.To), Channels: m.Channels, Reason: truncateString(m.Reason, maxMoveReason)})
+	}
+	switch out.Scheduler {
+	case dtnflowv1alpha1.SchedulerSingleChunk, dtnflowv1alpha1.SchedulerMultiChunk, dtnflowv1alpha1.SchedulerProActiveMultiChunk:
+	default:
+		out.Scheduler = "" // static classes (Fixed mode) or an unknown word
+	}
+	return out
+}
+
+// The API's bounds on status.channels.
+const (
+	maxStatusClasses = 4
+	maxStatusMoves   = 8
+	maxMoveReason    = 256
+)
+
+func knownClass(c string) bool {
+	switch dtnflowv1alpha1.SizeClass(c) {
+	case dtnflowv1alpha1.SizeClassSmall, dtnflowv1alpha1.SizeClassMedium, dtnflowv1alpha1.SizeClassLarge, dtnflowv1alpha1.SizeClassHuge:
+		return true
+	}
+	return false
+}
+
+// truncateString cuts s to at most n bytes at a rune boundary.
+func truncateString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // percent is done as a percentage of total, rounded down; 100 only when done.

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -198,6 +199,46 @@ func TestMillisecondsSince(t *testing.T) {
 		if got := *millisecondsSince(created, c.at); got != c.want {
 			t.Errorf("%s: %d ms, want %d", name, got, c.want)
 		}
+	}
+}
+
+func TestChannelStatusFrom(t *testing.T) {
+	at := time.Date(2026, 11, 24, 22, 0, 0, 0, time.UTC)
+	prev := &dtnflowv1alpha1.ChannelStatus{Scheduler: dtnflowv1alpha1.SchedulerMultiChunk, Moves: 1}
+	many := make([]contract.ChannelMove, 12)
+	for i := range many {
+		many[i] = contract.ChannelMove{Time: at.Add(time.Duration(i) * time.Second), From: "Large", To: "Small", Channels: 1, Reason: strings.Repeat("é", 200)}
+	}
+	tests := map[string]struct {
+		prev *dtnflowv1alpha1.ChannelStatus
+		rep  *contract.Report
+		want *dtnflowv1alpha1.ChannelStatus
+	}{
+		"no report keeps the status":        {prev, nil, prev},
+		"a report without classes keeps it": {prev, &contract.Report{Phase: contract.PhaseTransferring}, prev},
+		"classes and moves as reported": {nil, &contract.Report{Scheduler: "ProMC", ChannelMoves: 3,
+			Classes:     []contract.ClassReport{{Class: "Small", Channels: 5, RemainingBytes: 100, BitsPerSecond: 8e6}, {Class: "Huge", Channels: 1, RemainingBytes: -1}, {Class: "Bogus", Channels: 2}, {Class: "Small", Channels: 9}},
+			RecentMoves: []contract.ChannelMove{{Time: at, From: "Huge", To: "Small", Channels: 2, Reason: "Huge finished"}, {Time: at, From: "Huge", To: "Nope", Channels: 1}}},
+			&dtnflowv1alpha1.ChannelStatus{Scheduler: dtnflowv1alpha1.SchedulerProActiveMultiChunk, Moves: 3,
+				Classes:     []dtnflowv1alpha1.ClassChannels{{Class: "Small", Channels: 5, RemainingBytes: 100, BitsPerSecond: 8e6}, {Class: "Huge", Channels: 1}},
+				RecentMoves: []dtnflowv1alpha1.ChannelMove{{Time: metav1.NewTime(at), From: "Huge", To: "Small", Channels: 2, Reason: "Huge finished"}}}},
+		"static classes have no scheduler": {nil, &contract.Report{Classes: []contract.ClassReport{{Class: "Large", Channels: 2}}},
+			&dtnflowv1alpha1.ChannelStatus{Classes: []dtnflowv1alpha1.ClassChannels{{Class: "Large", Channels: 2}}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := channelStatusFrom(tc.prev, tc.rep); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("channelStatusFrom = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	// the API's bounds: the newest 8 moves, reasons within 256 bytes at a rune boundary
+	got := channelStatusFrom(nil, &contract.Report{Scheduler: "ProMC", ChannelMoves: 12, RecentMoves: many})
+	if len(got.RecentMoves) != 8 || !got.RecentMoves[7].Time.Equal(&metav1.Time{Time: at.Add(11 * time.Second)}) {
+		t.Fatalf("recent moves %d, last at %v: want the newest 8", len(got.RecentMoves), got.RecentMoves[len(got.RecentMoves)-1].Time)
+	}
+	if r := got.RecentMoves[0].Reason; len(r) > 256 || !utf8.ValidString(r) {
+		t.Errorf("reason of %d bytes, valid UTF-8 %v", len(r), utf8.ValidString(r))
 	}
 }
 

@@ -43,6 +43,12 @@ step "Applying the TransferJob $NS/$JOB ($SITE_A:runs/0427 → $SITE_B:incoming/
 kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
 kc label namespace "$NS" dtnflow.io/transfers=allowed --overwrite >/dev/null
 kc -n "$NS" delete transferjob "$JOB" --ignore-not-found --wait >/dev/null
+# Watch the job's state from before it exists, so that Complete is seen the moment the
+# API server has it (a watch, not a poll): the clock below runs from just before
+# kubectl apply to that moment.
+states=$(mktemp)
+kc -n "$NS" get transferjob -w --field-selector "metadata.name=$JOB" -o jsonpath='{.status.state}{"\n"}' > "$states" 2>/dev/null &
+state_watch=$!
 applied=$(date +%s.%N)
 cat <<YAML | tee /dev/stderr | kc apply -f -
 apiVersion: dtnflow.io/v1alpha1
@@ -65,21 +71,28 @@ spec:
     checksum: SHA256
     verify: true
 YAML
+applyReturned=$(date +%s.%N)
 
 step "Live progress (kubectl get transferjobs -w): State, Progress%, Rate, ETA"
 kc -n "$NS" get transferjobs -w &
 watcher=$!
-trap 'kill $watcher 2>/dev/null || true' EXIT
+trap 'kill $watcher $state_watch 2>/dev/null || true; rm -f "$states"' EXIT
 deadline=$(( $(date +%s) + DEMO_TIMEOUT ))
 state=
 while :; do
-  state=$(kc -n "$NS" get transferjob "$JOB" -o jsonpath='{.status.state}' 2>/dev/null || true)
-  case $state in Complete|Failed) break ;; esac
+  state=$(grep -m1 -x -E 'Complete|Failed' "$states" || true)
+  [ -n "$state" ] && break
   [ "$(date +%s)" -lt "$deadline" ] || { state=TimedOut; break; }
-  sleep 0.2
+  kill -0 $state_watch 2>/dev/null || { # the watch ended (API server timeout): poll once, watch again
+    state=$(kc -n "$NS" get transferjob "$JOB" -o jsonpath='{.status.state}' 2>/dev/null || true)
+    case $state in Complete|Failed) break ;; esac
+    kc -n "$NS" get transferjob -w --field-selector "metadata.name=$JOB" -o jsonpath='{.status.state}{"\n"}' >> "$states" 2>/dev/null &
+    state_watch=$!
+  }
+  sleep 0.05
 done
-seen=$(date +%s.%N)
-sleep 1; kill $watcher 2>/dev/null || true; wait $watcher 2>/dev/null || true
+seen=$(date +%s.%N) # within 50 ms of the watch's line
+sleep 1; kill $watcher $state_watch 2>/dev/null || true; wait $watcher $state_watch 2>/dev/null || true
 
 job_json=$(kc -n "$NS" get transferjob "$JOB" -o json)
 step "The plan"
@@ -94,6 +107,7 @@ echo "$job_json" | jq '{state: .status.state, progress: .status.progress, replan
 # How long each milestone took: status.timings counts from the job's creation (kept to
 # the second by the API server); "from apply" is this script's own clock, from just
 # before kubectl apply to the first look that saw the job Complete (polled every 0.2 s).
+echo "kubectl apply took $(echo "$applyReturned - $applied" | bc) s to return"
 echo "$job_json" | jq -r --argjson applied "$applied" --argjson seen "$seen" --argjson link "$WAN_RATE_BPS" '
   def s(ms): if ms == null then "–" else "\(ms / 1000 * 10 | round / 10) s" end;
   .status as $s | ($s.progress.bytesTotal // 0) as $bytes | ($seen - $applied) as $wall |

@@ -74,7 +74,8 @@
 //		Limits:     max nodes, stripes/node, streams/stripe, concurrency, bit/s,
 //		Dataset:    Histogram (HistogramOf for a list of sizes; contract.Dataset's buckets),
 //		StripeRates: aggregate rates measured with 1, 2, 4, … stripes (optional),
-//		RTT, PathBitsPerSecond (optional), Scheduler (SC, MC, ProMC; default ProMC),
+//		RTT, PathBitsPerSecond (optional), Scheduler (SC, MC, ProMC; default: the
+//		            one ChooseScheduler picks for the dataset),
 //	}
 //
 // and its output, Plan, carries what v1alpha1.TransferPlan needs: the fit (model,
@@ -106,7 +107,10 @@
 // path's capacity the samples showed (which it never climbs or probes beyond), and
 // returns an Intent — AddStripes k, RemoveStripes k, ChangeStreams, or Hold — with a
 // CamelCase Reason and a Message for people, plus the state for the next round.
-// Reallocate moves ProMC channels between size classes every ReallocationPeriod.
+// Rebalance is a scheduler's online step, run by the job's coordinator every
+// ReallocationPeriod: MC hands a finished class's channels to the class with the
+// largest ETA, ProMC also moves a channel from a fast class to a slow one
+// (Reallocate), SC runs one class at a time and moves nothing.
 //
 // # Stability
 //

@@ -46,7 +46,8 @@ type PlanInput struct {
 	// StripeAccuracy is the gain a doubling of the stripes must bring to count (the
 	// probe's accuracy); 0 means DefaultAccuracy.
 	StripeAccuracy float64
-	// Scheduler shares channels among size classes; "" means ProActiveMultiChunk.
+	// Scheduler shares channels among size classes; "" lets ChooseScheduler pick one
+	// for the dataset.
 	Scheduler Scheduler
 }
 
@@ -86,8 +87,10 @@ type Plan struct {
 	SourceCPU, DestinationCPU CPUModel
 	// Chunks are the size classes with their parameters.
 	Chunks []ChunkPlan
-	// Scheduler is how channels are shared among classes.
-	Scheduler Scheduler
+	// Scheduler is how channels are shared among classes, and SchedulerReason why
+	// (ChooseScheduler's reason).
+	Scheduler       Scheduler
+	SchedulerReason string
 	// BDPBytes is the per-stripe bandwidth-delay product the classes were sized with.
 	BDPBytes float64
 	// Notes say where the planner fell back to a default, or planned more streams
@@ -172,10 +175,12 @@ func MakePlan(in PlanInput) (Plan, error) {
 
 	// 5. size classes
 	plan.Scheduler = in.Scheduler
-	if plan.Scheduler == "" {
-		plan.Scheduler = ProActiveMultiChunk
-	}
 	plan.BDPBytes = StripeBDP(flow.StripeBitsPerSecond, in.RTT, plan.BufferBytes)
+	if plan.Scheduler == "" {
+		plan.Scheduler, plan.SchedulerReason = ChooseScheduler(Partition(in.Dataset, sanitizedRate(flow.StripeBitsPerSecond), plan.BDPBytes))
+	} else {
+		plan.SchedulerReason = "chosen by the caller"
+	}
 	plan.Chunks = PlanChunks(in.Dataset, flow.StripeBitsPerSecond, plan.BDPBytes, plan.BufferBytes,
 		flow.StreamsPerStripe, lim.MaxConcurrency, plan.Scheduler)
 	return plan, nil
@@ -201,11 +206,7 @@ func StripeBDP(stripeBitsPerSecond float64, rtt time.Duration, bufferBytes int64
 // streams, since a file cannot be spread over more streams than its stripe has), then
 // AllocateChannels over maxCC.
 func PlanChunks(h Histogram, stripeBitsPerSecond, bdpBytes float64, bufferBytes int64, streams, maxCC int, s Scheduler) []ChunkPlan {
-	bw := stripeBitsPerSecond
-	if !(bw > 0) || math.IsInf(bw, 0) {
-		bw = 0
-	}
-	chunks := Partition(h, bw, bdpBytes)
+	chunks := Partition(h, sanitizedRate(stripeBitsPerSecond), bdpBytes)
 	params := make([]ClassParams, len(chunks))
 	for i, c := range chunks {
 		p := Algorithm1(c.MeanBytes(), bdpBytes, float64(bufferBytes), c.Files, maxCC)
@@ -220,6 +221,15 @@ func PlanChunks(h Histogram, stripeBitsPerSecond, bdpBytes float64, bufferBytes 
 		out[i] = ChunkPlan{Chunk: c, Params: params[i], Channels: channels[i]}
 	}
 	return out
+}
+
+// sanitizedRate is a rate fit for the class thresholds: 0 when not a positive finite
+// number.
+func sanitizedRate(bw float64) float64 {
+	if !(bw > 0) || math.IsInf(bw, 0) {
+		return 0
+	}
+	return bw
 }
 
 func cpuModelFor(samples []Sample, side CPUSide, warm *CPUModel, dp DataPlane, notes *[]string) CPUModel {

@@ -267,3 +267,55 @@ func TestClassProgressETA(t *testing.T) {
 		t.Errorf("finished ETA = %v", got)
 	}
 }
+
+func TestChooseScheduler(t *testing.T) {
+	tests := map[string]struct {
+		chunks []Chunk
+		want   Scheduler
+	}{
+		"one class":                 {chunksOf([]SizeClass{Huge}, []int64{1}, []int64{4 << 30}), SingleChunk},
+		"no class":                  {nil, SingleChunk},
+		"large files dominate":      {chunksOf([]SizeClass{Small, Large, Huge}, []int64{300, 4, 2}, []int64{30e6, 256e6, 2e9}), MultiChunk},
+		"small files dominate":      {chunksOf([]SizeClass{Small, Huge}, []int64{20000, 1}, []int64{1.3e9, 1e9}), ProActiveMultiChunk},
+		"half small and medium":     {chunksOf([]SizeClass{Small, Medium, Large}, []int64{10, 10, 10}, []int64{1e9, 1e9, 2e9}), ProActiveMultiChunk},
+		"just under half the bytes": {chunksOf([]SizeClass{Medium, Large}, []int64{10, 10}, []int64{999, 1000}), MultiChunk},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, why := ChooseScheduler(tc.chunks)
+			if got != tc.want || why == "" {
+				t.Errorf("ChooseScheduler = %s (%q), want %s", got, why, tc.want)
+			}
+		})
+	}
+}
+
+func TestRebalance(t *testing.T) {
+	slow := ClassProgress{Class: Small, RemainingBytes: 8e9, BitsPerSecond: 1e9, Channels: 2}
+	fast := ClassProgress{Class: Large, RemainingBytes: 2e9, BitsPerSecond: 4e9, Channels: 3}
+	done := ClassProgress{Class: Medium, RemainingBytes: 0, Channels: 4}
+	// MC: a finished class hands its channels on; the 2× rule is ProMC's alone
+	var st ReallocState
+	for i := 0; i < 5; i++ {
+		var moves []ChannelMove
+		if moves, st = Rebalance(MultiChunk, st, []ClassProgress{slow, fast}); len(moves) != 0 {
+			t.Fatalf("MC moved %v between running classes", moves)
+		}
+	}
+	if moves, _ := Rebalance(MultiChunk, ReallocState{}, []ClassProgress{fast, done, slow}); len(moves) != 1 || moves[0].From != Medium || moves[0].To != Small || moves[0].Channels != 4 {
+		t.Errorf("MC, finished class: moves %v, want 4 channels Medium → Small", moves)
+	}
+	// ProMC: both rules
+	st = ReallocState{}
+	var moves []ChannelMove
+	for i := 0; i < ReallocationPeriods; i++ {
+		moves, st = Rebalance(ProActiveMultiChunk, st, []ClassProgress{slow, fast})
+	}
+	if len(moves) != 1 || moves[0].From != Large || moves[0].To != Small {
+		t.Errorf("ProMC: moves %v after %d periods, want one channel Large → Small", moves, ReallocationPeriods)
+	}
+	// SC: one class at a time, nothing moves
+	if moves, _ := Rebalance(SingleChunk, ReallocState{}, []ClassProgress{fast, done, slow}); len(moves) != 0 {
+		t.Errorf("SC moved %v", moves)
+	}
+}

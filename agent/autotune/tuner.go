@@ -97,6 +97,10 @@ type Tuner struct {
 	// Clock and CPUSeconds default to the real ones.
 	Clock      Clock
 	CPUSeconds func() float64
+
+	// onDataProbe is set while OnData probes: the samples move the job's data, so the
+	// probe stops once what is left ends before more samples could pay.
+	onDataProbe bool
 }
 
 // Outcome is what the probe found and the plan made from it.
@@ -204,6 +208,7 @@ func (t *Tuner) OnData(ctx context.Context) (Outcome, error) {
 		}
 		return Outcome{}, err
 	}
+	t.onDataProbe = true
 	out, err := t.run(ctx, t.onData)
 	out.ProbeTime = t.clock().Now().Sub(start)
 	if errors.Is(err, errFinished) {
@@ -269,10 +274,14 @@ func (t *Tuner) run(ctx context.Context, measure measurer) (Outcome, error) {
 	}
 	record(firstPhase, 1, 0, first)
 	rtt := first.minRTT
+	if t.onDataProbe && t.Core.ApplyEarlyClasses(first.bitsPerSecond, rtt, int(t.Params.Concurrency)) {
+		// small files: pipelining, concurrency and stripes pay, streams hardly (§3)
+		out.Prober.Streams.MaxStreams = min(max(out.Prober.Streams.MaxStreams, 1), 2)
+	}
 	for {
 		out.Prober.Plateau, out.Prober.Streams.Accuracy = out.accuracy(), out.accuracy()
 		step := out.Prober.Next(out.Samples)
-		if step.Phase == optimizer.PhaseDone {
+		if step.Phase == optimizer.PhaseDone || t.outlasts(out, rtt) {
 			break
 		}
 		spec := sampleSpec{stripes: 1, streams: step.Streams, buffer: step.BufferBytes}
@@ -291,7 +300,7 @@ func (t *Tuner) run(ctx context.Context, measure measurer) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	if opt.MaxStripes > 1 {
+	if opt.MaxStripes > 1 && !t.outlasts(out, rtt) {
 		if err := t.probeStripes(ctx, measure, &out, plan.Flow.StreamsPerStripe, plan.BufferBytes); err != nil {
 			return out, err
 		}
@@ -305,6 +314,26 @@ func (t *Tuner) run(ctx context.Context, measure measurer) (Outcome, error) {
 	}
 	out.Stripes = min(max(plan.Flow.StripesPerNode, 1), max(opt.MaxStripes, 1))
 	return out, nil
+}
+
+// outlasts says whether, probing on the job's data, what is left of it ends before
+// more samples could pay (coord.ProbeOutlasts): the probe then stops with what it has.
+func (t *Tuner) outlasts(out Outcome, rtt time.Duration) bool {
+	if !t.onDataProbe {
+		return false
+	}
+	var best float64
+	for _, s := range out.Samples {
+		best = max(best, s.BitsPerSecond)
+	}
+	for _, s := range out.StripeRates {
+		best = max(best, s.BitsPerSecond)
+	}
+	if coord.ProbeOutlasts(t.Core.Remaining(), best, rtt, t.Options.SampleCeiling) {
+		t.log().Info("Probing stops: the dataset left ends before more samples could pay", "remainingBytes", t.Core.Remaining(), "samples", len(out.Samples))
+		return true
+	}
+	return false
 }
 
 // probeStripes is ExpSelection over the stripe count at the chosen streams and
@@ -446,9 +475,10 @@ func (t *Tuner) apply(out Outcome) {
 	}
 	params.Concurrency, params.Pipelining = 0, 0
 	t.Core.SetParams(coord.ParamsFromDirective(contract.Directive{StreamsPerStripe: params.Streams, BufferBytes: params.BufferBytes,
-		SizeClasses: params.SizeClasses, MaxBitsPerSecond: params.MaxBitsPerSecond}, params))
+		SizeClasses: params.SizeClasses, MaxBitsPerSecond: params.MaxBitsPerSecond, Scheduler: string(plan.Scheduler)}, params))
 	t.log().Info("Planned", "stripes", out.Stripes, "streams", plan.Flow.StreamsPerStripe, "bufferBytes", plan.BufferBytes,
 		"predicted", coord.HumanRate(int64(plan.Flow.PredictedBitsPerSecond)), "binding", plan.Flow.Binding, "classes", len(plan.Chunks),
+		"scheduler", plan.Scheduler, "schedulerReason", plan.SchedulerReason,
 		"pathCapacity", plan.Path.String(), "model", plan.FitReason, "probeSeconds", fmt.Sprintf("%.1f", out.ProbeTime.Seconds()),
 		"reason", plan.Flow.Reason)
 }

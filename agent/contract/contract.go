@@ -117,6 +117,12 @@ type Directive struct {
 	// Stripes is the number of stripes the controller runs; the coordinator uses it to
 	// size its leases, not to start anything.
 	Stripes int32 `json:"stripes,omitempty"`
+	// Scheduler is how the size classes share each stripe's channels while the job
+	// runs (Arslan & Kosar): SC (one class at a time, each with its own concurrency), MC
+	// (every class at once, a finished class's channels handed on) or ProMC (MC, and a
+	// channel moved from a fast class to a slow one every period the imbalance lasts).
+	// Empty: ProMC when the classes carry channels, otherwise none.
+	Scheduler string `json:"scheduler,omitempty"`
 }
 
 // ProbeDirective says how to probe.
@@ -131,6 +137,13 @@ type ProbeDirective struct {
 	// KnownStreams lists stream counts already sampled (from a PathProfile) that need
 	// not be measured again.
 	KnownStreams []int32 `json:"knownStreams,omitempty"`
+	// MaxStripes, when > 1, adds a stripe stage to a probe on the job's data: once the
+	// streams are sampled, the stripes are doubled (1, 2, 4, … up to MaxStripes, while
+	// a doubling pays) at the streams and buffer the plan would choose, the probe
+	// stripe running the extra stripes itself (wire.JobConfig.SampleStripes); the
+	// samples' Stripes say how many ran, and the plan adds stripes only as far as such
+	// a sample showed them paying.
+	MaxStripes int32 `json:"maxStripes,omitempty"`
 }
 
 // SizeClassParam is the per-size-class tuning (Arslan & Kosar, Algorithm 1).
@@ -194,6 +207,38 @@ type Report struct {
 	BitsPerSecond int64 `json:"bitsPerSecond"`
 
 	Stripes []StripeReport `json:"stripes,omitempty"`
+
+	// Scheduler is the scheduler the coordinator runs the size classes with, Classes
+	// each class's channels and progress now, ChannelMoves how many channel moves it
+	// made this run and RecentMoves the last few (at most MaxRecentMoves), oldest first.
+	Scheduler    string        `json:"scheduler,omitempty"`
+	Classes      []ClassReport `json:"classes,omitempty"`
+	ChannelMoves int64         `json:"channelMoves,omitempty"`
+	RecentMoves  []ChannelMove `json:"recentMoves,omitempty"`
+}
+
+// MaxRecentMoves bounds Report.RecentMoves.
+const MaxRecentMoves = 8
+
+// ClassReport is one size class as the coordinator runs it.
+type ClassReport struct {
+	Class string `json:"class"`
+	// Channels is the class's channels per stripe now (files of the class in flight at
+	// once per stripe, each with Pipelining requests queued).
+	Channels int32 `json:"channels"`
+	// RemainingBytes is what the class has not yet moved and verified.
+	RemainingBytes int64 `json:"remainingBytes"`
+	// BitsPerSecond is the class's rate over the last reallocation periods.
+	BitsPerSecond int64 `json:"bitsPerSecond"`
+}
+
+// ChannelMove is channels moved from one size class to another while the job ran.
+type ChannelMove struct {
+	Time     time.Time `json:"time"`
+	From     string    `json:"from"`
+	To       string    `json:"to"`
+	Channels int32     `json:"channels"`
+	Reason   string    `json:"reason"`
 }
 
 // MaxFailedFiles bounds the failed files a report lists (and the job's status keeps):

@@ -46,6 +46,9 @@ type Options struct {
 	Run string
 	// InFlight is wire.InFlightAuthenticated (default) or wire.InFlightChecksum.
 	InFlight string
+	// NoChannelMoves keeps the plan's channels per size class for the whole job: the
+	// scheduler's online moves are off (to measure what they bring).
+	NoChannelMoves bool
 }
 
 // Params are the tunable parameters (from flags or a directive).
@@ -56,6 +59,11 @@ type Params struct {
 	Pipelining       int32
 	SizeClasses      []contract.SizeClassParam
 	MaxBitsPerSecond int64
+	// Scheduler is how the size classes share the channels (contract.Directive).
+	Scheduler string
+	// SampleStripes, when > 1, has the probe stripe run that many stripes for a probe
+	// sample (wire.JobConfig.SampleStripes).
+	SampleStripes int32
 }
 
 type cfile struct {
@@ -129,6 +137,14 @@ type Core struct {
 	stats      map[int32]wire.StripeStats
 	startBytes int64
 	startTime  time.Time
+
+	// ch is the size classes' channels at run time (channels.go; nil without classes),
+	// classDone each class's bytes done this run, moves and recentMoves the channel
+	// moves made.
+	ch          *channels
+	classDone   map[string]int64
+	moves       int64
+	recentMoves []contract.ChannelMove
 }
 
 // New lists the source paths and returns a Core in phase Starting. Paths are checked
@@ -185,7 +201,7 @@ func New(o Options, p Params) (*Core, error) {
 		return nil, fmt.Errorf("--overwrite %q: want Never, IfDifferent or Always", o.Overwrite)
 	}
 	c := &Core{opts: o, log: o.Log, changed: make(chan struct{}), members: map[*Member]bool{}, byDest: map[string]*cfile{},
-		units: map[uint64]*cunit{}, stats: map[int32]wire.StripeStats{}, phase: contract.PhaseStarting}
+		units: map[uint64]*cunit{}, stats: map[int32]wire.StripeStats{}, classDone: map[string]int64{}, phase: contract.PhaseStarting}
 	if len(o.Paths) == 0 {
 		return nil, fmt.Errorf("no source paths given")
 	}
@@ -300,13 +316,14 @@ func (c *Core) setParamsLocked(p Params) {
 	c.cfg.Generation++
 	c.cfg = wire.JobConfig{Generation: c.cfg.Generation, Job: c.opts.Job, Run: c.opts.Run, InFlight: c.opts.InFlight, Mode: c.cfg.Mode, Checksum: c.opts.Checksum, Verify: c.opts.Verify, VerifyMode: c.opts.VerifyMode,
 		Overwrite: c.opts.Overwrite, Streams: p.Streams, BufferBytes: p.BufferBytes, Concurrency: p.Concurrency, Pipelining: p.Pipelining,
-		BlockSize: c.opts.BlockSize, ChunkSize: c.opts.ChunkSize, SizeClasses: p.SizeClasses}
+		BlockSize: c.opts.BlockSize, ChunkSize: c.opts.ChunkSize, SizeClasses: p.SizeClasses, SampleStripes: p.SampleStripes}
 	for _, f := range c.files {
 		f.class = classOf(f.f.Size, p.SizeClasses)
 	}
 	for _, u := range c.units {
 		u.u.Class = u.file.class
 	}
+	c.setChannelsLocked(p)
 	c.broadcastConfigLocked()
 }
 
@@ -520,30 +537,37 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 	}
 	var g wire.WorkGrant
 	perClass := map[string]int{}
+	chunks := 0
 	for _, u := range c.units {
 		if u.leased == m {
 			perClass[u.u.Class]++
+			if u.u.Kind == wire.UnitChunk {
+				chunks++
+			}
 		}
 	}
-	limit := map[string]int{}
-	for _, sc := range c.params.SizeClasses {
-		limit[sc.Class] = int(max(sc.Concurrency, 1) * max(sc.Pipelining, 1))
-		if sc.Channels > 0 {
-			limit[sc.Class] = int(sc.Channels * max(sc.Pipelining, 1))
-		}
-	}
+	limit := c.leaseLimitsLocked()
+	// Chunks of a class no scheduler bounds (before the plan, or outside every class)
+	// are leased at most two per file slot: a stripe works on Concurrency of them at
+	// once, and one that leased every chunk of a large file would leave nothing for a
+	// stripe that joins later (a probe sample of several stripes, a plan's new stripe).
+	chunkCap := 2 * int(max(c.params.Concurrency, 1))
 	kept := c.pending[:0]
 	for i, u := range c.pending {
 		if len(g.Units) >= n || i > 4*n+64 {
 			kept = append(kept, c.pending[i:]...)
 			break
 		}
-		if l, ok := limit[u.u.Class]; ok && perClass[u.u.Class] >= l {
+		l, bounded := limit[u.u.Class]
+		if (bounded && perClass[u.u.Class] >= l) || (!bounded && u.u.Kind == wire.UnitChunk && chunks >= chunkCap) {
 			kept = append(kept, u)
 			continue
 		}
 		u.leased = m
 		perClass[u.u.Class]++
+		if u.u.Kind == wire.UnitChunk {
+			chunks++
+		}
 		g.Units = append(g.Units, u.u)
 	}
 	c.pending = kept
@@ -601,6 +625,7 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 func (c *Core) unitDoneLocked(u *cunit, digest string) {
 	u.done, u.leased = true, nil
 	delete(c.units, u.u.ID)
+	c.classDone[u.u.Class] += unitBytes(u.u)
 	f := u.file
 	if digest != "" {
 		switch u.u.Kind {
@@ -712,8 +737,12 @@ func (c *Core) Report() contract.Report {
 	ds := c.dataset
 	r := contract.Report{Generation: c.generation, Phase: c.phase, Time: time.Now().UTC(), Error: c.errMsg, Dataset: &ds,
 		Samples: append([]contract.Sample(nil), c.samples...), BytesDone: c.bytesDone, BytesTotal: c.dataset.Bytes,
-		FilesDone: c.filesDone, FilesTotal: c.dataset.Files, Probe: c.probe,
+		FilesDone: c.filesDone, FilesTotal: c.dataset.Files, Probe: c.probe, ChannelMoves: c.moves,
+		RecentMoves: append([]contract.ChannelMove(nil), c.recentMoves...), Classes: c.classReportLocked(time.Now()),
 		FilesFailed: c.filesFailed + c.rejected, FailedFiles: slices.Clone(c.failedFiles)}
+	if c.ch != nil {
+		r.Scheduler = string(c.ch.sched) // "" when static
+	}
 	if !c.firstByte.IsZero() {
 		t := c.firstByte
 		r.FirstByteTime = &t
@@ -751,15 +780,20 @@ func (c *Core) SetProbe(p contract.Phase) {
 	}
 }
 
-// SetSampleParams sets the streams and buffer an on-data sample measures, keeping the
-// other parameters, and returns the job configuration's generation that carries them
+// SetSampleParams sets the streams, buffer and stripes an on-data sample measures
+// (stripes > 1: the probe stripe runs helpers, wire.JobConfig.SampleStripes), keeping
+// the other parameters, and returns the job configuration's generation that carries them
 // (the stripes apply it without restarting; the sample waits for it).
-func (c *Core) SetSampleParams(streams int32, buffer int64) int64 {
+func (c *Core) SetSampleParams(streams int32, buffer int64, stripes int32) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.params
-	if p.Streams != streams || p.BufferBytes != buffer {
-		p.Streams, p.BufferBytes = streams, buffer
+	stripes = max(stripes, 1)
+	if stripes == 1 {
+		stripes = 0
+	}
+	if p.Streams != streams || p.BufferBytes != buffer || p.SampleStripes != stripes {
+		p.Streams, p.BufferBytes, p.SampleStripes = streams, buffer, stripes
 		c.setParamsLocked(p)
 		c.signalLocked()
 	}
@@ -773,12 +807,13 @@ type reportKey struct {
 	generation         int64
 	samples, stripes   int
 	firstByte, dataset bool
+	moves              int64
 }
 
 func (c *Core) reportKey() reportKey {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := reportKey{phase: c.phase, probe: c.probe, generation: c.generation, samples: len(c.samples), firstByte: !c.firstByte.IsZero(), dataset: c.built}
+	k := reportKey{phase: c.phase, probe: c.probe, generation: c.generation, samples: len(c.samples), firstByte: !c.firstByte.IsZero(), dataset: c.built, moves: c.moves}
 	for m := range c.members {
 		if m.stripe >= 0 {
 			k.stripes++

@@ -9,10 +9,12 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/wire"
+	"github.com/dtnflow/dtnflow/optimizer"
 )
 
-// ProbePlanner chooses the next probe sample from those taken; done ends probing.
-type ProbePlanner func(d contract.ProbeDirective, samples []contract.Sample) (next wire.ProbeRequest, done bool)
+// ProbePlanner chooses the next probe sample from those taken and the dataset (what is
+// worth exploring depends on it); done ends probing.
+type ProbePlanner func(d contract.ProbeDirective, samples []contract.Sample, ds contract.Dataset) (next wire.ProbeRequest, done bool)
 
 // Runner follows a Channel's directives and publishes reports until the job ends.
 type Runner struct {
@@ -45,6 +47,9 @@ func (r *Runner) Run(ctx context.Context) contract.Phase {
 	}
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
+	// the size classes' scheduler moves channels once a period (channels.go)
+	realloc := time.NewTicker(optimizer.ReallocationPeriod)
+	defer realloc.Stop()
 	var watch <-chan struct{}
 	if w, ok := r.Channel.(Watcher); ok {
 		watch = w.Watch(ctx)
@@ -70,6 +75,11 @@ func (r *Runner) Run(ctx context.Context) contract.Phase {
 		case <-t.C:
 			r.directive(ctx)
 			publish()
+		case now := <-realloc.C:
+			c.Rebalance(now)
+			if c.reportKey() != lastKey {
+				publish()
+			}
 		case <-watch:
 			r.directive(ctx)
 			if c.reportKey() != lastKey {
@@ -129,7 +139,7 @@ func (r *Runner) directive(ctx context.Context) {
 			// ends, the rest of the directive applies
 			cur := r.Core.Params()
 			p := ParamsFromDirective(*d, cur)
-			p.Streams, p.BufferBytes = cur.Streams, cur.BufferBytes
+			p.Streams, p.BufferBytes, p.SampleStripes = cur.Streams, cur.BufferBytes, cur.SampleStripes
 			r.Core.SetParams(p)
 			r.Core.SetGeneration(d.Generation)
 			break
@@ -169,13 +179,17 @@ func ParamsFromDirective(d contract.Directive, old Params) Params {
 	}
 	p.BufferBytes = d.BufferBytes
 	p.MaxBitsPerSecond = d.MaxBitsPerSecond
+	p.SampleStripes = 0 // a directive's stripes are pods: the probe's helpers leave
 	if len(d.SizeClasses) > 0 {
-		p.SizeClasses = d.SizeClasses
+		p.SizeClasses, p.Scheduler = d.SizeClasses, d.Scheduler
 		p.Concurrency, p.Pipelining = 0, 0
 		for _, sc := range d.SizeClasses {
 			p.Concurrency = max(p.Concurrency, sc.Concurrency, sc.Channels)
 			p.Pipelining = max(p.Pipelining, sc.Pipelining)
 		}
+		// MC and ProMC run every class's channels at once: the stripe needs a worker
+		// for each (a channel moved between classes keeps its worker)
+		p.Concurrency = max(p.Concurrency, workersFor(p))
 	}
 	return p
 }
@@ -194,7 +208,7 @@ func (r *Runner) runProbe(ctx context.Context, d contract.ProbeDirective) {
 				return
 			}
 		}
-		next, done := r.Probe(d, c.Samples())
+		next, done := r.Probe(d, c.Samples(), c.Dataset())
 		if done {
 			c.SetPhase(contract.PhaseProbed)
 			return
@@ -226,7 +240,7 @@ func sameProbe(a, b *contract.ProbeDirective) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.MaxStreams == b.MaxStreams && a.SampleSeconds == b.SampleSeconds &&
+	return a.MaxStreams == b.MaxStreams && a.SampleSeconds == b.SampleSeconds && a.MaxStripes == b.MaxStripes &&
 		slices.Equal(a.BufferBytes, b.BufferBytes) && slices.Equal(a.KnownStreams, b.KnownStreams)
 }
 
@@ -252,14 +266,19 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 				return
 			}
 		}
-		next, done := r.Probe(d, c.Samples())
+		samples := c.Samples()
+		next, done := r.Probe(d, samples, c.Dataset())
+		if !done && len(samples) > 0 && ProbeOutlasts(c.Remaining(), bestRate(samples), sampleRTT(samples), time.Duration(d.SampleSeconds)*time.Second) {
+			c.log.Info("Probing stops: the dataset left ends before more samples could pay", "remainingBytes", c.Remaining(), "samples", len(samples))
+			done = true
+		}
 		if done {
 			c.SetProbe(contract.PhaseProbed)
-			c.log.Info("Probed on the job's own data", "samples", len(c.Samples()))
+			c.log.Info("Probed on the job's own data", "samples", len(samples))
 			return
 		}
 		next.OnData, next.Settle = true, true
-		next.Generation = c.SetSampleParams(next.Streams, next.BufferBytes)
+		next.Generation = c.SetSampleParams(next.Streams, next.BufferBytes, next.Stripes)
 		res, err := m.Probe(ctx, next)
 		if errors.Is(err, errStripeLeft) {
 			continue
@@ -277,7 +296,10 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 		}
 		res.Sample.Stripes = max(res.Sample.Stripes, 1)
 		c.AddSample(res.Sample)
-		c.log.Info("Probe sample on the job's data", "streams", res.Sample.Streams, "bufferBytes", res.Sample.BufferBytes,
+		if len(samples) == 0 {
+			c.ApplyEarlyClasses(float64(res.Sample.BitsPerSecond), time.Duration(res.Sample.RTTMicros)*time.Microsecond, 0)
+		}
+		c.log.Info("Probe sample on the job's data", "stripes", res.Sample.Stripes, "streams", res.Sample.Streams, "bufferBytes", res.Sample.BufferBytes,
 			"rate", HumanRate(res.Sample.BitsPerSecond), "seconds", math.Round(res.Seconds*100)/100, "settled", res.Settled,
 			"rttMicros", res.Sample.RTTMicros, "sourceMillicores", res.Sample.SourceMillicores, "destinationMillicores", res.Sample.DestinationMillicores)
 	}

@@ -81,7 +81,7 @@ func TestRunnerProbesOnTheJobsData(t *testing.T) {
 	c.SetPhase(contract.PhaseStarting)
 	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
 		StreamsPerStripe: 1, Stripes: 1, Probe: &contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5}}}
-	planner := func(d contract.ProbeDirective, samples []contract.Sample) (wire.ProbeRequest, bool) {
+	planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
 		if len(samples) >= 2 {
 			return wire.ProbeRequest{}, true
 		}
@@ -113,7 +113,8 @@ func TestRunnerProbesOnTheJobsData(t *testing.T) {
 					t.Errorf("sample of %d streams under a configuration of %d", p.Streams, cfg.Streams)
 				}
 				requests = append(requests, p)
-				m.ProbeDone(wire.ProbeResult{Settled: true, Sample: contract.Sample{Streams: p.Streams, BitsPerSecond: 100_000_000 * int64(p.Streams)}})
+				// a slow path: the 1030 bytes outlast the probe (ProbeOutlasts)
+				m.ProbeDone(wire.ProbeResult{Settled: true, Sample: contract.Sample{Streams: p.Streams, BitsPerSecond: 100 * int64(p.Streams)}})
 			case <-ctx.Done():
 				return
 			}

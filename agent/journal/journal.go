@@ -51,6 +51,10 @@ const (
 	KindChunk  = "C"
 	KindFinal  = "R"
 	KindReset  = "X" // a chunk failed verification: forget its blocks
+	// KindLost: a file made final is no longer at its final name and is being
+	// received again: forget that it was final and its chunks (they described a
+	// temporary file that the rename consumed).
+	KindLost = "L"
 )
 
 // Key identifies a version of a file: destination path, source size and mtime.
@@ -249,6 +253,9 @@ func (s *State) apply(r Record) {
 	switch r.Kind {
 	case KindFinal:
 		fs.Final, fs.Mode, fs.Digest, fs.Run = true, r.Mode, r.Digest, r.Run
+	case KindLost:
+		fs.Final, fs.Digest, fs.Run, fs.ChunkSize = false, "", "", 0
+		fs.Chunks = map[int32]*ChunkState{}
 	case KindReset:
 		if fs.ChunkSize == r.ChunkSize {
 			delete(fs.Chunks, r.Index)

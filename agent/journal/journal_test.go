@@ -80,3 +80,27 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestLostForgetsTheFinalFile: a file made final, then lost at the destination and
+// received again — the lost record forgets that it was final and its old chunks, so
+// that the new run's chunks, and only they, count.
+func TestLostForgetsTheFinalFile(t *testing.T) {
+	k := Key{Path: "d/big.bin", Size: 3 << 20, MtimeNs: 42}
+	rec := func(kind string, index int32) Record {
+		return Record{Kind: kind, Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: 1 << 20, Index: index, BlockSize: 1 << 16}
+	}
+	s := &State{files: map[Key]*FileState{}}
+	s.Apply(rec(KindChunk, 0), rec(KindChunk, 1), rec(KindChunk, 2), Record{Kind: KindFinal, Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, Run: "1"})
+	if fs := s.File(k); !fs.Final || len(fs.Chunks) != 3 {
+		t.Fatalf("after run 1: %+v, want final with 3 chunks", fs)
+	}
+	s.Apply(rec(KindLost, 0), rec(KindChunk, 2))
+	fs := s.File(k)
+	if fs.Final || fs.Run != "" || len(fs.Chunks) != 1 || fs.Chunks[2] == nil || !fs.Chunks[2].Verified {
+		t.Fatalf("lost, then chunk 2 again: %+v, want not final, only chunk 2 verified", fs)
+	}
+	s.Apply(rec(KindChunk, 0), rec(KindChunk, 1), Record{Kind: KindFinal, Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, Run: "2"})
+	if fs := s.File(k); !fs.Final || fs.Run != "2" {
+		t.Fatalf("after run 2: %+v, want final by run 2", fs)
+	}
+}

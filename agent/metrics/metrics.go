@@ -1,6 +1,7 @@
 // Package metrics holds everything dtnflow-agent measures: the Prometheus metrics
 // (registered once, on a registry of their own), TCP_INFO of a connection, and the
-// process's own CPU time. Label sets are bounded: stripe and stream indices only.
+// process's own CPU time. Label sets are bounded: stripe and stream indices, and the four
+// size classes.
 package metrics
 
 import (
@@ -72,6 +73,15 @@ var (
 	Resent = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dtnflow_agent_resent_total", Help: "Blocks and files the sender sent again after a failed check.",
 	})
+	// ChannelMovesTotal counts channels a coordinator moved between size classes while
+	// its job ran (SC, MC, ProMC of Arslan & Kosar), by the classes they left and joined.
+	ChannelMovesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dtnflow_agent_channel_moves_total", Help: "Channels a coordinator moved from one size class to another while the job ran (a finished class's handed on, or one from a fast class to a slow one), by class.",
+	}, []string{"from", "to"})
+	// ClassChannels is each size class's channels per stripe now.
+	ClassChannels = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dtnflow_agent_class_channels", Help: "Channels (files in flight at once per stripe) each size class has now, as the coordinator's scheduler set them.",
+	}, []string{"class"})
 	// CPUSecondsTotal is the agent's own CPU time (user + system).
 	CPUSecondsTotal = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "dtnflow_agent_cpu_seconds_total", Help: "CPU seconds used by this agent (user + system).",
@@ -80,7 +90,7 @@ var (
 
 func init() {
 	Registry.MustRegister(BytesTotal, FilesTotal, StreamBitsPerSecond, StripeBitsPerSecond, RTTSeconds,
-		LossRatio, RetransmitsTotal, AuthRefused, IntegrityFailures, Stalls, VerifyFailures, Resent, CPUSecondsTotal,
+		LossRatio, RetransmitsTotal, AuthRefused, IntegrityFailures, Stalls, VerifyFailures, Resent, ChannelMovesTotal, ClassChannels, CPUSecondsTotal,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 

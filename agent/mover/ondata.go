@@ -124,13 +124,56 @@ func WaitConfigured(ctx context.Context, clk SampleClock, configured func() int6
 	}
 }
 
+// Aggregate reads a stripe and its helpers as one transport for a sample of want
+// stripes: delivered bytes summed, the smallest RTT, the first stripe's peer, and
+// connected with Streams streams only when all want stripes are connected with the
+// same streams (Streams is the first's otherwise, and Connected false), so that
+// WaitConfigured waits for every stripe of the sample.
+func Aggregate(first Transport, helpers []Transport, want int) Transport {
+	t := first
+	for _, h := range helpers {
+		t.DeliveredBytes += h.DeliveredBytes
+		if h.MinRTT > 0 && (t.MinRTT == 0 || h.MinRTT < t.MinRTT) {
+			t.MinRTT = h.MinRTT
+		}
+		if !h.Connected || h.Streams != first.Streams {
+			t.Connected = false
+		}
+	}
+	if 1+len(helpers) < want {
+		t.Connected = false
+	}
+	return t
+}
+
+// waitHelpersFlowing waits, for at most limit, until every helper stripe has had bytes
+// acknowledged, then 8 of their round trips more (at least 100 ms).
+func waitHelpersFlowing(ctx context.Context, clk SampleClock, helpers func() []Transport, limit time.Duration) error {
+	deadline := clk.Now().Add(limit)
+	for clk.Now().Before(deadline) {
+		flowing := true
+		var rtt time.Duration
+		for _, h := range helpers() {
+			flowing = flowing && h.DeliveredBytes > 0
+			rtt = max(rtt, h.MinRTT)
+		}
+		if flowing {
+			return clk.Sleep(ctx, max(8*rtt, 100*time.Millisecond))
+		}
+		if err := clk.Sleep(ctx, 10*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // onDataWait bounds how long a sample waits for its configuration's streams.
 const onDataWait = 10 * time.Second
 
 // probeOnData takes one sample on the session's own transfer for the coordinator.
 func (s *ssession) probeOnData(p wire.ProbeRequest) wire.ProbeResult {
 	fail := func(err error) wire.ProbeResult {
-		return wire.ProbeResult{Error: err.Error(), Sample: contract.Sample{Stripes: 1, Streams: p.Streams, BufferBytes: p.BufferBytes}}
+		return wire.ProbeResult{Error: err.Error(), Sample: contract.Sample{Stripes: max(p.Stripes, 1), Streams: p.Streams, BufferBytes: p.BufferBytes}}
 	}
 	clk := RealClock{}
 	configured := func() int64 {
@@ -138,20 +181,33 @@ func (s *ssession) probeOnData(p wire.ProbeRequest) wire.ProbeResult {
 		defer s.mu.Unlock()
 		return s.cfg.Generation
 	}
-	ok, err := WaitConfigured(s.ctx, clk, configured, s.st.Transport, p.Generation, int(p.Streams), onDataWait)
+	stripes := max(p.Stripes, 1)
+	read := s.st.Transport
+	if stripes > 1 && s.st.Helpers != nil {
+		read = func() Transport { return Aggregate(s.st.Transport(), s.st.Helpers(), int(stripes)) }
+	}
+	ok, err := WaitConfigured(s.ctx, clk, configured, read, p.Generation, int(p.Streams), onDataWait)
 	if err != nil {
 		return fail(err)
 	}
 	if !ok {
-		s.log.Warn("Sampling before the stripe reached the sample's streams", "stripe", s.st.Index, "streams", p.Streams,
-			"running", s.st.Transport().Streams)
+		s.log.Warn("Sampling before the stripes reached the sample's streams", "stripe", s.st.Index, "stripes", stripes, "streams", p.Streams,
+			"running", read().Streams)
 	}
-	m, err := MeasureOnData(s.ctx, clk, s.st.Transport, metrics.CPUSeconds,
+	if stripes > 1 && s.st.Helpers != nil {
+		// A helper connected is not yet a helper moving data: it asks for work, then
+		// its streams start slow. Wait until every one has delivered something, then
+		// for slow start (8 RTT), so that the sample measures the stripes running.
+		if err := waitHelpersFlowing(s.ctx, clk, s.st.Helpers, onDataWait); err != nil {
+			return fail(err)
+		}
+	}
+	m, err := MeasureOnData(s.ctx, clk, read, metrics.CPUSeconds,
 		OnDataOptions{Ceiling: time.Duration(p.Seconds) * time.Second, Threshold: float64(p.ThresholdBitsPerSecond)})
 	if err != nil {
 		return fail(fmt.Errorf("on-data sample: %w", err))
 	}
-	return wire.ProbeResult{Seconds: m.Elapsed.Seconds(), Settled: m.Settled, Sample: contract.Sample{Stripes: 1, Streams: p.Streams,
+	return wire.ProbeResult{Seconds: m.Elapsed.Seconds(), Settled: m.Settled, Sample: contract.Sample{Stripes: stripes, Streams: p.Streams,
 		BufferBytes: p.BufferBytes, BitsPerSecond: int64(m.BitsPerSecond), SourceMillicores: int64(m.SourceMillicores),
 		DestinationMillicores: int64(m.DestinationMillicores), RTTMicros: m.MinRTT.Microseconds(), Time: time.Now().UTC()}}
 }

@@ -151,6 +151,32 @@ type rjob struct {
 
 	busyMu sync.Mutex
 	busy   map[string]chan struct{} // small files on their way to their final name
+
+	// finalMu makes a chunk's look at a file made final (still at its final name,
+	// or its rename redone, or else lost) one step, so that no chunk of a lost file
+	// takes another chunk's temporary file, being written, for a crash's leftover.
+	finalMu sync.Mutex
+}
+
+// finalOrLost answers for a file version the journal says was made final: true when it
+// is at its final name (its rename redone if a crash came before it); false when it is
+// lost and must be received again, which the journal is told (KindLost) before any
+// chunk of it is opened, so that later chunks neither redo a rename of the temporary
+// file being written nor count the old chunks as verified.
+func (s *rsession) finalOrLost(key journal.Key) bool {
+	j := s.job
+	j.finalMu.Lock()
+	defer j.finalMu.Unlock()
+	if fst := j.state.File(key); fst == nil || !fst.Final {
+		return false // lost, as another chunk found first
+	}
+	if s.redoRename(key) {
+		return true
+	}
+	lost := journal.Record{Kind: journal.KindLost, Path: fsname.Path(key.Path), Size: key.Size, MtimeNs: key.MtimeNs}
+	j.journal.Append(lost)
+	j.state.Apply(lost)
+	return false
 }
 
 // lstat stats a path through the session's directory cache when its directory is
@@ -851,18 +877,21 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 	key := journal.Key{Path: p, Size: m.FileSize, MtimeNs: m.MtimeNs}
 	j.state.Refresh()
 	fst := j.state.File(key)
-	if fst != nil && fst.Final && s.redoRename(key) {
-		reply.Verified = true
-		s.send(wire.TypeChunkOpened, reply)
-		return
+	if fst != nil && fst.Final {
+		if s.finalOrLost(key) {
+			reply.Verified = true
+			s.send(wire.TypeChunkOpened, reply)
+			return
+		}
+		fst = j.state.File(key)
 	}
 	c := &rchunk{open: m, key: key, tmp: TempName(p, s.cfg.Job), nblocks: (m.Length + m.BlockSize - 1) / m.BlockSize, refs: 1}
 	if s.onArrival() {
 		c.blockDigests = make([][]byte, c.nblocks)
 	}
 	// A file made final and since lost at the destination (deleted, or not where its
-	// rename put it): its chunks' records describe a temporary file that is gone, so
-	// the file is received again from nothing.
+	// rename put it) is no longer Final here (finalOrLost): its old chunk records are
+	// forgotten, and this run's, if any, resume it.
 	if fst != nil && !fst.Final && fst.ChunkSize == m.ChunkSize {
 		if cs := fst.Chunks[m.Index]; cs != nil {
 			if cs.Verified {

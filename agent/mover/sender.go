@@ -37,6 +37,12 @@ type Stripe struct {
 	// StallTimeout ends a session that has work on its way and sees no progress (no
 	// result, no byte delivered) for this long, and retries it (0: DefaultStallTimeout).
 	StallTimeout time.Duration
+	// OnConfig, when set, hears every job configuration the stripe applies (the
+	// cluster's probe stripe starts and stops its helper stripes from it).
+	OnConfig func(wire.JobConfig)
+	// Helpers, when set, reads the helper stripes this stripe runs for a probe sample
+	// of several stripes (wire.ProbeRequest.Stripes); the sample is their aggregate.
+	Helpers func() []Transport
 
 	bytesSent atomic.Int64
 	// integrityFailures counts sessions ended because a frame failed its check, at
@@ -51,6 +57,11 @@ type Stripe struct {
 	retiredAcked atomic.Int64
 	peerLimits   atomic.Pointer[wire.SocketLimits]
 }
+
+// HelperStripeBase numbers the helper stripes a cluster's probe stripe runs for a
+// sample of several stripes (wire.JobConfig.SampleStripes): far above any stripe a
+// plan has, so that the coordinator tells them apart.
+const HelperStripeBase int32 = 1 << 20
 
 // Transport is what a stripe's data streams have done so far, for measuring it from
 // outside (send --auto's probe on the job's own data).
@@ -426,6 +437,9 @@ loop:
 				s.reconfigure(c)
 			}
 			*cfg = c
+			if st.OnConfig != nil {
+				st.OnConfig(c)
+			}
 		case p := <-src.Probes():
 			if p.OnData {
 				// A sample of this session's own transfer: measured beside it, while

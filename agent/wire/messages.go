@@ -303,6 +303,12 @@ type JobConfig struct {
 	MaxBitsPerSecond int64 `json:"maxBitsPerSecond,omitempty"`
 	// NeedSummary asks the stripe to pass on its receiver's journal summary.
 	NeedSummary bool `json:"needSummary,omitempty"`
+	// SampleStripes, when > 1, asks the probe stripe (stripe 0) to run as many stripes
+	// as that from its own process for a probe sample of several stripes: it starts
+	// SampleStripes−1 helper stripes to its receiver, which pull work like any stripe,
+	// and stops them when a configuration asks for fewer (the plan's own stripes take
+	// over). Other stripes ignore it.
+	SampleStripes int32 `json:"sampleStripes,omitempty"`
 }
 
 // WorkRequest asks the coordinator for up to N more units.
@@ -379,6 +385,10 @@ type ProbeRequest struct {
 	// ThresholdBitsPerSecond, when > 0, is the rate the sample is compared with: it
 	// may end as soon as its rate is clearly above or below (settle.Limits.Threshold).
 	ThresholdBitsPerSecond int64 `json:"thresholdBitsPerSecond,omitempty"`
+	// Stripes, for an on-data sample, is how many stripes it measures together: the
+	// probe stripe and its helpers (JobConfig.SampleStripes); the sample is their
+	// aggregate. 0 or 1: the stripe alone.
+	Stripes int32 `json:"stripes,omitempty"`
 }
 
 // ProbeResult is one sample.

@@ -491,6 +491,11 @@ type TransferJobStatus struct {
 	// +optional
 	Timings *TransferTimings `json:"timings,omitempty"`
 
+	// channels is how the size classes share each stripe's channels while the job
+	// runs, as the coordinator reports it: the scheduler, each class's channels now and
+	// the moves made (Arslan & Kosar's online re-allocation).
+	// +optional
+	Channels *ChannelStatus `json:"channels,omitempty"`
 	// run counts the runs of a recurring job (spec.trigger): 1 for the first. The
 	// fields above describe the current run (or the latest, between runs).
 	// +kubebuilder:validation:Minimum=0
@@ -628,6 +633,93 @@ type TransferSharing struct {
 	Fairness FairnessMode `json:"fairness,omitempty"`
 }
 
+// Scheduler names how the size classes share channels (Arslan & Kosar): SC runs one
+// class at a time with its own concurrency; MC runs every class at once, channels
+// dealt round robin, and hands a finished class's channels to the class with the
+// largest estimated time left; ProMC deals channels by weight and size and also moves
+// a channel from a fast class to a slow one when the slow one's estimated time has
+// been at least twice the fast one's for three periods of 5 s.
+// +kubebuilder:validation:Enum=SC;MC;ProMC
+type Scheduler string
+
+const (
+	SchedulerSingleChunk         Scheduler = "SC"
+	SchedulerMultiChunk          Scheduler = "MC"
+	SchedulerProActiveMultiChunk Scheduler = "ProMC"
+)
+
+// ChannelStatus is the size classes' channels at run time.
+type ChannelStatus struct {
+	// scheduler is the scheduler the coordinator runs the classes with.
+	// +optional
+	Scheduler Scheduler `json:"scheduler,omitempty"`
+
+	// moves counts the channel moves made this run of the coordinator.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Moves int64 `json:"moves,omitempty"`
+
+	// classes are the size classes now, smallest first.
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=map
+	// +listMapKey=class
+	// +optional
+	Classes []ClassChannels `json:"classes,omitempty"`
+
+	// recentMoves are the most recent moves, oldest first.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	RecentMoves []ChannelMove `json:"recentMoves,omitempty"`
+}
+
+// ClassChannels is one size class at run time.
+type ClassChannels struct {
+	// class is the size class.
+	// +required
+	Class SizeClass `json:"class"`
+
+	// channels is the number of files of the class in flight at once per stripe now.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Channels int32 `json:"channels,omitempty"`
+
+	// remainingBytes is what the class has not yet moved and verified.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RemainingBytes int64 `json:"remainingBytes,omitempty"`
+
+	// bitsPerSecond is the class's rate over the last periods.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BitsPerSecond int64 `json:"bitsPerSecond,omitempty"`
+}
+
+// ChannelMove is channels moved from one size class to another.
+type ChannelMove struct {
+	// time is when the move was made (the coordinator's clock).
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// from is the class the channels left.
+	// +required
+	From SizeClass `json:"from"`
+
+	// to is the class the channels joined.
+	// +required
+	To SizeClass `json:"to"`
+
+	// channels is how many moved.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Channels int32 `json:"channels"`
+
+	// reason says why, for people.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
 // TransferTimings are how long a job took to reach each milestone, in milliseconds from
 // its metadata.creationTimestamp. The API server keeps that timestamp to the second, so
 // each figure may be up to a second more than the time since the job was created; each
@@ -711,6 +803,13 @@ type TransferPlan struct {
 	// +listMapKey=class
 	// +optional
 	SizeClasses []SizeClassPlan `json:"sizeClasses,omitempty"`
+
+	// scheduler is how the size classes share channels, chosen for the dataset: SC for
+	// one class, ProMC when small and medium files hold at least half of the bytes, MC
+	// otherwise. Absent in Fixed mode, where every class runs at once with its own
+	// concurrency.
+	// +optional
+	Scheduler Scheduler `json:"scheduler,omitempty"`
 
 	// sourceCPUMillicores is the CPU request of each sending agent.
 	// +kubebuilder:validation:Minimum=0
@@ -816,8 +915,8 @@ type SizeClassPlan struct {
 	// +required
 	Concurrency int32 `json:"concurrency"`
 
-	// channels is the number of channels allocated to the class (Pro-Active
-	// Multi-Chunk).
+	// channels is the number of channels allocated to the class at the start (MC and
+	// ProMC; status.channels has them as they are now).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Channels int32 `json:"channels,omitempty"`

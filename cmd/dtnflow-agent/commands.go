@@ -20,6 +20,7 @@ import (
 	"github.com/dtnflow/dtnflow/agent/coord"
 	"github.com/dtnflow/dtnflow/agent/metrics"
 	"github.com/dtnflow/dtnflow/agent/mover"
+	"github.com/dtnflow/dtnflow/agent/wire"
 )
 
 // serveMetrics serves /metrics and /status on addr ("" or "off": not at all). Failing
@@ -93,6 +94,7 @@ type jobFlags struct {
 	verify                           bool
 	job                              string
 	reportInterval                   time.Duration
+	classMoves                       bool
 }
 
 func (j *jobFlags) register(fs interface {
@@ -121,6 +123,7 @@ func (j *jobFlags) register(fs interface {
 	fs.StringVar(&j.destPath, "dest-path", "", "directory under the destination root to write under (default: the root)")
 	fs.StringVar(&j.job, "job", "", "job id, names the receivers' journal (default: derived from the paths)")
 	fs.DurationVar(&j.reportInterval, "report-interval", 2*time.Second, "how often progress is reported")
+	fs.BoolVar(&j.classMoves, "class-moves", true, "let the size classes' scheduler (MC, ProMC) move channels between classes while the job runs; false keeps the plan's channels (to measure what the moves bring)")
 }
 
 func (j *jobFlags) params() coord.Params {
@@ -206,7 +209,7 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	log, bar := progressOutput(log) // a progress bar on a terminal (progressbar.go)
 	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
-		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
+		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log, NoChannelMoves: !j.classMoves}, j.params())
 	if err != nil {
 		return err
 	}
@@ -285,6 +288,13 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 
 func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver string, root *os.Root, secret []byte, retryFor, stallTimeout time.Duration, metricsAddr string, log *slog.Logger) error {
 	st := &mover.Stripe{Index: stripe, Receiver: receiver, Secret: secret, Root: root, Log: log, RetryFor: retryFor, StallTimeout: stallTimeout}
+	if stripe == 0 {
+		// the probe stripe runs the helpers of a probe sample of several stripes
+		h := &helperStripes{ctx: ctx, coordinator: coordinator, receiver: receiver, root: root, secret: secret, log: log, stallTimeout: stallTimeout}
+		defer h.stopAll()
+		st.OnConfig = func(c wire.JobConfig) { h.set(int(max(c.SampleStripes, 1)) - 1) }
+		st.Helpers = h.transports
+	}
 	serveMetrics(ctx, metricsAddr, func() any {
 		return map[string]any{"role": "sender", "stripe": stripe, "cpuSeconds": metrics.CPUSeconds()}
 	}, log)
@@ -339,6 +349,87 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 	}
 }
 
+// helperStripes are the probe stripe's helpers: extra stripes it runs from its own
+// process, to the same receiver, while the coordinator samples several stripes at once
+// on the job's data (wire.JobConfig.SampleStripes). They join the coordinator as
+// stripes numbered from mover.HelperStripeBase and pull work like any stripe; when a
+// configuration asks for fewer, the newest leave and their work goes back.
+type helperStripes struct {
+	ctx                   context.Context
+	coordinator, receiver string
+	root                  *os.Root
+	secret                []byte
+	log                   *slog.Logger
+	stallTimeout          time.Duration
+
+	mu      sync.Mutex
+	running []*helperStripe
+}
+
+type helperStripe struct {
+	st     *mover.Stripe
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// set runs n helpers.
+func (h *helperStripes) set(n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for len(h.running) < n {
+		idx := mover.HelperStripeBase + int32(len(h.running))
+		ctx, cancel := context.WithCancel(h.ctx)
+		hs := &helperStripe{st: &mover.Stripe{Index: idx, Receiver: h.receiver, Secret: h.secret, Root: h.root, Log: h.log, RetryFor: time.Minute, StallTimeout: h.stallTimeout},
+			cancel: cancel, done: make(chan struct{})}
+		h.running = append(h.running, hs)
+		h.log.Info("Starting a helper stripe for a probe sample of several stripes", "stripe", idx)
+		go func() {
+			defer close(hs.done)
+			rem, err := coord.DialRemote(ctx, h.coordinator, h.secret, idx)
+			if err != nil {
+				if ctx.Err() == nil {
+					h.log.Warn("A helper stripe could not join", "stripe", idx, "err", err.Error())
+				}
+				return
+			}
+			defer rem.Close()
+			sctx, stop := context.WithCancel(ctx)
+			defer stop()
+			go func() {
+				select {
+				case <-rem.Dead():
+					stop()
+				case <-sctx.Done():
+				}
+			}()
+			if err := hs.st.Run(sctx, rem); err != nil && ctx.Err() == nil {
+				h.log.Warn("A helper stripe ended", "stripe", idx, "err", err.Error())
+			}
+		}()
+	}
+	for len(h.running) > n {
+		hs := h.running[len(h.running)-1]
+		h.running = h.running[:len(h.running)-1]
+		h.log.Info("Stopping a helper stripe", "stripe", hs.st.Index)
+		hs.cancel()
+	}
+}
+
+// transports reads the running helpers' data streams.
+func (h *helperStripes) transports() []mover.Transport {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]mover.Transport, 0, len(h.running))
+	for _, hs := range h.running {
+		out = append(out, hs.st.Transport())
+	}
+	return out
+}
+
+func (h *helperStripes) stopAll() {
+	h.set(0)
+}
+
 // ---- coordinate ----
 
 func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
@@ -379,7 +470,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 		}
 	}
 	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
-		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
+		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log, NoChannelMoves: !j.classMoves}, j.params())
 	if err != nil {
 		return err
 	}

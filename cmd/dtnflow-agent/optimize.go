@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sort"
 	"time"
 
 	"github.com/dtnflow/dtnflow/agent/autotune"
@@ -19,9 +20,14 @@ import (
 	"github.com/dtnflow/dtnflow/optimizer"
 )
 
+// toOptimizer converts one stripe's samples for the optimizer; samples of several
+// stripes are the stripe curve (stripePoints), not points of one stripe's.
 func toOptimizer(ss []contract.Sample) []optimizer.Sample {
 	out := make([]optimizer.Sample, 0, len(ss))
 	for _, s := range ss {
+		if s.Stripes > 1 {
+			continue
+		}
 		out = append(out, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond),
 			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores)})
 	}
@@ -57,16 +63,72 @@ func minRTT(samples []contract.Sample) time.Duration {
 // the previous level's plus ExpSelection's accuracy, or the previous buffer's plus the
 // plateau), so that it may end as soon as the comparison is clear.
 func probePlanner() coord.ProbePlanner {
-	return func(d contract.ProbeDirective, samples []contract.Sample) (wire.ProbeRequest, bool) {
+	return func(d contract.ProbeDirective, samples []contract.Sample, ds contract.Dataset) (wire.ProbeRequest, bool) {
 		p := prober(d, samples)
+		if len(samples) > 0 && coord.SmallFiles(ds, float64(samples[0].BitsPerSecond), minRTT(samples)) {
+			// small files gain from pipelining, concurrency and stripes, hardly from
+			// streams (Arslan & Kosar §3): sample one doubling, then the stripes
+			p.Streams.MaxStreams = min(max(p.Streams.MaxStreams, 1), 2)
+		}
 		opt := toOptimizer(samples)
 		step := p.Next(opt)
 		if step.Phase == optimizer.PhaseDone {
-			return wire.ProbeRequest{}, true
+			return stripeStep(d, samples, p)
 		}
 		return wire.ProbeRequest{Streams: int32(step.Streams), BufferBytes: step.BufferBytes, Seconds: max(d.SampleSeconds, 1), Settle: true,
 			ThresholdBitsPerSecond: int64(autotune.Threshold(p, opt, step))}, false
 	}
+}
+
+// stripeStep is the probe's stripe stage (contract.ProbeDirective.MaxStripes), as
+// send --auto's: at the streams and buffer the plan of the one-stripe samples chooses,
+// ExpSelection over the stripe count (two levels at least, up to MaxStripes), each
+// level a sample of that many stripes together on the job's data.
+func stripeStep(d contract.ProbeDirective, samples []contract.Sample, p optimizer.Prober) (wire.ProbeRequest, bool) {
+	if d.MaxStripes <= 1 {
+		return wire.ProbeRequest{}, true
+	}
+	plan, err := optimizer.MakePlan(optimizer.PlanInput{Samples: toOptimizer(samples), Prober: p,
+		SourceNodes: []optimizer.Node{{Name: "source", NICBitsPerSecond: 100e9}}, DestinationNodes: []optimizer.Node{{Name: "destination", NICBitsPerSecond: 100e9}},
+		Limits: optimizer.Limits{MaxNodes: 1, MaxStripesPerNode: 1, MaxStreamsPerStripe: int(d.MaxStreams)}})
+	if err != nil {
+		return wire.ProbeRequest{}, true
+	}
+	streams, buffer := int32(plan.Flow.StreamsPerStripe), plan.BufferBytes
+	pts := stripePoints(samples, streams, buffer)
+	sel := optimizer.ExpSelection{MaxStreams: int(d.MaxStripes), MinSamples: 2}
+	k, done := sel.Next(pts)
+	if done {
+		return wire.ProbeRequest{}, true
+	}
+	req := wire.ProbeRequest{Stripes: int32(k), Streams: streams, BufferBytes: buffer, Seconds: max(d.SampleSeconds, 1), Settle: true}
+	var prev optimizer.StreamPoint
+	for _, pt := range pts {
+		if pt.Streams < k && pt.Streams > prev.Streams {
+			prev = pt
+		}
+	}
+	if prev.Streams > 0 && prev.BitsPerSecond > 0 {
+		req.ThresholdBitsPerSecond = int64(prev.BitsPerSecond * (1 + optimizer.DefaultAccuracy*float64(k-prev.Streams)/float64(prev.Streams)))
+	}
+	return req, false
+}
+
+// stripePoints are the aggregate rates sampled at streams and buffer against the
+// stripe count (the count in Streams), the newest of each.
+func stripePoints(samples []contract.Sample, streams int32, buffer int64) []optimizer.StreamPoint {
+	by := map[int32]int64{}
+	for _, s := range samples {
+		if s.Streams == streams && s.BufferBytes == buffer && s.BitsPerSecond > 0 {
+			by[max(s.Stripes, 1)] = s.BitsPerSecond
+		}
+	}
+	out := make([]optimizer.StreamPoint, 0, len(by))
+	for k, bps := range by {
+		out = append(out, optimizer.StreamPoint{Streams: int(k), BitsPerSecond: float64(bps)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Streams < out[j].Streams })
+	return out
 }
 
 // adapter runs the optimizer's rescale policy over the running job: every report it

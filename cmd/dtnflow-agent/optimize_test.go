@@ -49,7 +49,42 @@ func TestProbePlanner(t *testing.T) {
 	plan := probePlanner()
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, done := plan(c.d, c.samples)
+			got, done := plan(c.d, c.samples, contract.Dataset{})
+			if done != c.wantDone || !c.wantDone && got != c.want {
+				t.Errorf("next %+v (done %v), want %+v (done %v)", got, done, c.want, c.wantDone)
+			}
+		})
+	}
+}
+
+// TestProbePlannerStripeStage: with MaxStripes, the stream stage is followed by
+// ExpSelection over stripes at the streams and buffer the one-stripe samples plan
+// (here one stream with autotuning: the rate does not rise with streams), each level
+// a sample of several stripes that must beat the level before by 5 % per doubling.
+func TestProbePlannerStripeStage(t *testing.T) {
+	d := contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: []int64{0}, MaxStripes: 4}
+	flat := []contract.Sample{{Streams: 1, BitsPerSecond: 480e6, RTTMicros: 50_000}, {Streams: 2, BitsPerSecond: 470e6, RTTMicros: 50_000}, {Streams: 4, BitsPerSecond: 465e6, RTTMicros: 50_000}}
+	stripes := func(k int32, bps int64) contract.Sample {
+		return contract.Sample{Stripes: k, Streams: 1, BitsPerSecond: bps, RTTMicros: 50_000}
+	}
+	cases := map[string]struct {
+		d        contract.ProbeDirective
+		samples  []contract.Sample
+		want     wire.ProbeRequest
+		wantDone bool
+	}{
+		"two stripes after the streams": {d: d, samples: flat,
+			want: wire.ProbeRequest{Stripes: 2, Streams: 1, Seconds: 5, Settle: true, ThresholdBitsPerSecond: 504e6}},
+		"four when two paid": {d: d, samples: append(append([]contract.Sample(nil), flat...), stripes(2, 900e6)),
+			want: wire.ProbeRequest{Stripes: 4, Streams: 1, Seconds: 5, Settle: true, ThresholdBitsPerSecond: 945e6}},
+		"done when two did not pay":          {d: d, samples: append(append([]contract.Sample(nil), flat...), stripes(2, 490e6)), wantDone: true},
+		"done at MaxStripes":                 {d: d, samples: append(append([]contract.Sample(nil), flat...), stripes(2, 900e6), stripes(4, 1700e6)), wantDone: true},
+		"no stripe stage without MaxStripes": {d: contract.ProbeDirective{MaxStreams: 4, BufferBytes: []int64{0}}, samples: flat, wantDone: true},
+	}
+	plan := probePlanner()
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, done := plan(c.d, c.samples, contract.Dataset{})
 			if done != c.wantDone || !c.wantDone && got != c.want {
 				t.Errorf("next %+v (done %v), want %+v (done %v)", got, done, c.want, c.wantDone)
 			}

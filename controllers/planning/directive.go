@@ -24,6 +24,10 @@ func Hash(p v1alpha1.TransferPlan) string {
 	for _, c := range p.SizeClasses {
 		fmt.Fprintf(&b, ";%s=%d/%d/%d/%d", c.Class, c.Pipelining, c.Parallelism, c.Concurrency, c.Channels)
 	}
+	if p.Scheduler != "" {
+		// only when set, so that the plans made before schedulers keep their hash
+		fmt.Fprintf(&b, ";scheduler=%s", p.Scheduler)
+	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:8])
 }
@@ -40,7 +44,7 @@ func Stripes(p v1alpha1.TransferPlan) int32 {
 // exactly as the planner counted it.
 func Directive(p v1alpha1.TransferPlan, limits *v1alpha1.TuningLimits) contract.Directive {
 	d := contract.Directive{Mode: contract.ModeTransfer, StreamsPerStripe: p.StreamsPerStripe, BufferBytes: p.BufferBytes,
-		Stripes: Stripes(p)}
+		Stripes: Stripes(p), Scheduler: string(p.Scheduler)}
 	if limits != nil && limits.MaxBitsPerSecond != nil {
 		d.MaxBitsPerSecond = *limits.MaxBitsPerSecond
 	}

@@ -89,7 +89,8 @@ func (in Input) priorCPU(side optimizer.CPUSide) optimizer.CPUModel {
 //     the stream model's plateau, and beyond one stripe only as far as samples of
 //     several stripes showed a doubling paying: StripeRates), OPT_B for
 //     nodes × stripes × streams within it, CPU per agent, size classes with Algorithm
-//     1 parameters and ProMC channels.
+//     1 parameters, the scheduler the dataset calls for (optimizer.ChooseScheduler:
+//     SC, MC or ProMC) and its channels.
 //   - Fixed: the fixed values exactly as given (nodes, stripes per node, streams,
 //     buffer, and each size class's pipelining and concurrency, with parallelism equal
 //     to the streams per stripe), on the best nodes available. The CPU of each agent
@@ -202,6 +203,9 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	}
 	out.PathBitsPerSecond = roundNonNegative(p.Path.Max())
 	out.SizeClasses = sizeClasses(p.Chunks)
+	if len(out.SizeClasses) > 0 {
+		out.Scheduler = v1alpha1.Scheduler(p.Scheduler)
+	}
 	shareBinding(&out, in.ShareBitsPerSecond, shareBinds)
 	out.Hash = Hash(out)
 	return out, nil

@@ -161,6 +161,10 @@ func TestPlanAuto(t *testing.T) {
 	if files != 3050 {
 		t.Errorf("classes hold %d files, want 3050", files)
 	}
+	// 50 files of 4–5 GiB hold nearly all the bytes: MC, which the directive carries
+	if plan.Scheduler != v1alpha1.SchedulerMultiChunk || Directive(plan, nil).Scheduler != "MC" {
+		t.Errorf("scheduler %q (directive %q), want MC for a dataset of mostly large bytes", plan.Scheduler, Directive(plan, nil).Scheduler)
+	}
 	if len(plan.Hash) != 16 || plan.Hash != Hash(plan) {
 		t.Errorf("hash %q", plan.Hash)
 	}

@@ -65,6 +65,10 @@ type ProbeInput struct {
 // takes 3: autotuning (452 Mbit/s), 4 MiB (877 Mbit/s) and 8 MiB (no gain), and
 // chooses the same 4 MiB. The controller cannot filter the sizes itself: it knows
 // neither the RTT before the probe nor the nodes' kernel limits.
+//
+// A cold probe then doubles the stripes (MaxStripes, at most ProbeMaxStripes and what
+// the limits allow), so that a plan of several stripes rests on a sample of several
+// stripes that paid (StripeRates); a warm one plans from the profile's samples.
 func ProbeDirective(in ProbeInput) *contract.ProbeDirective {
 	if in.Tuning.Mode == v1alpha1.TuningFixed {
 		return nil
@@ -94,8 +98,15 @@ func ProbeDirective(in ProbeInput) *contract.ProbeDirective {
 	}
 	prior := optimizer.BDPPrior(optimizer.PathEstimate{CapacityBitsPerSecond: float64(in.NICBitsPerSecond), RTTMin: in.RTT})
 	d.BufferBytes = append([]int64{0}, optimizer.BufferCandidates(prior, in.MaxBufferBytes)...)
+	d.MaxStripes = int32(min(limits.MaxStripesPerNode*limits.MaxNodes, ProbeMaxStripes))
 	return d
 }
+
+// ProbeMaxStripes bounds a cold probe's stripe stage (contract.ProbeDirective.
+// MaxStripes): the stripes of a sample run in the probe stripe's sender pod, beside
+// its own, so a sample of more than 4 would measure that pod's CPU as much as the
+// path. send --auto's bench-wan runs use 4 too (--stripes 4).
+const ProbeMaxStripes = 4
 
 func sampleSeconds(rtt time.Duration) int32 {
 	s := math.Ceil((50 * rtt).Seconds())

@@ -20,9 +20,11 @@ type DatasetSpec struct {
 	MixedTotalBytes int64 `json:"mixedTotalBytes,omitempty"`
 	MixedMinBytes   int64 `json:"mixedMinBytes,omitempty"`
 	MixedMaxBytes   int64 `json:"mixedMaxBytes,omitempty"`
-	// SmallCount files of SmallBytes make a Small dataset.
+	// SmallCount files of SmallBytes make a Small dataset, and with LargeCount files of
+	// LargeBytes a SmallMix one.
 	SmallCount int    `json:"smallCount,omitempty"`
 	SmallBytes int64  `json:"smallBytes,omitempty"`
+	LargeCount int    `json:"largeCount,omitempty"`
 	Seed       uint64 `json:"seed"`
 }
 
@@ -34,6 +36,8 @@ func DefaultDataset(kind DatasetKind) DatasetSpec {
 		return DatasetSpec{Kind: Mixed, MixedTotalBytes: 4 << 30, MixedMinBytes: 64 << 10, MixedMaxBytes: 1 << 30, Seed: 1}
 	case Small:
 		return DatasetSpec{Kind: Small, SmallCount: 20000, SmallBytes: 64 << 10, Seed: 1}
+	case SmallMix:
+		return DatasetSpec{Kind: SmallMix, SmallCount: 20000, SmallBytes: 64 << 10, LargeCount: 3, LargeBytes: 300 << 20, Seed: 1}
 	}
 	return DatasetSpec{Kind: Large, LargeBytes: 4 << 30, Seed: 1}
 }
@@ -53,6 +57,18 @@ func (d DatasetSpec) Sizes() ([]int64, error) {
 		s := make([]int64, d.SmallCount)
 		for i := range s {
 			s[i] = d.SmallBytes
+		}
+		return s, nil
+	case SmallMix:
+		if d.SmallCount <= 0 || d.SmallBytes <= 0 || d.LargeCount <= 0 || d.LargeBytes <= 0 {
+			return nil, fmt.Errorf("dataset smallmix: %d files of %d bytes and %d of %d", d.SmallCount, d.SmallBytes, d.LargeCount, d.LargeBytes)
+		}
+		s := make([]int64, 0, d.SmallCount+d.LargeCount)
+		for range d.SmallCount {
+			s = append(s, d.SmallBytes)
+		}
+		for range d.LargeCount {
+			s = append(s, d.LargeBytes)
 		}
 		return s, nil
 	case Mixed:
@@ -86,6 +102,13 @@ func (d DatasetSpec) Sample(bytes int64) DatasetSpec {
 		s.SmallCount = int(max(1, min(int64(d.SmallCount), bytes/d.SmallBytes)))
 	case Mixed:
 		s.MixedTotalBytes = min(d.MixedTotalBytes, bytes)
+	case SmallMix:
+		// both parts scaled alike, so that the mix of sizes is kept
+		total := int64(d.SmallCount)*d.SmallBytes + int64(d.LargeCount)*d.LargeBytes
+		if f := float64(bytes) / float64(max(total, 1)); f < 1 {
+			s.SmallCount = max(1, int(float64(d.SmallCount)*f))
+			s.LargeBytes = max(d.SmallBytes, int64(float64(d.LargeBytes)*f))
+		}
 	}
 	return s
 }
@@ -113,7 +136,7 @@ func Generate(spec DatasetSpec, dir string) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	if spec.Kind == Mixed {
+	if spec.Kind == Mixed || spec.Kind == SmallMix {
 		// Large files first is how a crawl of a real tree rarely looks; shuffle once,
 		// deterministically.
 		rng := rand.New(rand.NewPCG(spec.Seed, 2))

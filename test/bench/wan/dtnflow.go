@@ -34,6 +34,9 @@ type DtnflowMode string
 const (
 	DtnflowGrid DtnflowMode = "dtnflow-grid"
 	DtnflowAuto DtnflowMode = "dtnflow-auto"
+	// DtnflowFixed runs Grid's first setting on the whole dataset, probing nothing
+	// (a setting found before, e.g. by the grid on the same path).
+	DtnflowFixed DtnflowMode = "dtnflow-fixed"
 )
 
 // Dtnflow runs dtnflow-agent receive in dst and dtnflow-agent send in src: over a
@@ -48,10 +51,19 @@ type Dtnflow struct {
 	// Verify keeps the agent's end-to-end digest (read back at the destination);
 	// false compares like for like with globus-url-copy, which checks nothing.
 	Verify bool
+	// Label, when set, names the row instead of the mode; Extra are more flags of
+	// send (dtnflow-auto-static: --auto with --class-moves=false).
+	Label string
+	Extra []string
 }
 
 // Name is the row label.
-func (d Dtnflow) Name() string { return string(d.Mode) }
+func (d Dtnflow) Name() string {
+	if d.Label != "" {
+		return d.Label
+	}
+	return string(d.Mode)
+}
 
 const dtnflowPort = 7300
 
@@ -100,7 +112,7 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 		args := append([]string{"send", "--to", listen, "--root", filepath.Dir(ds.Root), "--secret-file", key,
 			"--job", job, "--dest-path", job, "--verify=" + strconv.FormatBool(d.Verify)}, extra...)
 		args = append(args, filepath.Base(ds.Root))
-		before := env.Topo.Link.Stats().AtoB
+		before := env.linkStats()
 		r0 := recv.cpu()
 		wall, scpu, out, err := runTimed(ctx, env.Src, d.Agent, env.RunLimit, args...)
 		lastOut = out
@@ -109,7 +121,7 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 			return res, err
 		}
 		rcpu := recv.cpu() - r0
-		after := env.Topo.Link.Stats().AtoB
+		after := env.linkStats()
 		res.Seconds = wall
 		cpuScale := 1.0
 		if errors.Is(err, errRunLimit) {
@@ -127,11 +139,14 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 	}
 
 	if d.Mode == DtnflowAuto {
-		extra := []string{"--auto", "--stripes", strconv.Itoa(d.MaxStripes), "--max-streams", strconv.Itoa(d.MaxStreams)}
+		extra := append([]string{"--auto", "--stripes", strconv.Itoa(d.MaxStripes), "--max-streams", strconv.Itoa(d.MaxStreams)}, d.Extra...)
 		r, err := send(env.Dataset, extra)
 		r.Config, r.Chosen = strings.Join(extra, " "), true
 		r.addNote("probing included in its time")
 		probes, plan := parseAutoLog(lastOut)
+		if cl := parseClassLog(lastOut); cl.scheduler != "" {
+			r.addNote(fmt.Sprintf("size classes by %s, %d channel(s) moved in %d move(s)", cl.scheduler, cl.channelsMoved, cl.moves))
+		}
 		if plan.Streams > 0 {
 			r.Streams, r.Stripes, r.BufferBytes = plan.Streams*plan.Stripes, plan.Stripes, plan.Buffer
 			r.Config += fmt.Sprintf(" → %d stripes × %d streams", plan.Stripes, plan.Streams)
@@ -148,6 +163,16 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 			out = append(out, pr)
 		}
 		return append(out, r), err
+	}
+	if d.Mode == DtnflowFixed {
+		if len(d.Grid) == 0 {
+			return nil, fmt.Errorf("dtnflow-fixed: no setting")
+		}
+		cfg := d.Grid[0]
+		r, err := send(env.Dataset, cfg.args())
+		r.Config, r.Chosen = cfg.String(), true
+		r.Streams, r.Stripes, r.BufferBytes = cfg.Streams*cfg.Stripes, cfg.Stripes, cfg.Buffer
+		return []Result{r}, err
 	}
 	var out []Result
 	var probe float64
@@ -202,6 +227,32 @@ func parseAutoLog(out string) (probes []Result, plan DtnflowConfig) {
 		}
 	}
 	return probes, plan
+}
+
+// classLog is what send --auto's log says of its size classes at run time.
+type classLog struct {
+	scheduler            string // SC, MC, ProMC (the last named)
+	moves, channelsMoved int
+}
+
+// parseClassLog reads the scheduler from the plan's log line (or the small files'
+// early classes) and counts the coordinator's channel moves.
+func parseClassLog(out string) classLog {
+	var cl classLog
+	for _, line := range strings.Split(out, "\n") {
+		kv := slogFields(line)
+		switch kv["msg"] {
+		case "Planned", "Small files: size classes from the first sample":
+			if kv["scheduler"] != "" {
+				cl.scheduler = kv["scheduler"]
+			}
+		case "Moved channels between size classes":
+			n, _ := strconv.Atoi(kv["channels"])
+			cl.moves++
+			cl.channelsMoved += n
+		}
+	}
+	return cl
 }
 
 // slogFields splits a log/slog text line into its key=value pairs (values may be

@@ -189,7 +189,7 @@ func (g GridFTP) transfer(ctx context.Context, env *Env, srv *process, ds *Datas
 	} else {
 		args = append(args, "-r", "-cd", base+ds.Root+"/", "file://"+dst+"/")
 	}
-	before := env.Topo.Link.Stats().AtoB
+	before := env.linkStats()
 	s0 := srv.cpu()
 	wall, ccpu, out, err := runTimed(ctx, env.Dst, "globus-url-copy", env.RunLimit, args...)
 	env.saveLog(fmt.Sprintf("%s-%s-%d", g.Name(), strings.ReplaceAll(cfg.String(), " ", ""), time.Now().UnixNano()), out)
@@ -197,7 +197,7 @@ func (g GridFTP) transfer(ctx context.Context, env *Env, srv *process, ds *Datas
 		return res, err
 	}
 	scpu := srv.cpu() - s0
-	after := env.Topo.Link.Stats().AtoB
+	after := env.linkStats()
 	res.Seconds = wall
 	cpuScale := 1.0
 	if errors.Is(err, errRunLimit) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dtnflow/dtnflow/test/topology"
+	"github.com/dtnflow/dtnflow/test/wanem"
 )
 
 // Runner is one tool (or one way of running a tool) on a scenario.
@@ -29,7 +30,9 @@ type Runner interface {
 // Env is what a runner gets: the path, the hosts and the dataset.
 type Env struct {
 	Scenario Scenario
-	Topo     *topology.Topology
+	// Topo is bench-wan's topology; nil where the path is another's (bench-cluster's
+	// cluster WAN), which only leaves the emulator's counters out of the results.
+	Topo *topology.Topology
 	// Src sends and Dst receives; src1/dst1 carry the cross traffic.
 	Src, Dst topology.Host
 	Dataset  *Dataset
@@ -45,6 +48,15 @@ type Env struct {
 	RunLimit time.Duration
 	// Log receives progress lines.
 	Log io.Writer
+}
+
+// linkStats is the bottleneck's A→B counters, or zeros when the emulator is not this
+// process's (bench-cluster runs these tools over the cluster's WAN: Topo is nil).
+func (e *Env) linkStats() wanem.DirectionStats {
+	if e.Topo == nil || e.Topo.Link == nil {
+		return wanem.DirectionStats{}
+	}
+	return e.Topo.Link.Stats().AtoB
 }
 
 // LinkBitsPerSecond is the bottleneck's rate.

@@ -33,6 +33,9 @@ const (
 	Mixed DatasetKind = "mixed"
 	// Small is many equal small files.
 	Small DatasetKind = "small"
+	// SmallMix is many equal small files and a few large ones, the small holding most
+	// of the bytes: the dataset Arslan & Kosar's ProMC is for (its Figure 12).
+	SmallMix DatasetKind = "smallmix"
 )
 
 // Scenario is one path and one dataset.

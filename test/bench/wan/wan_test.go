@@ -319,6 +319,19 @@ Complete: 1 files, 4294967296 bytes in 40.1s (857.0 Mbit/s); this run sent 42949
 	}
 }
 
+func TestParseClassLog(t *testing.T) {
+	out := `time=2026-11-23T03:10:00.500Z level=INFO msg="Small files: size classes from the first sample" scheduler=ProMC classes="Small 6, Large 2"
+time=2026-11-23T03:10:04.000Z level=INFO msg=Planned stripes=2 streams=4 bufferBytes=4194304 classes=2 scheduler=ProMC schedulerReason="small files"
+time=2026-11-23T03:10:14.000Z level=INFO msg="Moved channels between size classes" scheduler=ProMC from=Large to=Small channels=1 fromChannels=1 toChannels=7 reason="x"
+time=2026-11-23T03:10:29.000Z level=INFO msg="Moved channels between size classes" scheduler=ProMC from=Small to=Large channels=6 fromChannels=0 toChannels=7 reason="y"`
+	if got, want := parseClassLog(out), (classLog{scheduler: "ProMC", moves: 2, channelsMoved: 7}); got != want {
+		t.Errorf("parseClassLog: %+v, want %+v", got, want)
+	}
+	if got := parseClassLog("msg=Planned stripes=1 streams=1"); got != (classLog{}) {
+		t.Errorf("no classes: %+v", got)
+	}
+}
+
 func TestScenarioRatios(t *testing.T) {
 	row := func(sc, tool string, seconds, total float64) Result {
 		return Result{Scenario: sc, Tool: tool, Chosen: true, Seconds: seconds, TotalSeconds: total, Config: tool}

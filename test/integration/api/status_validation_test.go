@@ -157,6 +157,12 @@ func transferJobStatusTable() validationTable {
 		return object{"name": fmt.Sprintf("job-s%d", i), "sourceNode": "dtn-a1", "destinationNode": "dtn-b1", "state": "Running", "bitsPerSecond": int64(1)}
 	}
 	shape := object{"nodes": 1, "stripes": 2, "streamsPerStripe": 4}
+	classChannels := func(class string) object {
+		return object{"class": class, "channels": 4, "remainingBytes": int64(1 << 30), "bitsPerSecond": int64(400_000_000)}
+	}
+	channelMove := func(int) any {
+		return object{"time": someTime, "from": "Huge", "to": "Small", "channels": 2, "reason": "Huge finished"}
+	}
 	replan := func(int) any {
 		return object{"time": someTime, "reason": "PathHasRoom", "message": "room on the path", "from": deepCopy(shape), "to": deepCopy(shape)}
 	}
@@ -171,7 +177,7 @@ func transferJobStatusTable() validationTable {
 			"sourceCPUMillicores": int64(500), "destinationCPUMillicores": int64(600),
 			"predictedBitsPerSecond": int64(9_000_000_000), "bindingResource": "Path", "pathBitsPerSecond": int64(9_500_000_000),
 			"model": validStreamModel(), "sourceCPU": validCPUModel(), "destinationCPU": validCPUModel(),
-			"hash": "5f0c2a9e",
+			"hash": "5f0c2a9e", "scheduler": "MC",
 		},
 		"progress": object{
 			"bytesDone": int64(1 << 30), "bytesTotal": int64(2 << 30), "filesDone": int64(5), "filesTotal": int64(10),
@@ -191,6 +197,8 @@ func transferJobStatusTable() validationTable {
 		"sharing": object{"priority": 2, "jobsOnPath": 3, "pathCapacityBitsPerSecond": int64(990_000_000),
 			"shareBitsPerSecond": int64(495_000_000), "boundBy": "Path", "paced": true},
 		"timings": object{"firstByteMilliseconds": int64(1200), "planMilliseconds": int64(4800), "completeMilliseconds": int64(61_000)},
+		"channels": object{"scheduler": "ProMC", "moves": int64(3), "classes": []any{classChannels("Small"), classChannels("Huge")},
+			"recentMoves": []any{channelMove(0)}},
 	}
 	const p = "status.plan"
 	return validationTable{
@@ -276,6 +284,28 @@ func transferJobStatusTable() validationTable {
 			},
 			shapeCases("status.replans[0].from"),
 			shapeCases("status.replans[0].to"),
+			[]validationCase{
+				notIn(p+".scheduler", "FIFO"),
+				notIn("status.channels.scheduler", "FIFO"),
+				{name: "five classes' channels", mutate: func(o object) {
+					set(o, "status.channels.classes", []any{classChannels("Small"), classChannels("Medium"), classChannels("Large"), classChannels("Huge"), classChannels("Tiny")})
+				}, check: "maxItems", field: "status.channels.classes", want: "must have at most 4 items"},
+				duplicate("status.channels.classes", func(int) any { return classChannels("Small") }),
+				required("status.channels.classes[0].class", nil), notIn("status.channels.classes[0].class", "Tiny"),
+				int32Overflow("status.channels.classes[0].channels", nil),
+				tooMany("status.channels.recentMoves", 8, channelMove),
+				required("status.channels.recentMoves[0].time", nil), required("status.channels.recentMoves[0].from", nil),
+				required("status.channels.recentMoves[0].to", nil), required("status.channels.recentMoves[0].channels", nil),
+				dateTime("status.channels.recentMoves[0].time"),
+				notIn("status.channels.recentMoves[0].from", "Tiny"), notIn("status.channels.recentMoves[0].to", "Tiny"),
+				int32Overflow("status.channels.recentMoves[0].channels", nil),
+				tooLong("status.channels.recentMoves[0].reason", 256),
+			},
+			boundCases("status.channels.moves", nil, 0, nil),
+			boundCases("status.channels.classes[0].channels", nil, 0, nil),
+			boundCases("status.channels.classes[0].remainingBytes", nil, 0, nil),
+			boundCases("status.channels.classes[0].bitsPerSecond", nil, 0, nil),
+			boundCases("status.channels.recentMoves[0].channels", nil, 1, nil),
 			boundCases(p+".shareBitsPerSecond", nil, 0, nil),
 			[]validationCase{
 				required("status.queue.position", nil), required("status.queue.reason", nil),
@@ -326,6 +356,8 @@ func transferJobStatusTable() validationTable {
 				set(o, "status.samples", listOf(64, func(int) any { return validProbeSample() }))
 				set(o, "status.stripes", listOf(512, stripe))
 				set(o, "status.replans", listOf(32, replan))
+				set(o, "status.channels.classes", []any{classChannels("Small"), classChannels("Medium"), classChannels("Large"), classChannels("Huge")})
+				set(o, "status.channels.recentMoves", listOf(8, channelMove))
 				set(o, "status.rateHistory", listOf(128, ratePoint))
 				set(o, "status.runs", listOf(16, transferRun))
 			}},

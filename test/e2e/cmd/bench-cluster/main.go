@@ -29,6 +29,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -90,6 +91,25 @@ type Result struct {
 	AgentConfig string `json:"agentConfig,omitempty"`
 	State       string `json:"state"`
 	Error       string `json:"error,omitempty"`
+	// Flows and GilbertElliott are the scenario's competing TCP flows and bursty loss.
+	Flows          int                   `json:"flows,omitempty"`
+	GilbertElliott *wanem.GilbertElliott `json:"gilbertElliott,omitempty"`
+	// Note, ProbeSeconds and CPUSecondsPerGB are bench-wan's for its tools' rows: a
+	// remark (the preset's class, the grid's size, a run stopped at the limit), the
+	// grid's probing (not in Seconds) and both ends' CPU per 10⁹ bytes.
+	Note            string  `json:"note,omitempty"`
+	ProbeSeconds    float64 `json:"probeSeconds,omitempty"`
+	CPUSecondsPerGB float64 `json:"cpuSecondsPerGB,omitempty"`
+	// CPU is the operator's agent pods: each one's CPU request against what its
+	// cgroup accounted while it ran.
+	CPU []podCPU `json:"cpu,omitempty"`
+	// Scheduler and ChannelMoves are the job's status.channels at the end.
+	Scheduler    string `json:"scheduler,omitempty"`
+	ChannelMoves int64  `json:"channelMoves,omitempty"`
+	// Schedule and Phases are the scenario's changes of the bottleneck's rate and the
+	// tool's rate in each phase.
+	Schedule []rateStep  `json:"schedule,omitempty"`
+	Phases   []phaseRate `json:"phases,omitempty"`
 }
 
 func main() {
@@ -122,12 +142,69 @@ func run() error {
 	agentBin := flag.String("agent", filepath.Join(framework.RepoRoot(), ".cache/images/bin/dtnflow-agent"), "the dtnflow-agent binary for -agent-auto (default: the agent image's)")
 	maxStripes := flag.Int("agent-max-stripes", 4, "send --auto --stripes (bench-wan's dtnflow-auto: the largest of its -dtnflow-stripes)")
 	maxStreams := flag.Int("agent-max-streams", 64, "send --auto --max-streams (bench-wan's dtnflow-auto: the largest of its -dtnflow-streams)")
+	suiteName := flag.String("suite", "", "issue11: every scenario of make bench-wan (one large file at loss 0, 1e-4 and 1e-3, at 1e-3 with a competing flow, the mixed dataset, the small files) plus bursty loss and -flows competing flows, at the first -rate and -rtt; empty: the matrix of -rate, -rtt, -loss, -dataset")
+	flows := flag.Int("flows", 4, "competing TCP flows of the suite's flows scenario")
+	tools := flag.String("tools", "operator,agent-auto", "tools to run on each scenario, in order: operator, agent-auto, dtnflow-grid, dtnflow-fixed (-fixed), gridftp-default, gridftp-preset")
+	gridStreams := flag.String("grid-streams", "1,4,16", "dtnflow-grid: streams per stripe")
+	gridStripes := flag.String("grid-stripes", "1,2,4", "dtnflow-grid: stripes")
+	sampleSeconds := flag.Float64("sample-seconds", 3, "dtnflow-grid: each grid point is probed on a sample of this many seconds at the link rate")
+	runLimit := flag.Duration("run-limit", 0, "bench-wan's tools: stop a run that takes longer and extrapolate its time from what it moved (0: none)")
+	logDir := flag.String("log-dir", "", "bench-wan's tools write their output here")
+	fixed := flag.String("fixed", "8,1", "dtnflow-fixed: streams,stripes of the fixed setting (the grid's best on the path)")
+	scheduleSize := flag.String("schedule-size", "5GiB", "the suite's scheduled scenario: size of its file (it must outlast the schedule)")
+	only := flag.String("only", "", "the suite's scenarios to run, by name (comma-separated; default all)")
 	flag.Parse()
 
-	scenarios, err := matrix(*rates, *rtts, *losses, *queues, *datasets, *largeSize, *mixedTotal, *mixedMin, *mixedMax, *smallCount, *smallSize)
+	var scenarios []scenario
+	if *suiteName != "" {
+		if *suiteName != "issue11" {
+			return fmt.Errorf("-suite %q: want issue11", *suiteName)
+		}
+		ms, err := matrix(strings.Split(*rates, ",")[0], strings.Split(*rtts, ",")[0], "0", "default", "large,mixed,small", *largeSize, *mixedTotal, *mixedMin, *mixedMax, *smallCount, *smallSize)
+		if err != nil {
+			return err
+		}
+		scheduled := ms[0].Dataset
+		if scheduled.LargeBytes, err = wanem.ParseBytes(*scheduleSize); err != nil {
+			return fmt.Errorf("-schedule-size: %w", err)
+		}
+		scenarios = suite(ms[0].RateBitsPerSecond, ms[0].RTT, ms[0].Dataset, ms[1].Dataset, ms[2].Dataset, scheduled, *flows)
+		if *only != "" {
+			keep := scenarios[:0]
+			for _, sc := range scenarios {
+				if strings.Contains(","+*only+",", ","+sc.Name()+",") {
+					keep = append(keep, sc)
+				}
+			}
+			scenarios = keep
+		}
+	} else {
+		ms, err := matrix(*rates, *rtts, *losses, *queues, *datasets, *largeSize, *mixedTotal, *mixedMin, *mixedMax, *smallCount, *smallSize)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			scenarios = append(scenarios, scenario{Scenario: m})
+		}
+	}
+	toolList := strings.Split(*tools, ",")
+	if !*agentAuto {
+		toolList = slices.DeleteFunc(toolList, func(t string) bool { return t == "agent-auto" })
+	}
+	gs, err := parseInts("grid-streams", *gridStreams)
 	if err != nil {
 		return err
 	}
+	gk, err := parseInts("grid-stripes", *gridStripes)
+	if err != nil {
+		return err
+	}
+	fx, err := parseInts("fixed", *fixed)
+	if err != nil || len(fx) != 2 {
+		return fmt.Errorf("-fixed %q: want streams,stripes", *fixed)
+	}
+	topts := toolOptions{agent: *agentBin, maxStripes: *maxStripes, maxStreams: *maxStreams, gridStreams: gs, gridStripes: gk,
+		fixed: wan.DtnflowConfig{Streams: fx[0], Stripes: fx[1]}, sampleSeconds: *sampleSeconds, runLimit: *runLimit, logDir: *logDir}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -159,8 +236,8 @@ func run() error {
 		jsonl = f
 	}
 
-	fmt.Printf("| scenario | dataset | tool | files | MiB | time s | first byte s | first verified s | plan s | Mbit/s | share of link | plan (stripes × streams) | model | replans | state | ÷ agent alone |\n")
-	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| scenario | dataset | tool | files | MiB | time s | first byte s | first verified s | plan s | Mbit/s | share of link | plan (stripes × streams) | model | replans | state | ÷ agent alone | CPU request/used |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	failed := 0
 	row := func(r Result, ratio string) {
 		if r.State != string(dtnflowv1alpha1.StateComplete) || r.Error != "" {
@@ -174,33 +251,90 @@ func run() error {
 		if r.FirstByteMilliseconds != nil {
 			firstByte = float64(*r.FirstByteMilliseconds) / 1000
 		}
-		fmt.Printf("| %s | %s | %s | %d | %d | %.1f | %s | %s | %s | %.0f | %.2f | %s | %s | %d | %s%s | %s |\n",
+		if r.Note != "" {
+			plan += " (" + r.Note + ")"
+		}
+		if r.Scheduler != "" {
+			plan += fmt.Sprintf(", %s, %d channel moves", r.Scheduler, r.ChannelMoves)
+		}
+		if ph := phasesSummary(r.Phases); ph != "" {
+			plan += "; " + ph
+		}
+		fmt.Printf("| %s | %s | %s | %d | %d | %.1f | %s | %s | %s | %.0f | %.2f | %s | %s | %d | %s%s | %s | %s |\n",
 			r.Scenario, r.Dataset, r.Tool, r.Files, r.Bytes>>20, r.Seconds, secondsOrDash(firstByte), secondsOrDash(r.FirstProgressSeconds), secondsOrDash(r.PlanSeconds),
-			float64(r.BitsPerSecond)/1e6, r.ShareOfLink, plan, r.Model, r.Replans, r.State, errSuffix(r.Error), ratio)
+			float64(r.BitsPerSecond)/1e6, r.ShareOfLink, strings.ReplaceAll(plan, "|", "/"), r.Model, r.Replans, r.State, errSuffix(r.Error), ratio, cpuSummary(r.CPU))
 		b, _ := json.Marshal(r)
 		fmt.Fprintln(jsonl, string(b))
 	}
 	for i, s := range scenarios {
-		op := runScenario(ctx, c, i, s, !*warm, *verify, *jobVerify, *timeout)
-		if !*agentAuto {
-			row(op, "–")
-		} else {
-			ag := runAgentAuto(ctx, c, i, s, *agentBin, *maxStripes, *maxStreams, *verify, *jobVerify, *timeout)
-			ratio := "–"
-			if op.Error == "" && ag.Error == "" && ag.Seconds > 0 {
-				ratio = fmt.Sprintf("%.2f×", op.Seconds/ag.Seconds)
+		// every tool first, then the rows with their ratio to the agent alone
+		var rs []Result
+		var agent *Result
+		for _, tool := range toolList {
+			var r Result
+			tool = strings.TrimSpace(tool)
+			if tool == "dtnflow-grid" && len(s.Schedule) > 0 {
+				// a grid probed while the rate changes would probe other capacities
+				// than its run meets: the best setting the grid found on this path
+				// runs instead
+				tool = "dtnflow-fixed"
 			}
-			row(op, ratio)
-			row(ag, "1.00×")
+			switch tool {
+			case "operator":
+				r = runScenario(ctx, c, i, s, !*warm, *verify, *jobVerify, *timeout)
+			case "agent-auto":
+				r = runAgentAuto(ctx, c, i, s, *agentBin, *maxStripes, *maxStreams, *verify, *jobVerify, *timeout)
+			default:
+				r = runWANTool(ctx, c, i, s, strings.TrimSpace(tool), topts)
+			}
+			r.Flows, r.GilbertElliott, r.Schedule = s.Flows, s.GilbertElliott, s.Schedule
+			if r.Tool == "dtnflow-grid" && r.Error == "" && s.Loss == 0 && s.Flows == 0 && s.GilbertElliott == nil && s.Dataset.Kind == wan.Large {
+				if cfg, ok := parseFixed(r.AgentConfig); ok {
+					topts.fixed = cfg
+				}
+			}
+			rs = append(rs, r)
+			if r.Tool == "dtnflow-agent-auto" && r.Error == "" && r.Seconds > 0 {
+				agent = &rs[len(rs)-1]
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		for _, r := range rs {
+			ratio := "–"
+			if agent != nil && r.Error == "" && r.Seconds > 0 {
+				ratio = fmt.Sprintf("%.2f×", r.Seconds/agent.Seconds)
+			}
+			row(r, ratio)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d runs did not complete cleanly", failed, len(scenarios))
+		return fmt.Errorf("%d of %d runs (%d scenarios × %d tools) did not complete cleanly", failed, len(scenarios)*len(toolList), len(scenarios), len(toolList))
 	}
 	return nil
+}
+
+// parseFixed reads a dtnflow-grid row's setting ("--streams 8 --stripes 1").
+func parseFixed(config string) (wan.DtnflowConfig, bool) {
+	var c wan.DtnflowConfig
+	f := strings.Fields(config)
+	for i := 0; i+1 < len(f); i++ {
+		v, err := strconv.Atoi(f[i+1])
+		switch {
+		case err != nil:
+		case f[i] == "--streams":
+			c.Streams = v
+		case f[i] == "--stripes":
+			c.Stripes = v
+		case f[i] == "--buffer":
+			c.Buffer = int64(v)
+		}
+	}
+	return c, c.Streams > 0 && c.Stripes > 0
 }
 
 func secondsOrDash(s float64) string {
@@ -323,11 +457,11 @@ func applyEndpoints(ctx context.Context, c *framework.Cluster) error {
 	return nil
 }
 
-func runScenario(ctx context.Context, c *framework.Cluster, i int, s wan.Scenario, cold, verify, jobVerify bool, timeout time.Duration) Result {
+func runScenario(ctx context.Context, c *framework.Cluster, i int, s scenario, cold, verify, jobVerify bool, timeout time.Duration) Result {
 	r := Result{Scenario: s.Name(), Tool: "dtnflow-operator", Rate: s.RateBitsPerSecond, RTT: s.RTT.String(), Loss: s.Loss,
 		Dataset: string(s.Dataset.Kind), Cold: cold, JobVerify: jobVerify}
 	fail := func(err error) Result { r.Error = err.Error(); return r }
-	if err := c.SetWAN(ctx, s.RateBitsPerSecond, s.RTT/2, s.Loss, s.QueueBytes); err != nil {
+	if err := setWAN(ctx, c, s); err != nil {
 		return fail(err)
 	}
 	rel := fmt.Sprintf("bench/%02d-%s", i, s.Name())
@@ -358,6 +492,16 @@ func runScenario(ctx context.Context, c *framework.Cluster, i int, s wan.Scenari
 	}
 	_ = c.Client.Delete(ctx, job)
 	waitGone(ctx, c, job)
+	stopFlows, err := competingFlows(ctx, c, s)
+	if err != nil {
+		return fail(err)
+	}
+	defer stopFlows()
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	cpu := watchCPU(wctx, c, job.Namespace, job.Name)
+	tr := followRun(ctx, c, s, func() int64 { return treeBytes(destRoot) })
+	defer tr.stop(s)
 	start := time.Now()
 	if err := c.Client.Create(ctx, job); err != nil {
 		return fail(err)
@@ -385,6 +529,12 @@ func runScenario(ctx context.Context, c *framework.Cluster, i int, s wan.Scenari
 		time.Sleep(250 * time.Millisecond)
 	}
 	r.Seconds = time.Since(start).Seconds()
+	r.Phases = tr.stop(s)
+	stopWatch()
+	r.CPU = cpu.results()
+	if ch := got.Status.Channels; ch != nil {
+		r.Scheduler, r.ChannelMoves = string(ch.Scheduler), ch.Moves
+	}
 	r.State = string(got.Status.State)
 	r.BitsPerSecond = int64(float64(r.Bytes*8) / r.Seconds)
 	r.ShareOfLink = float64(r.BitsPerSecond) / float64(s.RateBitsPerSecond)
@@ -439,14 +589,14 @@ const agentPort = 7390
 // runAgentAuto moves the scenario's dataset with the agent alone: `dtnflow-agent
 // receive` in site B's node namespace and `dtnflow-agent send --auto` in site A's, on
 // the WAN the scenario set, timed from the sender's start to its exit.
-func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s wan.Scenario, agent string, maxStripes, maxStreams int, verify, jobVerify bool, timeout time.Duration) Result {
+func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s scenario, agent string, maxStripes, maxStreams int, verify, jobVerify bool, timeout time.Duration) Result {
 	r := Result{Scenario: s.Name(), Tool: "dtnflow-agent-auto", Rate: s.RateBitsPerSecond, RTT: s.RTT.String(), Loss: s.Loss,
 		Dataset: string(s.Dataset.Kind), Cold: true, JobVerify: jobVerify}
 	fail := func(err error) Result { r.Error = err.Error(); return r }
 	if _, err := os.Stat(agent); err != nil {
 		return fail(fmt.Errorf("-agent: %w", err))
 	}
-	if err := c.SetWAN(ctx, s.RateBitsPerSecond, s.RTT/2, s.Loss, s.QueueBytes); err != nil {
+	if err := setWAN(ctx, c, s); err != nil {
 		return fail(err)
 	}
 	srcNode, dstNode := c.Source().Nodes[0], c.Destination().Nodes[0]
@@ -489,15 +639,22 @@ func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s wan.Scenar
 	if err := waitListening(rctx, dst, agentPort); err != nil {
 		return fail(fmt.Errorf("%w: %s", err, recvOut.String()))
 	}
+	stopFlows, err := competingFlows(ctx, c, s)
+	if err != nil {
+		return fail(err)
+	}
+	defer stopFlows()
 	args := []string{"send", "--auto", "--stripes", strconv.Itoa(maxStripes), "--max-streams", strconv.Itoa(maxStreams),
 		"--to", fmt.Sprintf("%s:%d", dstNode.IP, agentPort), "--root", srcRoot, "--secret-file", key, "--metrics-addr", "off",
 		"--dest-path", "copy", "--verify=" + strconv.FormatBool(jobVerify), rel}
 	send := src.Command(rctx, agent, args...)
 	var out strings.Builder
 	send.Stdout, send.Stderr = &out, &out
+	tr := followRun(ctx, c, s, func() int64 { return treeBytes(destRoot) })
 	start := time.Now()
 	err = send.Run()
 	r.Seconds = time.Since(start).Seconds()
+	r.Phases = tr.stop(s)
 	if err != nil {
 		r.State = "Failed"
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")

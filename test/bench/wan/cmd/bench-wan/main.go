@@ -38,16 +38,18 @@ func run() error {
 	rtts := flag.String("rtt", "50ms", "round-trip times, comma-separated")
 	losses := flag.String("loss", "0", "random loss probabilities, comma-separated")
 	queues := flag.String("queue", "default", "bottleneck queues in bytes (default: one BDP, at least 1 MiB), comma-separated")
-	datasets := flag.String("dataset", "large", "datasets: large, mixed, small (comma-separated)")
+	datasets := flag.String("dataset", "large", "datasets: large, mixed, small, smallmix (comma-separated)")
 	cross := flag.String("cross", "off", "cross traffic: off, on (comma-separated)")
 	tools := flag.String("tools", "iperf3,gridftp-default,gridftp-preset,gridftp-grid",
-		"tools: iperf3, gridftp-default, gridftp-preset, gridftp-grid, dtnflow-grid, dtnflow-auto")
+		"tools: iperf3, gridftp-default, gridftp-preset, gridftp-grid, dtnflow-grid, dtnflow-auto, dtnflow-auto-static (--auto with the size classes' channels kept as planned)")
 	largeSize := flag.String("large-size", "4GiB", "size of the large file")
 	mixedTotal := flag.String("mixed-total", "4GiB", "total of the mixed dataset")
 	mixedMin := flag.String("mixed-min", "64KiB", "smallest file of the mixed dataset")
 	mixedMax := flag.String("mixed-max", "1GiB", "largest file of the mixed dataset")
 	smallCount := flag.Int("small-count", 20000, "files in the small dataset")
 	smallSize := flag.String("small-size", "64KiB", "size of each small file")
+	smallMixLarge := flag.Int("smallmix-large", 3, "smallmix: the large files beside the -small-count small ones")
+	smallMixLargeSize := flag.String("smallmix-large-size", "300MiB", "smallmix: size of each large file")
 	sampleSeconds := flag.Float64("sample-seconds", 8, "grid points are probed on a sample of this many seconds at the link rate")
 	iperfStreams := flag.String("iperf3-streams", "1,8", "iperf3 stream counts")
 	iperfSeconds := flag.Int("iperf3-seconds", 20, "seconds per iperf3 run")
@@ -134,6 +136,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	smallMixSize, err := wanem.ParseBytes(*smallMixLargeSize)
+	if err != nil {
+		return err
+	}
 	dsList, err := listOf(*datasets, func(s string) (wan.DatasetSpec, error) {
 		switch wan.DatasetKind(s) {
 		case wan.Large:
@@ -142,6 +148,8 @@ func run() error {
 			return wan.DatasetSpec{Kind: wan.Mixed, MixedTotalBytes: mTotal, MixedMinBytes: mMin, MixedMaxBytes: mMax, Seed: 1}, nil
 		case wan.Small:
 			return wan.DatasetSpec{Kind: wan.Small, SmallCount: *smallCount, SmallBytes: sSize, Seed: 1}, nil
+		case wan.SmallMix:
+			return wan.DatasetSpec{Kind: wan.SmallMix, SmallCount: *smallCount, SmallBytes: sSize, LargeCount: *smallMixLarge, LargeBytes: smallMixSize, Seed: 1}, nil
 		}
 		return wan.DatasetSpec{}, fmt.Errorf("%q: want large, mixed or small", s)
 	})
@@ -196,6 +204,10 @@ func run() error {
 		case "dtnflow-auto":
 			runners = append(runners, wan.Dtnflow{Mode: wan.DtnflowAuto, Agent: agentPath, Verify: *dtnVerify,
 				MaxStripes: maxOf(dStripes), MaxStreams: maxOf(dStreams)})
+		case "dtnflow-auto-static":
+			// the same, with the size classes' channels kept as planned (no moves)
+			runners = append(runners, wan.Dtnflow{Mode: wan.DtnflowAuto, Label: "dtnflow-auto-static", Extra: []string{"--class-moves=false"},
+				Agent: agentPath, Verify: *dtnVerify, MaxStripes: maxOf(dStripes), MaxStreams: maxOf(dStreams)})
 		case "":
 		default:
 			return fmt.Errorf("-tools: unknown tool %q", t)

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/dtnflow/dtnflow/test/topology"
+
+	"github.com/dtnflow/dtnflow/test/bench/wan"
+)
+
+// TestPhaseRates: a run's bytes at the destination through the suite's schedule (1
+// Gbit/s, 400 Mbit/s from 10 s, 1 Gbit/s again from 50 s), the tool adapting 3 s after
+// each change — each phase is read from 10 s after its change to 10 s later (the first
+// from 5 s to the change), so the adaptation falls outside the windows.
+func TestPhaseRates(t *testing.T) {
+	s := scenario{Scenario: wan.Scenario{RateBitsPerSecond: 1e9}, Schedule: defaultSchedule(1e9)}
+	rateAt := func(d time.Duration) float64 {
+		switch {
+		case d < 13*time.Second:
+			return 1e9
+		case d < 53*time.Second:
+			return 400e6
+		}
+		return 950e6
+	}
+	tr := &trace{stopped: make(chan struct{}), done: make(chan struct{}), t0: time.Unix(1000, 0)}
+	close(tr.done)
+	var bits float64
+	const tick = 250 * time.Millisecond
+	for d := time.Duration(0); d <= 68*time.Second; d += tick {
+		tr.times, tr.bytes = append(tr.times, tr.t0.Add(d)), append(tr.bytes, int64(bits/8))
+		bits += rateAt(d) * tick.Seconds()
+	}
+	got := tr.stop(s)
+	want := []phaseRate{
+		{FromSeconds: 5, ToSeconds: 10, LinkBitsPerSecond: 1e9, BitsPerSecond: 1e9},
+		{FromSeconds: 20, ToSeconds: 30, LinkBitsPerSecond: 400e6, BitsPerSecond: 400e6},
+		{FromSeconds: 60, ToSeconds: 68, LinkBitsPerSecond: 1e9, BitsPerSecond: 950e6},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("phases %+v, want %+v", got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.FromSeconds != w.FromSeconds || g.ToSeconds != w.ToSeconds || g.LinkBitsPerSecond != w.LinkBitsPerSecond ||
+			g.BitsPerSecond < w.BitsPerSecond*999/1000 || g.BitsPerSecond > w.BitsPerSecond*1001/1000 {
+			t.Errorf("phase %d: %+v, want %+v", i, g, w)
+		}
+	}
+	if got := phasesSummary(got); got != "1000→1000, 400→400, 1000→950 Mbit/s (link→rate, 10–20 s after each change)" {
+		t.Errorf("summary %q", got)
+	}
+	// a run that ends before a window's second is up has no row for it
+	short := &trace{stopped: make(chan struct{}), done: make(chan struct{}), t0: tr.t0, times: tr.times[:4*15], bytes: tr.bytes[:4*15]}
+	close(short.done)
+	if got := short.stop(s); len(got) != 1 || got[0].ToSeconds != 10 {
+		t.Errorf("a 15 s run: %+v, want the first phase only", got)
+	}
+}
+
+func TestParseFixed(t *testing.T) {
+	cases := map[string]struct {
+		config string
+		want   wan.DtnflowConfig
+		ok     bool
+	}{
+		"grid row":      {"--streams 8 --stripes 2", wan.DtnflowConfig{Streams: 8, Stripes: 2}, true},
+		"with a buffer": {"--streams 4 --stripes 1 --buffer 4194304", wan.DtnflowConfig{Streams: 4, Stripes: 1, Buffer: 4 << 20}, true},
+		"no streams":    {"--stripes 2", wan.DtnflowConfig{}, false},
+		"not a setting": {"probe Buffer: 1 stripe(s)", wan.DtnflowConfig{}, false},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := parseFixed(c.config)
+			if ok != c.ok || ok && got != c.want {
+				t.Errorf("parseFixed(%q) = %+v, %v; want %+v, %v", c.config, got, ok, c.want, c.ok)
+			}
+		})
+	}
+}
+
+func TestHostsFile(t *testing.T) {
+	a := topology.Host{Name: "site-a-1", Addr: netip.MustParseAddr("10.78.1.11")}
+	b := topology.Host{Name: "site-b-1", Addr: netip.MustParseAddr("10.78.2.11")}
+	got := hostsFile("127.0.0.1 localhost", a, b, topology.Host{Name: "no-address"})
+	want := "127.0.0.1 localhost\n# dtnflow bench-cluster: the sites' nodes\n10.78.1.11 site-a-1\n10.78.2.11 site-b-1\n"
+	if got != want {
+		t.Errorf("hostsFile:\n%s\nwant:\n%s", got, want)
+	}
+}
