@@ -72,3 +72,26 @@ func TestProfileRoundTrip(t *testing.T) {
 		t.Errorf("a finished probe's capacity %g, want its best sample's 830e6", got)
 	}
 }
+
+func TestApplyFairness(t *testing.T) {
+	cases := map[string]struct {
+		mode    string
+		wantErr bool
+		// want: streams, stripes, max streams, buffer, buffer policy after
+		want [4]int64
+		pol  string
+	}{
+		"Default keeps the flags":                         {mode: "Default", want: [4]int64{8, 4, 32, 16 << 20}, pol: "auto"},
+		"Strict: one stream, autotuned, no buffer probed": {mode: "Strict", want: [4]int64{1, 1, 1, 0}, pol: "off"},
+		"an unknown mode is refused":                      {mode: "strict", wantErr: true, want: [4]int64{8, 4, 32, 16 << 20}, pol: "auto"},
+	}
+	for name, c := range cases {
+		j := &jobFlags{streams: 8, buffer: 16 << 20}
+		stripes, maxStreams, pol := int32(4), int32(32), "auto"
+		err := applyFairness(c.mode, j, &stripes, &maxStreams, &pol)
+		got := [4]int64{int64(j.streams), int64(stripes), int64(maxStreams), int64(j.buffer)}
+		if (err != nil) != c.wantErr || got != c.want || pol != c.pol {
+			t.Errorf("%s: %v, %v %q; want error %v, %v %q", name, err, got, pol, c.wantErr, c.want, c.pol)
+		}
+	}
+}
