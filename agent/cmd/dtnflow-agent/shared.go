@@ -179,15 +179,20 @@ func (s *sharedSend) start(ctx context.Context) (autotune.Outcome, bool) {
 	return out, true
 }
 
-// follow re-plans for the job's share at every interval where it changed and runs the
-// rescale policy in between, until the job ends.
+// follow re-plans for the job's share whenever it changed (looking every sharePoll)
+// and runs the rescale policy every report interval in between, until the job ends.
 func (s *sharedSend) follow(ctx context.Context, out autotune.Outcome) {
 	a := newAdapter(out.Plan, s.maxStripes)
 	cap := s.tuner.Params.MaxBitsPerSecond
 	members, _ := s.dir.Members()
 	jobs := len(members)
-	t := time.NewTicker(s.every)
+	// the path's files are read every sharePoll, not every report interval: a job
+	// that joins waits joinSettle before it sends, and the others are to have made
+	// room for it by then (else the path carries the new job on top of the old shares
+	// for up to an interval, its queue overflows and a flow backs off)
+	t := time.NewTicker(min(s.every, sharePoll))
 	defer t.Stop()
+	lastStep := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -232,7 +237,10 @@ func (s *sharedSend) follow(ctx context.Context, out autotune.Outcome) {
 			continue
 		}
 		jobs = len(members)
-		s.stripe.step(ctx, a)
+		if time.Since(lastStep) >= s.every {
+			lastStep = time.Now()
+			s.stripe.step(ctx, a)
+		}
 	}
 }
 
