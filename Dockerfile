@@ -14,8 +14,8 @@ ENV CGO_ENABLED=0 GOTOOLCHAIN=local
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN go build -trimpath -ldflags='-s -w' -o /out/manager . \
- && go build -trimpath -ldflags='-s -w' -o /out/dtnflow-agent ./agent/cmd/dtnflow-agent
+RUN go build -trimpath -ldflags='-s -w' -o /out/manager ./cmd/manager \
+ && go build -trimpath -ldflags='-s -w' -o /out/dtnflow-agent ./cmd/dtnflow-agent
 
 FROM gcr.io/distroless/static-debian12:nonroot AS manager
 COPY --from=build /out/manager /manager

@@ -42,8 +42,8 @@ vet: ## go vet every package.
 
 .PHONY: build
 build: ## Build the manager, the agent and the kubectl plugin (kubectl-dtnflow) into ./bin.
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager .
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./cmd/dtnflow-agent
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-dtnflow ./cmd/kubectl-dtnflow
 
 .PHONY: verify
@@ -85,6 +85,10 @@ KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 KUBE_CLUSTER_COMPONENTS := kube-apiserver etcd kubectl kubelet kube-scheduler kube-controller-manager
 CLUSTER_DIR ?= $(ROOT)/.local-cluster
 E2E_TIMEOUT ?= 45m
+# The host holds one local cluster at a time (hack/cluster/lib.sh, claim_host): unattended
+# runs wait this long for another folder's live cluster to go down; `make cluster-up` and
+# `make demo` refuse at once, naming it.
+CLUSTER_WAIT ?= 1200
 
 .PHONY: images
 images: ## Build the manager, agent and pause images as OCI archives in .cache/images (no registry, no daemon).
@@ -119,7 +123,7 @@ cluster-down: ## Stop the local cluster and remove everything it created.
 .PHONY: test-e2e
 test-e2e: deps kube-cluster-assets images chart-sync $(HELM) ## e2e on the local cluster: chart, Helm install, transfers, failures, re-plans.
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -count=1 ./test/e2e/chart/...
-	rc=0; DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/cluster/... $(E2E_FLAGS) || rc=$$?; \
+	rc=0; DTN_CLUSTER_WAIT=$(CLUSTER_WAIT) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/cluster/... $(E2E_FLAGS) || rc=$$?; \
 	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
 
 .PHONY: demo
@@ -139,7 +143,7 @@ bench-cluster: deps kube-cluster-assets images chart-sync $(HELM) ## bench-wan's
 	go build -o $(BIN)/bench-cluster ./test/e2e/cmd/bench-cluster
 	# down.sh inside the lock: the next benchmark waiting for it must not start its cluster
 	# (same namespace names) while this one is still being taken down.
-	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
+	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_WAIT=$(CLUSTER_WAIT) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
 	  bash -c '$(BIN)/bench-cluster -json $(CACHE)/bench-cluster.jsonl $(BENCH_CLUSTER_FLAGS); rc=$$?; hack/cluster/down.sh >/dev/null || rc=1; exit $$rc'
 
 BENCH_SHARING_FLAGS ?= -rate 1G -rtt 50ms -jobs 3 -size 1GiB
@@ -148,7 +152,7 @@ BENCH_SHARING_FLAGS ?= -rate 1G -rtt 50ms -jobs 3 -size 1GiB
 bench-sharing: deps kube-cluster-assets images chart-sync $(HELM) ## Jobs sharing one path through the operator on the local cluster: shares against weights, Jain's index, re-plan latency (BENCH_SHARING_FLAGS; JSON lines in .cache/).
 	@mkdir -p $(BIN) $(CACHE)
 	go build -o $(BIN)/bench-sharing ./test/e2e/cmd/bench-sharing
-	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
+	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_WAIT=$(CLUSTER_WAIT) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
 	  bash -c '$(BIN)/bench-sharing -json $(CACHE)/bench-sharing.jsonl $(BENCH_SHARING_FLAGS); rc=$$?; hack/cluster/down.sh >/dev/null || rc=1; exit $$rc'
 
 ##@ Benchmarks
@@ -156,7 +160,7 @@ bench-sharing: deps kube-cluster-assets images chart-sync $(HELM) ## Jobs sharin
 .PHONY: bench-peers
 bench-peers: deps ## dtnflow-agent side by side with iperf3 and GridFTP on loopback (table on stdout, JSON lines in .cache/).
 	@mkdir -p $(BIN) $(CACHE)
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./cmd/dtnflow-agent
 	go build -o $(BIN)/bench-peers ./test/bench/peers
 	flock /tmp/dtnflow-bench.lock $(BIN)/bench-peers -agent $(BIN)/dtnflow-agent -json $(CACHE)/bench-peers.jsonl $(BENCH_PEERS_FLAGS)
 
@@ -166,14 +170,14 @@ BENCH_WAN_FLAGS ?= -rate 1G -rtt 50ms -loss 0 -dataset large
 .PHONY: bench-wan
 bench-wan: deps ## Tools side by side on an emulated WAN (test/wanem): BENCH_WAN_FLAGS picks scenarios; table, JSON lines, plots in .cache/bench-wan/.
 	@mkdir -p $(BIN) $(CACHE)/bench-wan
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./cmd/dtnflow-agent
 	go build -o $(BIN)/bench-wan ./test/bench/wan/cmd/bench-wan
 	flock /tmp/dtnflow-bench.lock $(BIN)/bench-wan -agent $(BIN)/dtnflow-agent -tools $(BENCH_WAN_TOOLS) $(BENCH_WAN_FLAGS)
 
 .PHONY: bench-sharing-wan
 bench-sharing-wan: deps ## Jobs sharing one emulated WAN path through the agents alone (send --auto --share-dir) beside simultaneous globus-url-copy runs, and fairness to iperf3 flows (BENCH_SHARING_WAN_FLAGS; JSON lines in .cache/).
 	@mkdir -p $(BIN) $(CACHE)
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./cmd/dtnflow-agent
 	go build -o $(BIN)/bench-sharing-wan ./test/bench/wan/cmd/bench-sharing-wan
 	flock /tmp/dtnflow-bench.lock $(BIN)/bench-sharing-wan -agent $(BIN)/dtnflow-agent -json $(CACHE)/bench-sharing-wan.jsonl $(BENCH_SHARING_WAN_FLAGS)
 
@@ -190,7 +194,7 @@ BENCH_CONTROLLER_JOBS ?= 500
 .PHONY: bench-controller
 bench-controller: deps kube-assets ## The manager under load: BENCH_CONTROLLER_JOBS (500) TransferJobs planned and reconciled on a real API server; time to steady state, manager RSS.
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager .
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager ./cmd/manager
 	DTNFLOW_BENCH_JOBS=$(BENCH_CONTROLLER_JOBS) DTNFLOW_MANAGER_BIN=$(BIN)/manager KUBEBUILDER_ASSETS=$$(hack/build-kube.sh kube-apiserver etcd kubectl) \
 	  flock /tmp/dtnflow-bench.lock go test -count=1 -timeout 30m -run '^$$' -bench BenchmarkManagerLoad -benchtime=1x ./test/integration/controllers/
 

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"net"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,9 @@ type AgentPodOptions struct {
 	// ProbeMillicores is the CPU request of each side of the probe stripe, before any
 	// CPU model exists.
 	ProbeMillicores int64
+	// ImagePullSecrets name the Secrets, in each job's namespace, that pull the agent
+	// image from a private registry (the chart's agent.imagePullSecrets).
+	ImagePullSecrets []string
 }
 
 // DefaultAgentPodOptions are the defaults of the manager's flags.
@@ -149,6 +153,13 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 			},
 		},
 	}
+	for _, name := range opts.ImagePullSecrets {
+		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
+	}
+	if s := p.Endpoint.Spec.AgentPods; s != nil {
+		pod.Spec.Tolerations = slices.Clone(s.Tolerations)
+		pod.Spec.PriorityClassName = s.PriorityClassName
+	}
 	if p.Role == contract.RoleCoordinator {
 		pod.Spec.ServiceAccountName = CoordinatorAccountName(job.Name)
 		if p.Directive != "" {
@@ -214,6 +225,20 @@ func agentResources(plan *dtnflowv1alpha1.TransferPlan, p agentPod, opts AgentPo
 		}
 		limit := max(budget.MilliValue()/stripesOnNode, millicores)
 		res.Limits = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(limit, resource.DecimalSI)}
+	}
+	if s := p.Endpoint.Spec.AgentPods; s != nil {
+		if s.MemoryRequest != nil {
+			if res.Requests == nil {
+				res.Requests = corev1.ResourceList{}
+			}
+			res.Requests[corev1.ResourceMemory] = s.MemoryRequest.DeepCopy()
+		}
+		if s.MemoryLimit != nil {
+			if res.Limits == nil {
+				res.Limits = corev1.ResourceList{}
+			}
+			res.Limits[corev1.ResourceMemory] = s.MemoryLimit.DeepCopy()
+		}
 	}
 	return res
 }

@@ -210,6 +210,50 @@ func TestBuildAgentPod(t *testing.T) {
 	}
 }
 
+// TestAgentPodSettings: a site's spec.agentPods reach its agents and only its agents —
+// tolerations, priority class and memory — beside the plan's CPU, and the manager's pull
+// secrets reach every agent.
+func TestAgentPodSettings(t *testing.T) {
+	plan := &dtnflowv1alpha1.TransferPlan{SourceNodes: []string{"a1"}, DestinationNodes: []string{"b1"},
+		StripesPerNode: 1, StreamsPerStripe: 4, SourceCPUMillicores: 700, DestinationCPUMillicores: 1100, Hash: "0123456789abcdef"}
+	opts := AgentPodOptions{Image: "dtnflow-agent:test", CoordinatorMillicores: 100, ImagePullSecrets: []string{"regcred"}}
+	tainted := testEndpoint("site-b", "/srv/b", "4")
+	tolerations := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "dtn", Effect: corev1.TaintEffectNoSchedule}}
+	mem, memLimit := resource.MustParse("256Mi"), resource.MustParse("1Gi")
+	tainted.Spec.AgentPods = &dtnflowv1alpha1.AgentPodSettings{Tolerations: tolerations, PriorityClassName: "dtn-transfers",
+		MemoryRequest: &mem, MemoryLimit: &memLimit}
+	plain := testEndpoint("site-a", "/srv/a", "")
+
+	recv := buildAgentPod(testJob(), plan, agentPod{Role: contract.RoleReceiver, Stripe: 0, Node: "b1", Port: 47001, Endpoint: tainted}, opts)
+	if d := cmp.Diff(tolerations, recv.Spec.Tolerations); d != "" {
+		t.Errorf("tolerations (-want +got):\n%s", d)
+	}
+	if recv.Spec.PriorityClassName != "dtn-transfers" {
+		t.Errorf("priority class %q", recv.Spec.PriorityClassName)
+	}
+	res := recv.Spec.Containers[0].Resources
+	if res.Requests.Memory().Cmp(mem) != 0 || res.Limits.Memory().Cmp(memLimit) != 0 || res.Requests.Cpu().MilliValue() != 1100 || res.Limits.Cpu().MilliValue() != 4000 {
+		t.Errorf("resources %+v: want the plan's 1100m (limit 4 cores), memory 256Mi/1Gi", res)
+	}
+	if d := cmp.Diff([]corev1.LocalObjectReference{{Name: "regcred"}}, recv.Spec.ImagePullSecrets); d != "" {
+		t.Errorf("pull secrets (-want +got):\n%s", d)
+	}
+
+	send := buildAgentPod(testJob(), plan, agentPod{Role: contract.RoleSender, Stripe: 0, Node: "a1", Endpoint: plain,
+		CoordinatorAddress: "10.0.0.1:47000", ReceiverAddress: "10.0.0.2:47001"}, opts)
+	if send.Spec.Tolerations != nil || send.Spec.PriorityClassName != "" || send.Spec.Containers[0].Resources.Requests.Memory().Value() != 0 {
+		t.Errorf("the other site's settings leaked: %+v %q %+v", send.Spec.Tolerations, send.Spec.PriorityClassName, send.Spec.Containers[0].Resources)
+	}
+	if len(send.Spec.ImagePullSecrets) != 1 {
+		t.Errorf("sender pull secrets %+v", send.Spec.ImagePullSecrets)
+	}
+	// the builder must not share the endpoint's slice with the pod
+	recv.Spec.Tolerations[0].Value = "changed"
+	if tainted.Spec.AgentPods.Tolerations[0].Value != "dtn" {
+		t.Error("the pod's tolerations alias the endpoint's")
+	}
+}
+
 func TestNodeAddress(t *testing.T) {
 	tests := map[string]struct {
 		addrs []corev1.NodeAddress

@@ -330,52 +330,9 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	rate := fmt.Sprintf("%s over %d stripes (%.0f %% of the predicted %s per stripe)",
 		FormatBitsPerSecond(agg), cur.Stripes, 100*ratio, FormatBitsPerSecond(predicted))
 
-	// 3. judge the last change. A move that worked makes its opposite pointless for a
-	// while (more stripes carried more, so fewer would carry less, and the other way
-	// round); a move that did not is undone and blocked.
-	if pd := st.Pending; pd != nil {
-		st.Pending = nil
-		switch pd.Action {
-		case AddStripes:
-			expected := float64(pd.Stripes) * pd.BeforeAggregate / float64(max(pd.From.Stripes, 1))
-			if gain := agg - pd.BeforeAggregate; gain < cfg.MinGain*expected || gain <= noise {
-				st.AddBlock = nextBlock(st.AddBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
-				if st.RemoveBlock != nil {
-					// a removal failed at this level too: neither way helps, hold
-					st.RemoveBlock = nextBlock(st.RemoveBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
-				}
-				return changed(Intent{Action: RemoveStripes, Stripes: pd.Stripes, To: pd.From, Reason: "AddedStripesDidNotHelp",
-					Message: fmt.Sprintf("adding %d stripe(s) moved the aggregate from %s to %s, less than %.0f %% of what they should carry or within the noise; back to %d stripes, no more additions for %s",
-						pd.Stripes, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), 100*cfg.MinGain, pd.From.Stripes, st.AddBlock.Backoff)})
-			}
-			st.AddBlock = nil
-			st.RemoveBlock = nextBlock(st.RemoveBlock, in.Now, agg, loss, cfg)
-		case RemoveStripes:
-			if agg < (1-cfg.MaxDrop)*pd.BeforeAggregate {
-				st.RemoveBlock = nextBlock(st.RemoveBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
-				if st.AddBlock != nil {
-					// an addition failed at this level too: neither way helps, hold
-					st.AddBlock = nextBlock(st.AddBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
-				}
-				return changed(Intent{Action: AddStripes, Stripes: pd.Stripes, To: pd.From, Reason: "RemovedStripesHurt",
-					Message: fmt.Sprintf("removing %d stripe(s) lowered the aggregate from %s to %s; back to %d stripes, no more removals for %s",
-						pd.Stripes, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), pd.From.Stripes, st.RemoveBlock.Backoff)})
-			}
-			st.RemoveBlock = nil
-			st.AddBlock = nextBlock(st.AddBlock, in.Now, agg, loss, cfg)
-		case ChangeStreams:
-			need := (1 - cfg.MaxDrop) * pd.BeforeAggregate
-			if pd.Reason == "HighLoss" {
-				need = math.Max((1+cfg.StreamsGain)*pd.BeforeAggregate, pd.BeforeAggregate+noise)
-			}
-			if agg < need {
-				st.StreamBlock = nextBlock(st.StreamBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
-				return changed(Intent{Action: ChangeStreams, To: pd.From, Reason: "StreamsChangeDidNotHelp",
-					Message: fmt.Sprintf("%d streams per stripe moved the aggregate from %s to %s; back to %d streams, no more stream changes for %s",
-						cur.StreamsPerStripe, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), pd.From.StreamsPerStripe, st.StreamBlock.Backoff)})
-			}
-			st.StreamBlock = nil
-		}
+	// 3. judge the last change
+	if it, ok := judgeLastChange(&st, in, cfg, agg, loss, noise); ok {
+		return changed(it)
 	}
 
 	// 4. expire blocks
@@ -383,107 +340,245 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	st.RemoveBlock = expire(st.RemoveBlock, in.Now, agg, loss, cfg)
 	st.StreamBlock = expire(st.StreamBlock, in.Now, agg, loss, cfg)
 
-	start := func(it Intent) (Intent, RescaleState) {
-		st.Pending = &pending{Action: it.Action, From: cur, Stripes: it.Stripes, BeforeAggregate: agg, BeforeLossPPM: loss, Reason: it.Reason}
-		return changed(it)
-	}
-	streams := func(n int, reason, msg string) (Intent, RescaleState) {
-		return start(Intent{Action: ChangeStreams, To: Shape{Stripes: cur.Stripes, StreamsPerStripe: n}, Reason: reason, Message: msg})
-	}
-	add := func(k int, reason, msg string) (Intent, RescaleState) {
-		to := Shape{Stripes: cur.Stripes + k, StreamsPerStripe: cur.StreamsPerStripe}
-		return start(Intent{Action: AddStripes, Stripes: k, To: to, Reason: reason,
-			Message: fmt.Sprintf("%s; adding %d stripe(s) (%d → %d)", msg, k, cur.Stripes, to.Stripes)})
-	}
-	remove := func(k int, reason, msg string) (Intent, RescaleState) {
-		to := Shape{Stripes: cur.Stripes - k, StreamsPerStripe: cur.StreamsPerStripe}
-		return start(Intent{Action: RemoveStripes, Stripes: k, To: to, Reason: reason,
-			Message: fmt.Sprintf("%s; removing %d stripe(s) (%d → %d)", msg, k, cur.Stripes, to.Stripes)})
-	}
 	optimum := 0
 	if in.Curve != nil {
 		optimum = bestStreamsWithin(in.Curve, in.MaxStreams)
 	}
-	nearPlan := in.PlannedBitsPerSecond > 0 && agg >= (1-cfg.ProbeBelow)*in.PlannedBitsPerSecond
+	r := &round{cfg: cfg, in: in, st: &st, cur: cur, agg: agg, loss: loss, predicted: predicted, planned: planned,
+		ratio: ratio, rate: rate, optimum: optimum,
+		nearPlan: in.PlannedBitsPerSecond > 0 && agg >= (1-cfg.ProbeBelow)*in.PlannedBitsPerSecond,
+		atPath:   in.PathBitsPerSecond > 0 && agg >= (1-cfg.ProbeBelow)*in.PathBitsPerSecond}
 
-	// 5. the user's cap
-	if in.MaxBitsPerSecond > 0 && agg >= 0.95*in.MaxBitsPerSecond {
-		return hold("AtRateLimit", fmt.Sprintf("%s: at the job's cap of %s", rate, FormatBitsPerSecond(in.MaxBitsPerSecond)))
-	}
-
-	// 6. streams: a new curve with another optimum (a re-probe), or loss that made us
-	// raise them has subsided
-	if optimum > 0 && optimum != st.CurveOptimum {
-		st.CurveOptimum = optimum
-		if optimum != cur.StreamsPerStripe {
-			return streams(optimum, "ModelOptimumChanged",
-				fmt.Sprintf("the stream model now peaks at %d streams per stripe; changing from %d", optimum, cur.StreamsPerStripe))
-		}
-	}
-	if optimum > 0 && cur.StreamsPerStripe > optimum && loss < cfg.HighLossPPM/2 && !st.StreamBlock.active() {
-		return streams(optimum, "LossSubsided",
-			fmt.Sprintf("%s with %.0f ppm loss: back to the model's %d streams per stripe", rate, loss, optimum))
-	}
-
-	// 7. more stripes than planned for the planned rate: shed the extra
-	if nearPlan && cur.Stripes > planned && !st.RemoveBlock.active() {
-		k := roundDown(min(cur.Stripes-planned, max(cur.Stripes/2, 1)), cfg.Granularity)
-		if k > 0 && cur.Stripes-k >= in.MinStripes {
-			return remove(k, "MoreStripesThanPlanned", fmt.Sprintf("%s: the planned %d carry the planned rate", rate, planned))
-		}
-	}
-
-	// 8. read the stripes against the curve
-	atPath := in.PathBitsPerSecond > 0 && agg >= (1-cfg.ProbeBelow)*in.PathBitsPerSecond
-	switch {
-	case ratio >= cfg.AddAbove:
-		target := planned
-		if atPath {
-			return hold("AtPathCapacity", fmt.Sprintf("%s: at the %s the samples showed the path to carry", rate, FormatBitsPerSecond(in.PathBitsPerSecond)))
-		}
-		if cur.Stripes >= target {
-			return hold("AtPlannedStripes", fmt.Sprintf("%s: the planned %d stripes run at their predicted rate", rate, target))
-		}
-		if st.AddBlock.active() {
-			return hold("AdditionBlocked", fmt.Sprintf("%s: an addition did not help at this rate; trying again after %s", rate, st.AddBlock.Until.Format(time.RFC3339)))
-		}
-		if k := roundDown(min(target-cur.Stripes, max(cur.Stripes, 1)), cfg.Granularity); k > 0 { // at most double at once
-			return add(k, "PathHasRoom", rate+": the path is not what limits them")
-		}
-		return hold("AtPlannedStripes", fmt.Sprintf("%s: no whole step of %d stripes fits below the planned %d", rate, cfg.Granularity, target))
-
-	case loss >= cfg.HighLossPPM && cur.StreamsPerStripe < in.MaxStreams && !st.StreamBlock.active():
-		// stripes short of their rate under heavy loss: more streams first, since
-		// they cost no pods and recover faster from loss (NDM'13 §4.2)
-		n := min(2*cur.StreamsPerStripe, in.MaxStreams)
-		return streams(n, "HighLoss", fmt.Sprintf("%s with %.0f ppm loss: more streams recover faster from loss; %d → %d streams per stripe",
-			rate, loss, cur.StreamsPerStripe, n))
-
-	case ratio <= cfg.RemoveBelow:
-		if cur.Stripes > in.MinStripes && !st.RemoveBlock.active() {
-			mid := (cfg.AddAbove + cfg.RemoveBelow) / 2
-			need := int(math.Ceil(agg / (predicted * mid)))
-			need = max(need, in.MinStripes, cur.Stripes-max(cur.Stripes/2, 1)) // at most halve at once
-			if k := roundDown(cur.Stripes-need, cfg.Granularity); k > 0 {
-				return remove(k, "PathSaturated", rate+": the path limits them, so fewer carry the same")
+	// 5. the rules, in order: the first that applies decides
+	for _, rule := range rescaleRules {
+		if it, ok := rule(r); ok {
+			if it.Action == Hold {
+				return it, st
 			}
-		}
-	}
-
-	// 9. below the planned rate with nothing else to try: probe one step up. If the
-	// path is full the addition is undone and blocked with a growing back-off; if the
-	// stripes are held back by loss or by a competing flow's share, it helps — and
-	// since each added stripe must bring half a stripe's share, beyond the noise, a
-	// competing TCP flow is matched, not crowded out.
-	if in.PlannedBitsPerSecond > 0 && !nearPlan && cur.Stripes < in.MaxStripes && !st.AddBlock.active() {
-		if k := roundDown(min(cfg.Granularity, in.MaxStripes-cur.Stripes), cfg.Granularity); k > 0 {
-			return add(k, "BelowPlannedRate", fmt.Sprintf("%s, below the planned %s: trying more", rate, FormatBitsPerSecond(in.PlannedBitsPerSecond)))
+			st.Pending = &pending{Action: it.Action, From: cur, Stripes: it.Stripes, BeforeAggregate: agg, BeforeLossPPM: loss, Reason: it.Reason}
+			return changed(it)
 		}
 	}
 	if ratio <= cfg.RemoveBelow {
 		return hold("PathBound", fmt.Sprintf("%s: the path limits the stripes and no change is open", rate))
 	}
 	return hold("Steady", rate)
+}
+
+// judgeLastChange judges the change made before the window now full: a move that
+// worked makes its opposite pointless for a while (more stripes carried more, so fewer
+// would carry less, and the other way round); a move that did not is undone (the intent
+// returned) and blocked with a growing back-off.
+func judgeLastChange(st *RescaleState, in RescaleInput, cfg RescaleConfig, agg, loss, noise float64) (Intent, bool) {
+	pd := st.Pending
+	if pd == nil {
+		return Intent{}, false
+	}
+	st.Pending = nil
+	cur := in.Current
+	switch pd.Action {
+	case AddStripes:
+		expected := float64(pd.Stripes) * pd.BeforeAggregate / float64(max(pd.From.Stripes, 1))
+		if gain := agg - pd.BeforeAggregate; gain < cfg.MinGain*expected || gain <= noise {
+			st.AddBlock = nextBlock(st.AddBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
+			if st.RemoveBlock != nil {
+				// a removal failed at this level too: neither way helps, hold
+				st.RemoveBlock = nextBlock(st.RemoveBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
+			}
+			return Intent{Action: RemoveStripes, Stripes: pd.Stripes, To: pd.From, Reason: "AddedStripesDidNotHelp",
+				Message: fmt.Sprintf("adding %d stripe(s) moved the aggregate from %s to %s, less than %.0f %% of what they should carry or within the noise; back to %d stripes, no more additions for %s",
+					pd.Stripes, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), 100*cfg.MinGain, pd.From.Stripes, st.AddBlock.Backoff)}, true
+		}
+		st.AddBlock = nil
+		st.RemoveBlock = nextBlock(st.RemoveBlock, in.Now, agg, loss, cfg)
+	case RemoveStripes:
+		if agg < (1-cfg.MaxDrop)*pd.BeforeAggregate {
+			st.RemoveBlock = nextBlock(st.RemoveBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
+			if st.AddBlock != nil {
+				// an addition failed at this level too: neither way helps, hold
+				st.AddBlock = nextBlock(st.AddBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
+			}
+			return Intent{Action: AddStripes, Stripes: pd.Stripes, To: pd.From, Reason: "RemovedStripesHurt",
+				Message: fmt.Sprintf("removing %d stripe(s) lowered the aggregate from %s to %s; back to %d stripes, no more removals for %s",
+					pd.Stripes, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), pd.From.Stripes, st.RemoveBlock.Backoff)}, true
+		}
+		st.RemoveBlock = nil
+		st.AddBlock = nextBlock(st.AddBlock, in.Now, agg, loss, cfg)
+	case ChangeStreams:
+		need := (1 - cfg.MaxDrop) * pd.BeforeAggregate
+		if pd.Reason == "HighLoss" {
+			need = math.Max((1+cfg.StreamsGain)*pd.BeforeAggregate, pd.BeforeAggregate+noise)
+		}
+		if agg < need {
+			st.StreamBlock = nextBlock(st.StreamBlock, in.Now, pd.BeforeAggregate, pd.BeforeLossPPM, cfg)
+			return Intent{Action: ChangeStreams, To: pd.From, Reason: "StreamsChangeDidNotHelp",
+				Message: fmt.Sprintf("%d streams per stripe moved the aggregate from %s to %s; back to %d streams, no more stream changes for %s",
+					cur.StreamsPerStripe, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), pd.From.StreamsPerStripe, st.StreamBlock.Backoff)}, true
+		}
+		st.StreamBlock = nil
+	}
+	return Intent{}, false
+}
+
+// round is what one round of the policy measured and derived, as its rules read it;
+// a rule may update the state (st) it keeps.
+type round struct {
+	cfg      RescaleConfig
+	in       RescaleInput
+	st       *RescaleState
+	cur      Shape
+	agg      float64 // the window's aggregate
+	loss     float64 // the window's loss, ppm
+	nearPlan bool    // the aggregate is within ProbeBelow of the planned rate
+	atPath   bool    // ... of what the samples showed the path to carry
+	// predicted is a stripe's rate at the current streams by the curve (the
+	// measured one when there is no curve); ratio the measured per-stripe rate over it
+	predicted, ratio float64
+	planned          int    // the stripes that carry the planned rate at the current streams
+	optimum          int    // the curve's best streams per stripe, 0 without a curve
+	rate             string // the aggregate against the prediction, for messages
+}
+
+func (r *round) hold(reason, msg string) (Intent, bool) {
+	return Intent{Action: Hold, To: r.cur, Reason: reason, Message: msg}, true
+}
+
+func (r *round) streams(n int, reason, msg string) (Intent, bool) {
+	return Intent{Action: ChangeStreams, To: Shape{Stripes: r.cur.Stripes, StreamsPerStripe: n}, Reason: reason, Message: msg}, true
+}
+
+func (r *round) add(k int, reason, msg string) (Intent, bool) {
+	to := Shape{Stripes: r.cur.Stripes + k, StreamsPerStripe: r.cur.StreamsPerStripe}
+	return Intent{Action: AddStripes, Stripes: k, To: to, Reason: reason,
+		Message: fmt.Sprintf("%s; adding %d stripe(s) (%d → %d)", msg, k, r.cur.Stripes, to.Stripes)}, true
+}
+
+func (r *round) remove(k int, reason, msg string) (Intent, bool) {
+	to := Shape{Stripes: r.cur.Stripes - k, StreamsPerStripe: r.cur.StreamsPerStripe}
+	return Intent{Action: RemoveStripes, Stripes: k, To: to, Reason: reason,
+		Message: fmt.Sprintf("%s; removing %d stripe(s) (%d → %d)", msg, k, r.cur.Stripes, to.Stripes)}, true
+}
+
+// rescaleRules are the policy's rules in the order they are tried; each returns an
+// intent when it applies (Kueue's preemption strategies and JobSet's failure-policy
+// actions are built the same way).
+var rescaleRules = []func(r *round) (Intent, bool){
+	atRateLimit,
+	modelOptimumChanged,
+	lossSubsided,
+	moreStripesThanPlanned,
+	stripesAtTheirRate,
+	highLoss,
+	pathSaturated,
+	belowPlannedRate,
+}
+
+// atRateLimit holds a job at its user's cap (spec.tuning.limits.maxBitsPerSecond).
+func atRateLimit(r *round) (Intent, bool) {
+	if r.in.MaxBitsPerSecond > 0 && r.agg >= 0.95*r.in.MaxBitsPerSecond {
+		return r.hold("AtRateLimit", fmt.Sprintf("%s: at the job's cap of %s", r.rate, FormatBitsPerSecond(r.in.MaxBitsPerSecond)))
+	}
+	return Intent{}, false
+}
+
+// modelOptimumChanged follows a new curve (a re-probe) to its best stream count; the
+// optimum is remembered whether or not the streams change.
+func modelOptimumChanged(r *round) (Intent, bool) {
+	if r.optimum == 0 || r.optimum == r.st.CurveOptimum {
+		return Intent{}, false
+	}
+	r.st.CurveOptimum = r.optimum
+	if r.optimum == r.cur.StreamsPerStripe {
+		return Intent{}, false
+	}
+	return r.streams(r.optimum, "ModelOptimumChanged",
+		fmt.Sprintf("the stream model now peaks at %d streams per stripe; changing from %d", r.optimum, r.cur.StreamsPerStripe))
+}
+
+// lossSubsided goes back to the curve's streams once the loss that made HighLoss raise
+// them has fallen below half its threshold.
+func lossSubsided(r *round) (Intent, bool) {
+	if r.optimum > 0 && r.cur.StreamsPerStripe > r.optimum && r.loss < r.cfg.HighLossPPM/2 && !r.st.StreamBlock.active() {
+		return r.streams(r.optimum, "LossSubsided",
+			fmt.Sprintf("%s with %.0f ppm loss: back to the model's %d streams per stripe", r.rate, r.loss, r.optimum))
+	}
+	return Intent{}, false
+}
+
+// moreStripesThanPlanned sheds stripes beyond the planned count once the planned rate is
+// reached (at most half of them at once).
+func moreStripesThanPlanned(r *round) (Intent, bool) {
+	if !r.nearPlan || r.cur.Stripes <= r.planned || r.st.RemoveBlock.active() {
+		return Intent{}, false
+	}
+	k := roundDown(min(r.cur.Stripes-r.planned, max(r.cur.Stripes/2, 1)), r.cfg.Granularity)
+	if k > 0 && r.cur.Stripes-k >= r.in.MinStripes {
+		return r.remove(k, "MoreStripesThanPlanned", fmt.Sprintf("%s: the planned %d carry the planned rate", r.rate, r.planned))
+	}
+	return Intent{}, false
+}
+
+// stripesAtTheirRate: stripes that run at their predicted rate mean the path has room,
+// so more are added up to the planned count (at most doubling at once), unless the path
+// is at what the samples showed it to carry or an addition just failed at this rate.
+func stripesAtTheirRate(r *round) (Intent, bool) {
+	if r.ratio < r.cfg.AddAbove {
+		return Intent{}, false
+	}
+	target := r.planned
+	switch {
+	case r.atPath:
+		return r.hold("AtPathCapacity", fmt.Sprintf("%s: at the %s the samples showed the path to carry", r.rate, FormatBitsPerSecond(r.in.PathBitsPerSecond)))
+	case r.cur.Stripes >= target:
+		return r.hold("AtPlannedStripes", fmt.Sprintf("%s: the planned %d stripes run at their predicted rate", r.rate, target))
+	case r.st.AddBlock.active():
+		return r.hold("AdditionBlocked", fmt.Sprintf("%s: an addition did not help at this rate; trying again after %s", r.rate, r.st.AddBlock.Until.Format(time.RFC3339)))
+	}
+	if k := roundDown(min(target-r.cur.Stripes, max(r.cur.Stripes, 1)), r.cfg.Granularity); k > 0 {
+		return r.add(k, "PathHasRoom", r.rate+": the path is not what limits them")
+	}
+	return r.hold("AtPlannedStripes", fmt.Sprintf("%s: no whole step of %d stripes fits below the planned %d", r.rate, r.cfg.Granularity, target))
+}
+
+// highLoss: stripes short of their rate under heavy loss get more streams first, since
+// they cost no pods and recover faster from loss (NDM'13 §4.2).
+func highLoss(r *round) (Intent, bool) {
+	if r.loss < r.cfg.HighLossPPM || r.cur.StreamsPerStripe >= r.in.MaxStreams || r.st.StreamBlock.active() {
+		return Intent{}, false
+	}
+	n := min(2*r.cur.StreamsPerStripe, r.in.MaxStreams)
+	return r.streams(n, "HighLoss", fmt.Sprintf("%s with %.0f ppm loss: more streams recover faster from loss; %d → %d streams per stripe",
+		r.rate, r.loss, r.cur.StreamsPerStripe, n))
+}
+
+// pathSaturated: stripes well short of their rate mean the path limits them, so fewer
+// carry the same (at most half of them removed at once).
+func pathSaturated(r *round) (Intent, bool) {
+	if r.ratio > r.cfg.RemoveBelow || r.cur.Stripes <= r.in.MinStripes || r.st.RemoveBlock.active() {
+		return Intent{}, false
+	}
+	mid := (r.cfg.AddAbove + r.cfg.RemoveBelow) / 2
+	need := int(math.Ceil(r.agg / (r.predicted * mid)))
+	need = max(need, r.in.MinStripes, r.cur.Stripes-max(r.cur.Stripes/2, 1)) // at most halve at once
+	if k := roundDown(r.cur.Stripes-need, r.cfg.Granularity); k > 0 {
+		return r.remove(k, "PathSaturated", r.rate+": the path limits them, so fewer carry the same")
+	}
+	return Intent{}, false
+}
+
+// belowPlannedRate: below the planned rate with nothing else to try, probe one step up.
+// If the path is full the addition is undone and blocked with a growing back-off; if
+// the stripes are held back by loss or by a competing flow's share, it helps — and
+// since each added stripe must bring half a stripe's share, beyond the noise, a
+// competing TCP flow is matched, not crowded out.
+func belowPlannedRate(r *round) (Intent, bool) {
+	if r.in.PlannedBitsPerSecond <= 0 || r.nearPlan || r.cur.Stripes >= r.in.MaxStripes || r.st.AddBlock.active() {
+		return Intent{}, false
+	}
+	if k := roundDown(min(r.cfg.Granularity, r.in.MaxStripes-r.cur.Stripes), r.cfg.Granularity); k > 0 {
+		return r.add(k, "BelowPlannedRate", fmt.Sprintf("%s, below the planned %s: trying more", r.rate, FormatBitsPerSecond(r.in.PlannedBitsPerSecond)))
+	}
+	return Intent{}, false
 }
 
 // sanitizeInput makes the bounds consistent and the shape positive.

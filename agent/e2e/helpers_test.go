@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	agentBin = filepath.Join(dir, "dtnflow-agent")
-	build := exec.Command("go", "build", "-o", agentBin, "../cmd/dtnflow-agent")
+	build := exec.Command("go", "build", "-o", agentBin, "../../cmd/dtnflow-agent")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building dtnflow-agent:", err)

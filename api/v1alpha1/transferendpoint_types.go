@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -73,6 +74,46 @@ type TransferEndpointSpec struct {
 	// sharing limits what the site's jobs take together, on every path through it.
 	// +optional
 	Sharing *EndpointSharing `json:"sharing,omitempty"`
+
+	// agentPods are settings of the agent pods this site runs (its coordinators,
+	// senders or receivers), for DTN nodes kept for transfers: tolerations of their
+	// taints, a priority class, memory.
+	// +optional
+	AgentPods *AgentPodSettings `json:"agentPods,omitempty"`
+}
+
+// +kubebuilder:validation:XValidation:rule="!has(self.memoryRequest) || !has(self.memoryLimit) || !quantity(string(self.memoryRequest)).isGreaterThan(quantity(string(self.memoryLimit)))",message="spec.agentPods.memoryLimit must be at least memoryRequest",fieldPath=".memoryLimit"
+
+// AgentPodSettings are a site's settings of its agent pods. CPU is not among them: the
+// plan sizes each agent's CPU request (seed 002's regression), within cpuBudgetPerNode.
+type AgentPodSettings struct {
+	// tolerations let the agents run on nodes with these taints (DTN nodes are often
+	// tainted so that nothing else lands on them). The agents are still pinned to the
+	// nodes the plan picked among those nodeSelector matches.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// priorityClassName is the PriorityClass of the agent pods, so that a busy node
+	// makes room for a transfer (or a transfer for more important work).
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// memoryRequest is each agent's memory request; none by default. An agent's
+	// memory grows with its streams and their buffers, so measure an agent under the
+	// site's usual plans (kubectl top pod) before setting memoryLimit.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.agentPods.memoryRequest must be positive"
+	// +optional
+	MemoryRequest *resource.Quantity `json:"memoryRequest,omitempty"`
+
+	// memoryLimit is each agent's memory limit; none by default. At least
+	// memoryRequest.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.agentPods.memoryLimit must be positive"
+	// +optional
+	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
 }
 
 // EndpointSharing limits the jobs that use a site, as source or destination, over every

@@ -27,8 +27,13 @@ const decisionTTL = time.Minute
 // scraper's bearer token is authenticated with a TokenReview, and "get" on the request
 // path is authorized with a SubjectAccessReview (a scraper needs a ClusterRole with
 // nonResourceURLs ["/metrics"], verbs ["get"]). It does what controller-runtime's
-// filters.WithAuthenticationAndAuthorization does, with client-go alone, so the module
-// does not grow a dependency on k8s.io/apiserver.
+// filters.WithAuthenticationAndAuthorization does, with client-go alone. Measured
+// (2026-11-25, go build of the manager with one or the other): the controller-runtime
+// filter brings k8s.io/apiserver and the OpenTelemetry SDK, taking the manager binary
+// from 47.0 to 78.0 MB and its packages from 818 to 1073 (19 more modules) for these
+// two reviews; so this stays. TestMetricsEndpointAuth (test/integration/controllers)
+// scrapes it on a real API server as nobody, a forged token, an ungranted and a granted
+// ServiceAccount.
 func AuthFilter(cfg *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {
 	cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {

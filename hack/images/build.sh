@@ -26,8 +26,8 @@ set_env() {
 for name in "${names[@]}"; do
   case $name in
     pause)   pkg=./hack/images/pause;          bin=pause;         user=0:0;         key=PAUSE_IMAGE ;;
-    manager) pkg=.;                            bin=manager;       user=65532:65532; key=MANAGER_IMAGE ;;
-    agent)   pkg=./agent/cmd/dtnflow-agent;    bin=dtnflow-agent; user=0:0;         key=AGENT_IMAGE ;;
+    manager) pkg=./cmd/manager;                bin=manager;       user=65532:65532; key=MANAGER_IMAGE ;;
+    agent)   pkg=./cmd/dtnflow-agent;    bin=dtnflow-agent; user=0:0;         key=AGENT_IMAGE ;;
     *) echo "images: unknown image $name (want pause, manager or agent)" >&2; exit 2 ;;
   esac
   (cd "$root" && go build -trimpath -ldflags='-s -w' -o "$out/bin/$bin" "$pkg")

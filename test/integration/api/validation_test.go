@@ -373,6 +373,21 @@ func transferEndpointCreateTable() validationTable {
 					check: "rule", field: "spec.externalAddress", want: "spec.externalAddress must end in a port from 1 to 65535"},
 				{name: "externalAddress port 0", mutate: func(o object) { set(o, "spec.externalAddress", "[fd00::1]:0") },
 					check: "rule", field: "spec.externalAddress", want: "spec.externalAddress must end in a port from 1 to 65535"},
+				tooMany("spec.agentPods.tolerations", 16, toleration),
+				tooLong("spec.agentPods.priorityClassName", 253),
+				{name: "priorityClassName not a DNS name", mutate: func(o object) { set(o, "spec.agentPods.priorityClassName", "High_Priority") },
+					check: "pattern", field: "spec.agentPods.priorityClassName", want: "should match"},
+				{name: "memoryRequest not a quantity", mutate: func(o object) { set(o, "spec.agentPods.memoryRequest", "lots") },
+					check: "pattern", field: "spec.agentPods.memoryRequest", want: "should match"},
+				{name: "memoryRequest of 0", mutate: func(o object) { set(o, "spec.agentPods.memoryRequest", "0") },
+					check: "rule", field: "spec.agentPods.memoryRequest", want: "spec.agentPods.memoryRequest must be positive"},
+				{name: "memoryLimit not a quantity", mutate: func(o object) { set(o, "spec.agentPods.memoryLimit", "1 GB") },
+					check: "pattern", field: "spec.agentPods.memoryLimit", want: "should match"},
+				{name: "memoryLimit negative", mutate: func(o object) { set(o, "spec.agentPods.memoryLimit", "-1Gi") },
+					check: "rule", field: "spec.agentPods.memoryLimit", want: "spec.agentPods.memoryLimit must be positive"},
+				{name: "memoryLimit below memoryRequest", mutate: func(o object) {
+					set(o, "spec.agentPods", object{"memoryRequest": "2Gi", "memoryLimit": "1Gi"})
+				}, check: "rule", field: "spec.agentPods.memoryLimit", want: "spec.agentPods.memoryLimit must be at least memoryRequest"},
 			},
 		),
 		accepted: []acceptedCase{
@@ -393,6 +408,10 @@ func transferEndpointCreateTable() validationTable {
 			{"externalAddress of 255 characters at port 65535", func(o object) { set(o, "spec.externalAddress", dnsName(249)+":65535") }},
 			{"externalAddress of an IPv6 host at port 1", func(o object) { set(o, "spec.externalAddress", "[fd00::1]:1") }},
 			{"maxStripesPerNode at 64", func(o object) { set(o, "spec.maxStripesPerNode", 64) }},
+			{"agentPods at their bounds", func(o object) {
+				set(o, "spec.agentPods", object{"tolerations": listOf(16, toleration), "priorityClassName": dnsName(253),
+					"memoryRequest": "1Gi", "memoryLimit": int64(1 << 30)})
+			}},
 			{"sharing at its limits", func(o object) {
 				set(o, "spec.sharing", object{"maxActiveJobs": 10000, "maxBitsPerSecond": int64(1) << 62})
 			}},
@@ -535,4 +554,9 @@ func allTables() []validationTable {
 		pathProfileCreateTable(), pathProfileUpdateTable(), pathProfileStatusTable(),
 		transferPriorityClassCreateTable(),
 	}
+}
+
+// toleration is a valid toleration of spec.agentPods.
+func toleration(i int) any {
+	return object{"key": fmt.Sprintf("dtn.example.org/t%02d", i), "operator": "Exists", "effect": "NoSchedule"}
 }

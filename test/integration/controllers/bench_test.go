@@ -383,7 +383,7 @@ func managerBinary(b *testing.B) string {
 		return p
 	}
 	out := filepath.Join(b.TempDir(), "manager")
-	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/manager")
 	cmd.Dir = framework.RepoRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
 	if msg, err := cmd.CombinedOutput(); err != nil {

@@ -5,7 +5,7 @@
 package main
 
 import (
-	"flag"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -38,6 +39,7 @@ type options struct {
 	logFormat               string
 	agentImage              string
 	agentPullPolicy         string
+	agentPullSecrets        []string
 	apiServerHost           string
 	apiServerPort           string
 	reportInterval          time.Duration
@@ -48,7 +50,7 @@ type options struct {
 
 func parseFlags(args []string) (options, error) {
 	o := options{}
-	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; \"0\" turns it off.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
 		"Serve metrics over HTTPS and let only scrapers the API server authenticates and authorizes (get on /metrics) read them; false serves plain HTTP.")
@@ -61,6 +63,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logFormat, "log-format", "json", "Log format: json or text.")
 	fs.StringVar(&o.agentImage, "agent-image", controllers.DefaultAgentPodOptions.Image, "Image of the dtnflow-agent pods (its entrypoint must be dtnflow-agent).")
 	fs.StringVar(&o.agentPullPolicy, "agent-image-pull-policy", string(controllers.DefaultAgentPodOptions.ImagePullPolicy), "Pull policy of the agent image: Always, IfNotPresent or Never.")
+	fs.StringSliceVar(&o.agentPullSecrets, "agent-image-pull-secrets", nil, "Secrets, in each job's namespace, that pull the agent image (comma-separated names).")
 	fs.StringVar(&o.apiServerHost, "agent-api-server-host", "",
 		"When set, coordinator pods get KUBERNETES_SERVICE_HOST/PORT pointing here: for clusters without kube-proxy, where the in-cluster service address does not route.")
 	fs.StringVar(&o.apiServerPort, "agent-api-server-port", "6443", "API server port given with --agent-api-server-host.")
@@ -115,7 +118,10 @@ func newLogger(level, format string) (logr.Logger, error) {
 }
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	err := run(os.Args[1:])
+	switch {
+	case errors.Is(err, pflag.ErrHelp): // --help printed the flags
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(1)
 	}
@@ -165,6 +171,7 @@ func run(args []string) error {
 			APIServerPort:         o.apiServerPort,
 			CoordinatorMillicores: o.coordinatorMillicores,
 			ProbeMillicores:       o.probeMillicores,
+			ImagePullSecrets:      o.agentPullSecrets,
 		},
 		ReportInterval: o.reportInterval,
 		JobWorkers:     o.jobWorkers,
