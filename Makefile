@@ -178,6 +178,13 @@ bench-wan: deps ## Tools side by side on an emulated WAN (test/wanem): BENCH_WAN
 	go build -o $(BIN)/bench-wan ./test/bench/wan/cmd/bench-wan
 	flock /tmp/dtnflow-bench.lock $(BIN)/bench-wan -agent $(BIN)/dtnflow-agent -tools $(BENCH_WAN_TOOLS) $(BENCH_WAN_FLAGS)
 
+.PHONY: bench-sharing-wan
+bench-sharing-wan: deps ## Jobs sharing one emulated WAN path through the agents alone (send --auto --share-dir) beside simultaneous globus-url-copy runs, and fairness to iperf3 flows (BENCH_SHARING_WAN_FLAGS; JSON lines in .cache/).
+	@mkdir -p $(BIN) $(CACHE)
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./cmd/dtnflow-agent
+	go build -o $(BIN)/bench-sharing-wan ./test/bench/wan/cmd/bench-sharing-wan
+	flock /tmp/dtnflow-bench.lock $(BIN)/bench-sharing-wan -agent $(BIN)/dtnflow-agent -json $(CACHE)/bench-sharing-wan.jsonl $(BENCH_SHARING_WAN_FLAGS)
+
 .PHONY: bench-wanem
 bench-wanem: deps ## Accuracy of the WAN emulator (rate, RTT, loss with iperf3 and ping; minutes).
 	flock /tmp/dtnflow-bench.lock go test -count=1 -timeout 30m -run Accuracy -v ./test/wanem -wanem.accuracy

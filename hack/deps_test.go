@@ -26,6 +26,7 @@ var knownDynamic = map[string]knownCommand{
 	"test/bench/peers/main.go: basePath":                                                {why: "an earlier dtnflow-agent given with -baseline"},
 	"test/bench/peers/main.go: cmd[0]":                                                  {runs: []string{"iperf3", "globus-url-copy"}, why: "the client command lines the contenders build with fixed(...), dtnflow-agent or a peer"},
 	"test/bench/wan/dtnflow.go: d.Agent":                                                {why: "the dtnflow-agent make bench-wan builds"},
+	"test/bench/wan/sharing.go: e.opts.Agent":                                           {why: "the dtnflow-agent make bench-sharing-wan builds"},
 	"test/e2e/cmd/bench-cluster/main.go: *agentBin":                                     {why: "the dtnflow-agent of the agent image (hack/images/build.sh)"},
 	"test/e2e/chart/chart_test.go: bin":                                                 {why: "helm, built into bin/ by the Makefile"},
 	"test/e2e/cluster/validation_test.go: cluster.KubectlBin":                           {why: "kubectl, built by hack/build-kube.sh"},

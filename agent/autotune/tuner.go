@@ -120,6 +120,8 @@ type Outcome struct {
 	// Noise is the widest relative 95 % interval of the samples that compare levels
 	// (every sample after the first), capped at MaxAccuracy.
 	Noise float64
+	// RTT is the least round-trip time the samples saw (0: unknown).
+	RTT time.Duration
 	// ProbeTime is how long probing took.
 	ProbeTime time.Duration
 	// Finished says the job ended while it was being probed: there is no plan.
@@ -212,18 +214,16 @@ func (t *Tuner) OnData(ctx context.Context) (Outcome, error) {
 	out, err := t.run(ctx, t.onData)
 	out.ProbeTime = t.clock().Now().Sub(start)
 	if errors.Is(err, errFinished) {
-		return Outcome{Finished: true, Samples: out.Samples, ProbeTime: out.ProbeTime}, nil
+		// no plan; the samples taken (and the prober and RTT they set) are still
+		// what the path showed
+		return Outcome{Finished: true, Samples: out.Samples, Prober: out.Prober, StripeRates: out.StripeRates, Noise: out.Noise,
+			RTT: out.RTT, ProbeTime: out.ProbeTime}, nil
 	}
 	if err != nil {
 		return out, err
 	}
 	t.apply(out)
-	for t.Stripes.Count() < out.Stripes {
-		t.Stripes.Add()
-	}
-	for t.Stripes.Count() > out.Stripes {
-		t.Stripes.Remove()
-	}
+	t.setStripes(out.Stripes)
 	return out, nil
 }
 
@@ -278,6 +278,7 @@ func (t *Tuner) run(ctx context.Context, measure measurer) (Outcome, error) {
 		// small files: pipelining, concurrency and stripes pay, streams hardly (§3)
 		out.Prober.Streams.MaxStreams = min(max(out.Prober.Streams.MaxStreams, 1), 2)
 	}
+	out.RTT = rtt
 	for {
 		out.Prober.Plateau, out.Prober.Streams.Accuracy = out.accuracy(), out.accuracy()
 		step := out.Prober.Next(out.Samples)
@@ -293,9 +294,11 @@ func (t *Tuner) run(ctx context.Context, measure measurer) (Outcome, error) {
 		out.noted(m)
 		if m.minRTT > 0 && (rtt == 0 || m.minRTT < rtt) {
 			rtt = m.minRTT
+			out.RTT = rtt
 		}
 		record(step.Phase, step.Streams, step.BufferBytes, m)
 	}
+	out.RTT = rtt
 	plan, err := t.plan(out, rtt)
 	if err != nil {
 		return out, err
@@ -308,11 +311,35 @@ func (t *Tuner) run(ctx context.Context, measure measurer) (Outcome, error) {
 			return out, err
 		}
 	}
+	t.planned(&out, plan)
+	return out, nil
+}
+
+// planned records plan in out with the stripe count it asks for and the path's
+// capacity when the probe found it.
+func (t *Tuner) planned(out *Outcome, plan optimizer.Plan) {
 	out.Plan = plan
+	out.PathBitsPerSecond = 0
 	if _, ok := flattened(out.StripeRates, out.accuracy()); ok || len(out.StripeRates) < 2 {
 		out.PathBitsPerSecond = plan.Path.Max()
 	}
-	out.Stripes = min(max(plan.Flow.StripesPerNode, 1), max(opt.MaxStripes, 1))
+	out.Stripes = min(max(plan.Flow.StripesPerNode, 1), max(t.Options.MaxStripes, 1))
+}
+
+// Warm plans from what an earlier probe of the path found — prev's Samples, Prober,
+// StripeRates, Noise and RTT (a shared path's profile) — instead of probing, applies
+// the plan and starts its stripes. The core must be in phase Starting with no stripe
+// running.
+func (t *Tuner) Warm(prev Outcome) (Outcome, error) {
+	out := Outcome{Prober: prev.Prober, Samples: prev.Samples, StripeRates: prev.StripeRates, Noise: prev.Noise, RTT: prev.RTT}
+	plan, err := t.plan(out, out.RTT)
+	if err != nil {
+		return out, err
+	}
+	t.planned(&out, plan)
+	t.apply(out)
+	t.Core.SetPhase(contract.PhaseTransferring)
+	t.setStripes(out.Stripes)
 	return out, nil
 }
 
@@ -334,6 +361,29 @@ func (t *Tuner) outlasts(out Outcome, rtt time.Duration) bool {
 		return true
 	}
 	return false
+}
+
+// Replan plans again from out's samples for a new cap on the job's rate (its share of
+// a shared path; 0: none), applies the plan and adds or removes stripes to match.
+func (t *Tuner) Replan(out Outcome, maxBitsPerSecond int64) (Outcome, error) {
+	t.Params.MaxBitsPerSecond = maxBitsPerSecond
+	plan, err := t.plan(out, out.RTT)
+	if err != nil {
+		return out, err
+	}
+	t.planned(&out, plan)
+	t.apply(out)
+	t.setStripes(out.Stripes)
+	return out, nil
+}
+
+func (t *Tuner) setStripes(n int) {
+	for t.Stripes.Count() < n {
+		t.Stripes.Add()
+	}
+	for t.Stripes.Count() > n {
+		t.Stripes.Remove()
+	}
 }
 
 // probeStripes is ExpSelection over the stripe count at the chosen streams and

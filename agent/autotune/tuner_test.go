@@ -247,6 +247,11 @@ func TestOnDataJobEndsWhileProbing(t *testing.T) {
 	if err != nil || !out.Finished || out.Plan.Flow.StreamsPerStripe != 0 {
 		t.Fatalf("OnData = %+v, %v; want Finished without a plan", out, err)
 	}
+	// what was sampled is still what the path showed (a shared path's other jobs plan
+	// from it)
+	if len(out.Samples) == 0 || out.RTT != 50*time.Millisecond {
+		t.Errorf("a job ending while probing kept %d samples and RTT %v, want its samples and 50 ms", len(out.Samples), out.RTT)
+	}
 }
 
 func TestFlattened(t *testing.T) {
@@ -287,4 +292,58 @@ func equal[T comparable](a, b []T) bool {
 		}
 	}
 	return true
+}
+
+// TestWarmAndReplan: a job planning from an earlier probe's outcome (a shared path's
+// profile) gets the plan the probe made without probing, and a cap on its rate (its
+// share) re-plans it within the cap; lifting the cap gives the first plan back.
+func TestWarmAndReplan(t *testing.T) {
+	newTuner := func() (*Tuner, *fakeStripes, *coord.Core) {
+		core := newCore(t)
+		clk := &fakeClock{now: time.Unix(1e9, 0)}
+		st := &fakeStripes{core: core, clock: clk, path: windowLimited, peer: &thisMachine}
+		return &Tuner{Core: core, Stripes: st, Params: coord.Params{Concurrency: 4, Pipelining: 16}, LocalLimits: thisMachine, Clock: clk,
+			CPUSeconds: func() float64 { return 0 }, Options: Options{MaxStreams: 64, MaxStripes: 4, Buffers: BuffersAuto}}, st, core
+	}
+	prober, _, _ := newTuner()
+	probed, err := prober.OnData(context.Background())
+	if err != nil || probed.Finished || probed.RTT != 50*time.Millisecond {
+		t.Fatalf("OnData = %v (finished %v, RTT %v); want a plan and the path's 50 ms", err, probed.Finished, probed.RTT)
+	}
+
+	tu, st, core := newTuner()
+	out, err := tu.Warm(Outcome{Samples: probed.Samples, Prober: probed.Prober, StripeRates: probed.StripeRates, Noise: probed.Noise, RTT: probed.RTT})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Plan.BufferBytes != probed.Plan.BufferBytes || out.Stripes != probed.Stripes || out.Plan.Flow.StreamsPerStripe != probed.Plan.Flow.StreamsPerStripe {
+		t.Errorf("warm plan %d × %d, buffer %d; the probe's %d × %d, buffer %d", out.Stripes, out.Plan.Flow.StreamsPerStripe, out.Plan.BufferBytes,
+			probed.Stripes, probed.Plan.Flow.StreamsPerStripe, probed.Plan.BufferBytes)
+	}
+	if p := core.Params(); core.Phase() != contract.PhaseTransferring || st.Count() != out.Stripes || int(p.Streams) != out.Plan.Flow.StreamsPerStripe {
+		t.Errorf("after Warm: phase %s, %d stripes, %d streams; want Transferring, the plan's %d × %d", core.Phase(), st.Count(), p.Streams,
+			out.Stripes, out.Plan.Flow.StreamsPerStripe)
+	}
+	if n := len(core.Report().Samples); n != 0 {
+		t.Errorf("Warm sampled the path %d times, want none", n)
+	}
+
+	capped, err := tu.Replan(out, 200e6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if capped.Plan.Flow.PredictedBitsPerSecond > 200e6*1.001 || tu.Params.MaxBitsPerSecond != 200e6 {
+		t.Errorf("capped at 200 Mbit/s: predicted %g, cap on the params %d", capped.Plan.Flow.PredictedBitsPerSecond, tu.Params.MaxBitsPerSecond)
+	}
+	if capped.Stripes*capped.Plan.Flow.StreamsPerStripe > out.Stripes*out.Plan.Flow.StreamsPerStripe {
+		t.Errorf("a cap added streams: %d × %d, uncapped %d × %d", capped.Stripes, capped.Plan.Flow.StreamsPerStripe, out.Stripes, out.Plan.Flow.StreamsPerStripe)
+	}
+	lifted, err := tu.Replan(capped, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lifted.Stripes != out.Stripes || lifted.Plan.Flow.StreamsPerStripe != out.Plan.Flow.StreamsPerStripe || st.Count() != out.Stripes {
+		t.Errorf("cap lifted: %d × %d (%d stripes running), want the first plan's %d × %d", lifted.Stripes, lifted.Plan.Flow.StreamsPerStripe, st.Count(),
+			out.Stripes, out.Plan.Flow.StreamsPerStripe)
+	}
 }
