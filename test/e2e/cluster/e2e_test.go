@@ -11,7 +11,8 @@ import "testing"
 //  3. a cold job: probe, fit, plan, move a mixed dataset, every SHA-256 equal;
 //  4. a second job on the path starting warm from the PathProfile;
 //  5. agent pods killed mid-transfer, the job still completing with identical files;
-//  6. the path's rate halved mid-transfer, and the re-plan that follows.
+//  6. the path's rate halved mid-transfer, and the re-plan that follows;
+//  7. the chaos suite's short profile: faults at random moments, every copy checked.
 //
 // Run one step with -run 'TestLocalCluster/<name>'; steps 4 needs step 3's profile.
 func TestLocalCluster(t *testing.T) {
@@ -25,6 +26,7 @@ func TestLocalCluster(t *testing.T) {
 		{"warm-start", testWarmStart},
 		{"agent-killed", testAgentKilledMidTransfer},
 		{"path-rate-halved", testPathRateHalvedReplans},
+		{"chaos-short", testChaosShort},
 	}
 	for _, step := range steps {
 		t.Run(step.name, func(t *testing.T) {
