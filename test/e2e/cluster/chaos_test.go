@@ -515,7 +515,7 @@ func durations(ds []time.Duration) string {
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	return fmt.Sprintf("median %s max %s", s[len(s)/2].Round(100*time.Millisecond), s[len(s)-1].Round(100*time.Millisecond))
+	return fmt.Sprintf("median %s max %s", s[(len(s)-1)/2].Round(100*time.Millisecond), s[len(s)-1].Round(100*time.Millisecond))
 }
 
 // saveResults writes the figures as JSON into the artifacts folder and logs them as a
@@ -536,15 +536,24 @@ func saveResults(t *testing.T, p chaosProfile, seed uint64, results []*chaosResu
 		if len(r.Recover) > 0 {
 			s := slices.Clone(r.Recover)
 			slices.Sort(s)
-			med, mx = fmt.Sprintf("%.1f s", s[len(s)/2].Seconds()), fmt.Sprintf("%.1f s", s[len(s)-1].Seconds())
+			med, mx = fmt.Sprintf("%.1f s", s[(len(s)-1)/2].Seconds()), fmt.Sprintf("%.1f s", s[len(s)-1].Seconds())
 		}
 		expected := "yes"
 		if !r.Expected {
 			expected = "NO: " + r.Why
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %d | %.1f MiB × %d | %d | %d | %s (%s) | %.1f MiB | %s / %s | %d (%d) |",
-			r.Kind, r.Injections, float64(r.DatasetBytes)/(1<<20), r.Jobs, r.FilesChecked, len(r.Mismatches)+len(r.Debris), r.Outcome, expected,
-			float64(r.Resent)/(1<<20), med, mx, r.StatusVersions, len(r.StatusViolations)))
+		moved := fmt.Sprintf("%.1f MiB", float64(r.DatasetBytes)/(1<<20))
+		if r.Jobs > 1 {
+			moved += fmt.Sprintf(" (%d jobs)", r.Jobs)
+		}
+		// Re-sent bytes mean something when the whole dataset crossed.
+		resent := "-"
+		if strings.Contains(r.Outcome, "Complete") || r.Jobs > 1 && r.Expected {
+			resent = fmt.Sprintf("%.1f MiB", float64(r.Resent)/(1<<20))
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %d | %s | %d | %d | %s (%s) | %s | %s / %s | %d (%d) |",
+			r.Kind, r.Injections, moved, r.FilesChecked, len(r.Mismatches)+len(r.Debris), r.Outcome, expected,
+			resent, med, mx, r.StatusVersions, len(r.StatusViolations)))
 	}
 	t.Logf("chaos %s, seed %d (%s):\n%s", p.name, seed, path, strings.Join(rows, "\n"))
 }
