@@ -59,8 +59,10 @@ func buildCoordinatorServiceAccount(job *dtnflowv1alpha1.TransferJob) *corev1.Se
 	}
 }
 
-// buildCoordinatorRole builds the Role that lets the coordinator get its own pod (to
-// read its directive) and patch it (to write its report) — by name, nothing more.
+// buildCoordinatorRole builds the Role that lets the coordinator get and watch its own
+// pod (to read its directive, and hear of a new one at once) and patch it (to write
+// its report) — by name, nothing more. A watch of one pod by name (a field selector
+// on metadata.name) is authorized against resourceNames like a GET.
 func buildCoordinatorRole(job *dtnflowv1alpha1.TransferJob) *rbacv1.Role {
 	return &rbacv1.Role{
 		ObjectMeta: childMeta(job, CoordinatorAccountName(job.Name), contract.RoleCoordinator),
@@ -68,7 +70,7 @@ func buildCoordinatorRole(job *dtnflowv1alpha1.TransferJob) *rbacv1.Role {
 			APIGroups:     []string{""},
 			Resources:     []string{"pods"},
 			ResourceNames: []string{CoordinatorPodName(job.Name)},
-			Verbs:         []string{"get", "patch"},
+			Verbs:         []string{"get", "watch", "patch"},
 		}},
 	}
 }

@@ -18,6 +18,11 @@ type Planner interface {
 	// (Fixed mode, or a fresh profile that already covers the path).
 	ProbeDirective(in ProbeRequest) *contract.ProbeDirective
 
+	// ProbeTransferDirective is the directive of a cold job before its plan: transfer
+	// at once on one stripe with one stream and probe as the probe directive says on
+	// the job's own data (generation left 0 for the caller).
+	ProbeTransferDirective(job *dtnflowv1alpha1.TransferJob, probe *contract.ProbeDirective) contract.Directive
+
 	// Plan plans the job from what is known.
 	Plan(in PlanRequest) (dtnflowv1alpha1.TransferPlan, error)
 
@@ -29,6 +34,12 @@ type Planner interface {
 	// job's policy memory (nil the first time, or after a restart); the returned state
 	// replaces it. A nil plan in the decision means hold.
 	Rescale(state any, in RescaleRequest) (RescaleDecision, any)
+
+	// RescaleStateAfterPlan is the rescale policy's memory of a job whose first plan
+	// was made at now: the plan counts as a change made then, so that the policy lets
+	// it settle and cools down before judging it (the reports of the probe on the
+	// job's data, and of the plan's stripes starting, say nothing of the plan yet).
+	RescaleStateAfterPlan(now time.Time) any
 
 	// Learn is the PathProfile status after a job finished on the path.
 	Learn(profile *dtnflowv1alpha1.PathProfile, job *dtnflowv1alpha1.TransferJob, now time.Time) dtnflowv1alpha1.PathProfileStatus
@@ -60,6 +71,8 @@ type PlanRequest struct {
 	// RTT is the path's round-trip time as the stripes measure it; 0 when unknown.
 	RTT time.Duration
 	Now time.Time
+	// ShareBitsPerSecond is the job's share when it is held to it; 0 when not.
+	ShareBitsPerSecond int64
 }
 
 // RescaleRequest is one round of the rescale policy.
@@ -70,6 +83,8 @@ type RescaleRequest struct {
 	SourceNodes, DestinationNodes []PlanNode
 	ExternalDestination           bool
 	Now                           time.Time
+	// ShareBitsPerSecond is the job's share when it is held to it; 0 when not.
+	ShareBitsPerSecond int64
 }
 
 // RescaleDecision is the policy's answer: a new plan (nil to hold) and why.
@@ -89,6 +104,10 @@ func (planningPlanner) ProbeDirective(in ProbeRequest) *contract.ProbeDirective 
 	return planning.ProbeDirective(planning.ProbeInput{Tuning: in.Job.Spec.Tuning, Profile: in.Profile, Now: in.Now, NICBitsPerSecond: in.NICBitsPerSecond})
 }
 
+func (planningPlanner) ProbeTransferDirective(job *dtnflowv1alpha1.TransferJob, probe *contract.ProbeDirective) contract.Directive {
+	return planning.ProbeTransferDirective(probe, job.Spec.Tuning.Limits)
+}
+
 func (planningPlanner) Plan(in PlanRequest) (dtnflowv1alpha1.TransferPlan, error) {
 	var profile *dtnflowv1alpha1.PathProfileStatus
 	if planning.Fresh(in.Profile, in.Now) {
@@ -96,7 +115,7 @@ func (planningPlanner) Plan(in PlanRequest) (dtnflowv1alpha1.TransferPlan, error
 	}
 	return planning.Plan(planning.Input{Tuning: in.Job.Spec.Tuning, Samples: in.Samples, Profile: profile,
 		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, ExternalDestination: in.ExternalDestination,
-		Dataset: in.Dataset, RTT: in.RTT})
+		Dataset: in.Dataset, RTT: in.RTT, ShareBitsPerSecond: in.ShareBitsPerSecond})
 }
 
 func (planningPlanner) TransferDirective(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.TransferPlan) contract.Directive {
@@ -106,8 +125,13 @@ func (planningPlanner) TransferDirective(job *dtnflowv1alpha1.TransferJob, plan 
 func (planningPlanner) Rescale(state any, in RescaleRequest) (RescaleDecision, any) {
 	st, _ := state.(*planning.RescaleState)
 	d, next := planning.Rescale(st, planning.RescaleInput{Tuning: in.Job.Spec.Tuning, Plan: *in.Plan, Report: *in.Report,
-		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, ExternalDestination: in.ExternalDestination, Now: in.Now})
+		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, ExternalDestination: in.ExternalDestination, Now: in.Now,
+		ShareBitsPerSecond: in.ShareBitsPerSecond})
 	return RescaleDecision{Plan: d.Plan, Reason: d.Reason, Message: d.Message}, next
+}
+
+func (planningPlanner) RescaleStateAfterPlan(now time.Time) any {
+	return &planning.RescaleState{LastChange: now}
 }
 
 func (planningPlanner) Learn(profile *dtnflowv1alpha1.PathProfile, job *dtnflowv1alpha1.TransferJob, now time.Time) dtnflowv1alpha1.PathProfileStatus {

@@ -28,9 +28,11 @@ import (
 //	coordinator reports Complete  → Complete, PathProfile learns, agents stop
 //	coordinator reports Failed    → Failed with the agent's error
 //	agent pods failed or vanished → counted (backoffLimit → Failed) and replaced
-//	no plan yet                   → probe with stripe 0 (Probing), then plan (Planned)
+//	no plan yet                   → transfer at once on stripe 0, probing on the job's
+//	                                own data (Probing), then plan (Planned)
 //	plan                          → re-plan on tuning change, lost node or rescale
-//	                                intent; pods per stripe; directive; progress
+//	                                intent; pods per stripe (stripe 0 kept); directive;
+//	                                progress
 
 // Reasons of the job's conditions.
 const (
@@ -79,7 +81,13 @@ func (r *TransferJobReconciler) reconcile(ctx context.Context, p *pass) error {
 		p.condition(dtnflowv1alpha1.ConditionSuspended, metav1.ConditionFalse, ReasonResumed, "spec.suspend is false: resuming from what was verified")
 		p.event(corev1.EventTypeNormal, ReasonResumed, "Resume", "Resuming from what was verified")
 	}
+	if goOn, err := r.admit(ctx, p); err != nil || !goOn {
+		return err
+	}
 	if p.st.StartTime == nil {
+		if rec := expiredRecord(p.job, obs.profile); rec != nil {
+			return r.completedBefore(p, rec) // a GitOps tool restored a job its TTL deleted
+		}
 		p.st.StartTime = &p.now
 	}
 	if err := r.ensureAuth(ctx, p); err != nil {
@@ -87,6 +95,9 @@ func (r *TransferJobReconciler) reconcile(ctx context.Context, p *pass) error {
 	}
 	if obs.reportErr != nil {
 		logf.FromContext(ctx).Error(obs.reportErr, "Ignoring an unreadable report")
+	}
+	if rep := obs.report; rep != nil && rep.FirstByteTime != nil {
+		p.timing(func(t *dtnflowv1alpha1.TransferTimings) **int64 { return &t.FirstByteMilliseconds }, *rep.FirstByteTime)
 	}
 	if rep := obs.report; rep != nil {
 		switch rep.Phase {
@@ -180,8 +191,11 @@ func (r *TransferJobReconciler) reconcileSuspended(ctx context.Context, p *pass)
 }
 
 // probeAndPlan makes the first plan: at once in Fixed mode; from a fresh PathProfile and
-// the dataset's listing when the planner needs no probe; otherwise after stripe 0 has
-// probed the path. It reports whether a plan now exists.
+// the dataset's listing when the planner needs no probe; otherwise from the samples
+// stripe 0 takes on the job's own data while it transfers (a Transfer directive with
+// a probe: the first byte does not wait for the plan). Stripe 0 starts with the
+// coordinator in every case, so that the plan finds it running. It reports whether a
+// plan now exists.
 func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool, error) {
 	job, obs, rep := p.job, p.obs, p.obs.report
 	if rep != nil && len(rep.Samples) > 0 {
@@ -189,6 +203,11 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 	}
 	probe := r.Planner.ProbeDirective(ProbeRequest{Job: job, Profile: obs.profile, Now: p.now.Time,
 		NICBitsPerSecond: min(obs.endpoints.Source.Spec.NICBitsPerSecond, obs.endpoints.Destination.Spec.NICBitsPerSecond)})
+	if probe != nil {
+		if wait, err := r.waitForPathProbe(ctx, p); err != nil || wait {
+			return false, err
+		}
+	}
 	if probe == nil {
 		// Fixed mode, or a fresh profile: no probe, but the plan's size classes need
 		// the dataset, which the coordinator lists as it starts.
@@ -199,7 +218,7 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 		if job.Spec.Tuning.Mode == dtnflowv1alpha1.TuningFixed {
 			why = "spec.tuning.mode is Fixed, so the path is not probed"
 		}
-		if err := r.syncPods(ctx, p, r.probeLayout(p, false), nil); err != nil {
+		if err := r.syncPods(ctx, p, r.probeLayout(p, true), nil); err != nil {
 			return false, err
 		}
 		if obs.coordinator != nil {
@@ -208,23 +227,43 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 		p.condition(dtnflowv1alpha1.ConditionPlanned, metav1.ConditionFalse, ReasonListingDataset, "waiting for the dataset's listing")
 		return false, nil
 	}
-	want := contract.Directive{Mode: contract.ModeProbe, Probe: probe}
+	want := r.Planner.ProbeTransferDirective(job, probe)
 	current := directiveOf(obs.coordinator)
-	if rep != nil && rep.Phase == contract.PhaseProbed && current != nil && sameDirective(current, &want) && rep.Generation >= current.Generation {
-		return r.makePlan(p, rep.Dataset), nil
+	if rep != nil && rep.Probe == contract.PhaseProbed && current != nil && sameDirective(current, &want) && rep.Generation >= current.Generation {
+		planned := r.makePlan(p, rep.Dataset)
+		if planned {
+			r.learnFromProbe(ctx, p)
+		}
+		return planned, nil
 	}
 	if err := r.syncPods(ctx, p, r.probeLayout(p, true), &want); err != nil {
 		return false, err
 	}
 	if obs.coordinator != nil {
 		if !meta.IsStatusConditionTrue(p.st.Conditions, dtnflowv1alpha1.ConditionProbing) {
-			p.event(corev1.EventTypeNormal, ReasonProbing, "Probe", "Probing the path with one stripe")
+			p.event(corev1.EventTypeNormal, ReasonProbing, "Probe", "Transferring on one stripe and probing the path on the job's own data")
 		}
 		p.condition(dtnflowv1alpha1.ConditionProbing, metav1.ConditionTrue, ReasonProbing,
-			fmt.Sprintf("measuring the path memory-to-memory with stripe 0: %d sample(s) so far", len(p.st.Samples)))
+			fmt.Sprintf("measuring the path on the job's own data with stripe 0: %d sample(s) so far", len(p.st.Samples)))
 	}
 	p.condition(dtnflowv1alpha1.ConditionPlanned, metav1.ConditionFalse, ReasonProbing, "waiting for the probe")
+	if rep != nil && rep.Phase == contract.PhaseTransferring {
+		r.progress(p)
+		p.condition(dtnflowv1alpha1.ConditionTransferring, metav1.ConditionTrue, ReasonProbing,
+			fmt.Sprintf("moving the dataset on stripe 0 while probing, at %s; %d%% done", p.st.Progress.Rate, p.st.Progress.Percent))
+	}
 	return false, nil
+}
+
+// progress brings status.progress up to the coordinator's report.
+func (r *TransferJobReconciler) progress(p *pass) {
+	prev := p.st.Progress
+	p.st.Progress = progressFrom(prev, p.obs.report, p.st.StartTime, p.now.Time)
+	if prev != nil {
+		p.bytesMoved = p.st.Progress.BytesDone - prev.BytesDone
+	} else {
+		p.bytesMoved = p.st.Progress.BytesDone
+	}
 }
 
 // makePlan asks the planner for a plan and records it; a planner error is a condition,
@@ -240,6 +279,8 @@ func (r *TransferJobReconciler) makePlan(p *pass, dataset *contract.Dataset) boo
 	}
 	stampPlanHash(&plan, p.job)
 	p.st.Plan = &plan
+	r.rescale.set(p.job.UID, r.Planner.RescaleStateAfterPlan(p.now.Time))
+	p.timing(func(t *dtnflowv1alpha1.TransferTimings) **int64 { return &t.PlanMilliseconds }, p.at)
 	reason, probeReason := ReasonPlanned, ReasonProbeComplete
 	if p.job.Spec.Tuning.Mode == dtnflowv1alpha1.TuningFixed {
 		reason, probeReason = ReasonFixedTuning, ReasonProbeSkipped
@@ -269,6 +310,7 @@ func (r *TransferJobReconciler) planRequest(p *pass, dataset *contract.Dataset) 
 		Dataset:             dataset,
 		RTT:                 rttOf(obs.report),
 		Now:                 p.now.Time,
+		ShareBitsPerSecond:  p.share.planShare(),
 	}
 }
 
@@ -284,6 +326,9 @@ func planNodes(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, job *dtnf
 			NICBitsPerSecond: ep.Spec.NICBitsPerSecond,
 			PlacedStripes:    n.StripesOfOthers(job.UID),
 			MaxStripes:       int(ep.Spec.MaxStripesPerNode),
+			// what other jobs' plans hold of the node (the sharing view)
+			OthersBitsPerSecond: n.OthersBitsPerSecond,
+			OthersMillicores:    n.OthersMillicores,
 			// keep the probe stripe (and any running stripe) where it is when another
 			// node would carry no more
 			Preferred: n.StripesByJob[job.UID] > 0,
@@ -311,11 +356,12 @@ func (r *TransferJobReconciler) run(ctx context.Context, p *pass) error {
 		r.replanForTuning(p)
 	}
 	r.moveOffLostNodes(p)
+	r.followShare(p)
 	if job.Spec.Tuning.Mode != dtnflowv1alpha1.TuningFixed && p.newReport && rep.Phase == contract.PhaseTransferring {
 		req := RescaleRequest{Job: job, Plan: p.st.Plan, Report: rep, Now: p.now.Time,
 			SourceNodes:         planNodes(obs.endpoints.Source, obs.endpoints.SourceNodes, job),
 			DestinationNodes:    planNodes(obs.endpoints.Destination, obs.endpoints.DestinationNodes, job),
-			ExternalDestination: obs.endpoints.Destination.Spec.ExternalAddress != ""}
+			ExternalDestination: obs.endpoints.Destination.Spec.ExternalAddress != "", ShareBitsPerSecond: p.share.planShare()}
 		decision, state := r.Planner.Rescale(r.rescale.get(job.UID), req)
 		r.rescale.set(job.UID, state)
 		if decision.Plan != nil {
@@ -331,13 +377,8 @@ func (r *TransferJobReconciler) run(ctx context.Context, p *pass) error {
 		return err
 	}
 
-	prev := p.st.Progress
-	p.st.Progress = progressFrom(prev, rep, p.st.StartTime, p.now.Time)
-	if prev != nil {
-		p.bytesMoved = p.st.Progress.BytesDone - prev.BytesDone
-	} else {
-		p.bytesMoved = p.st.Progress.BytesDone
-	}
+	r.progress(p)
+	r.learnAggregate(ctx, p)
 	reason := ReasonStartingAgents
 	if rep != nil && rep.Phase == contract.PhaseTransferring {
 		reason = ReasonTransferring
@@ -484,9 +525,19 @@ func moved(from, to *dtnflowv1alpha1.TransferPlan) []string {
 	return out
 }
 
-// complete ends a job whose coordinator reports every file verified.
+// complete ends a job whose coordinator reports every file verified. A cold job whose
+// data all arrived before its probe ended is planned from the samples it took, so that
+// the PathProfile learns the path's model for the next job.
 func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 	rep := p.obs.report
+	if p.st.Plan == nil && p.job.Spec.Tuning.Mode != dtnflowv1alpha1.TuningFixed {
+		if len(rep.Samples) > 0 {
+			p.st.Samples = samplesFromReport(p.st.Samples, rep.Samples)
+		}
+		if len(p.st.Samples) > 0 {
+			r.makePlan(p, rep.Dataset)
+		}
+	}
 	p.st.Progress = progressFrom(p.st.Progress, rep, p.st.StartTime, p.now.Time)
 	p.st.Progress.CurrentBitsPerSecond, p.st.Progress.Rate = 0, formatRate(0)
 	p.bytesMoved = p.st.Progress.BytesDone
@@ -498,6 +549,11 @@ func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 	p.clear(dtnflowv1alpha1.ConditionTransferring, ReasonComplete, "the transfer is complete")
 	p.clear(dtnflowv1alpha1.ConditionProbing, ReasonComplete, "the transfer is complete")
 	p.st.CompletionTime = &p.now
+	completed := p.at
+	if !rep.Time.IsZero() {
+		completed = rep.Time // the coordinator's word, before the watch and this pass
+	}
+	p.timing(func(t *dtnflowv1alpha1.TransferTimings) **int64 { return &t.CompleteMilliseconds }, completed)
 	p.st.Stripes = nil
 	p.event(corev1.EventTypeNormal, ReasonComplete, "Complete", msg)
 	if err := r.learn(ctx, p); err != nil {
@@ -572,7 +628,7 @@ func stampPlanHash(plan *dtnflowv1alpha1.TransferPlan, job *dtnflowv1alpha1.Tran
 // woken then.
 func (r *TransferJobReconciler) expire(ctx context.Context, p *pass) error {
 	ttl := p.job.Spec.TTLSecondsAfterFinished
-	if ttl == nil || p.st.CompletionTime == nil {
+	if ttl == nil || p.st.CompletionTime == nil || keptAfterFinish(p.st) {
 		return nil
 	}
 	at := p.st.CompletionTime.Add(time.Duration(*ttl) * time.Second)

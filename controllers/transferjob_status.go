@@ -9,6 +9,7 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/controllers/planning"
 	"github.com/dtnflow/dtnflow/optimizer"
 )
 
@@ -49,6 +50,8 @@ func stateOf(conditions []metav1.Condition) dtnflowv1alpha1.TransferState {
 		return dtnflowv1alpha1.StateComplete
 	case is(dtnflowv1alpha1.ConditionSuspended):
 		return dtnflowv1alpha1.StateSuspended
+	case is(dtnflowv1alpha1.ConditionQueued):
+		return dtnflowv1alpha1.StateQueued
 	case is(dtnflowv1alpha1.ConditionTransferring):
 		return dtnflowv1alpha1.StateTransferring
 	case is(dtnflowv1alpha1.ConditionProbing):
@@ -162,9 +165,9 @@ func stripeCount(plan *dtnflowv1alpha1.TransferPlan) int32 {
 // buffer) is not added twice.
 func samplesFromReport(prev []dtnflowv1alpha1.ProbeSample, rep []contract.Sample) []dtnflowv1alpha1.ProbeSample {
 	type key struct {
-		t       int64
-		streams int32
-		buffer  int64
+		t                int64
+		stripes, streams int32
+		buffer           int64
 	}
 	seen := map[key]bool{}
 	out := append([]dtnflowv1alpha1.ProbeSample(nil), prev...)
@@ -173,17 +176,21 @@ func samplesFromReport(prev []dtnflowv1alpha1.ProbeSample, rep []contract.Sample
 		if s.Time != nil {
 			t = s.Time.Unix()
 		}
-		seen[key{t, s.Streams, s.BufferBytes}] = true
+		seen[key{t, max(s.Stripes, 1), s.Streams, s.BufferBytes}] = true
 	}
 	for _, s := range rep {
-		k := key{s.Time.Unix(), s.Streams, s.BufferBytes}
+		k := key{s.Time.Unix(), max(s.Stripes, 1), s.Streams, s.BufferBytes}
 		if seen[k] || s.Streams < 1 || s.BitsPerSecond < 0 {
 			continue
 		}
 		seen[k] = true
 		t := apiTime(s.Time)
+		stripes := int32(0) // one, as the API keeps it
+		if s.Stripes > 1 {
+			stripes = min(s.Stripes, planning.MaxSampleStripes)
+		}
 		out = append(out, dtnflowv1alpha1.ProbeSample{
-			Streams: s.Streams, BufferBytes: max(s.BufferBytes, 0), BitsPerSecond: s.BitsPerSecond,
+			Stripes: stripes, Streams: s.Streams, BufferBytes: max(s.BufferBytes, 0), BitsPerSecond: s.BitsPerSecond,
 			SourceMillicores: max(s.SourceMillicores, 0), DestinationMillicores: max(s.DestinationMillicores, 0), Time: &t,
 		})
 	}
@@ -191,6 +198,13 @@ func samplesFromReport(prev []dtnflowv1alpha1.ProbeSample, rep []contract.Sample
 		out = out[len(out)-maxSamples:]
 	}
 	return out
+}
+
+// millisecondsSince is t − from in whole milliseconds, 0 when t is earlier (clocks of
+// two machines, or a creation time kept to the second).
+func millisecondsSince(from, t time.Time) *int64 {
+	ms := max(t.Sub(from).Milliseconds(), 0)
+	return &ms
 }
 
 // describeShape writes a plan shape for people.

@@ -159,3 +159,40 @@ func TestPlanHashFollowsTuning(t *testing.T) {
 		t.Errorf("a limit change left the plan hash as it was")
 	}
 }
+
+// TestSamplesFromReportKeepStripes: a sample of several stripes keeps its count (one
+// stripe is kept as absent, as the API has it), and a sample of two stripes taken at
+// the same second as one of one stripe is another sample.
+func TestSamplesFromReportKeepStripes(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	rep := []contract.Sample{
+		{Stripes: 1, Streams: 4, BitsPerSecond: 450e6, Time: t0},
+		{Stripes: 2, Streams: 4, BitsPerSecond: 880e6, Time: t0},
+		{Streams: 8, BitsPerSecond: 455e6, Time: t0.Add(time.Second)}, // an older coordinator: one stripe
+	}
+	got := samplesFromReport(nil, rep)
+	if len(got) != 3 {
+		t.Fatalf("%d samples, want 3: %+v", len(got), got)
+	}
+	for i, want := range []int32{0, 2, 0} {
+		if got[i].Stripes != want {
+			t.Errorf("sample %d: stripes %d, want %d", i, got[i].Stripes, want)
+		}
+	}
+}
+
+func TestMillisecondsSince(t *testing.T) {
+	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for name, c := range map[string]struct {
+		at   time.Time
+		want int64
+	}{
+		"after":                            {created.Add(2345 * time.Millisecond), 2345},
+		"the same instant":                 {created, 0},
+		"before (another machine's clock)": {created.Add(-300 * time.Millisecond), 0},
+	} {
+		if got := *millisecondsSince(created, c.at); got != c.want {
+			t.Errorf("%s: %d ms, want %d", name, got, c.want)
+		}
+	}
+}

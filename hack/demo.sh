@@ -43,6 +43,7 @@ step "Applying the TransferJob $NS/$JOB ($SITE_A:runs/0427 → $SITE_B:incoming/
 kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
 kc label namespace "$NS" dtnflow.io/transfers=allowed --overwrite >/dev/null
 kc -n "$NS" delete transferjob "$JOB" --ignore-not-found --wait >/dev/null
+applied=$(date +%s.%N)
 cat <<YAML | tee /dev/stderr | kc apply -f -
 apiVersion: dtnflow.io/v1alpha1
 kind: TransferJob
@@ -75,8 +76,9 @@ while :; do
   state=$(kc -n "$NS" get transferjob "$JOB" -o jsonpath='{.status.state}' 2>/dev/null || true)
   case $state in Complete|Failed) break ;; esac
   [ "$(date +%s)" -lt "$deadline" ] || { state=TimedOut; break; }
-  sleep 1
+  sleep 0.2
 done
+seen=$(date +%s.%N)
 sleep 1; kill $watcher 2>/dev/null || true; wait $watcher 2>/dev/null || true
 
 job_json=$(kc -n "$NS" get transferjob "$JOB" -o json)
@@ -88,7 +90,15 @@ echo "probe samples (streams → Mbit/s, CPU of each side):"
 echo "$job_json" | jq -r '.status.samples[]? | "  \(.streams) streams, buffer \(.bufferBytes // 0): \(.bitsPerSecond / 1e6 | floor) Mbit/s  (source \(.sourceMillicores // 0)m, destination \(.destinationMillicores // 0)m)"'
 step "The result"
 echo "$job_json" | jq '{state: .status.state, progress: .status.progress, replans: .status.replans, startTime: .status.startTime, completionTime: .status.completionTime,
-  conditions: [.status.conditions[]? | {type, status, reason, message}]}'
+  timings: .status.timings, conditions: [.status.conditions[]? | {type, status, reason, message}]}'
+# How long each milestone took: status.timings counts from the job's creation (kept to
+# the second by the API server); "from apply" is this script's own clock, from just
+# before kubectl apply to the first look that saw the job Complete (polled every 0.2 s).
+echo "$job_json" | jq -r --argjson applied "$applied" --argjson seen "$seen" --argjson link "$WAN_RATE_BPS" '
+  def s(ms): if ms == null then "–" else "\(ms / 1000 * 10 | round / 10) s" end;
+  .status as $s | ($s.progress.bytesTotal // 0) as $bytes | ($seen - $applied) as $wall |
+  "first byte \(s($s.timings.firstByteMilliseconds)), plan \(s($s.timings.planMilliseconds)), Complete \(s($s.timings.completeMilliseconds)) after the job was created",
+  "\($bytes / 1e6 | round) MB in \($wall * 10 | round / 10) s from kubectl apply: \($bytes * 8 / $wall / 1e6 | round) Mbit/s, \($bytes * 8 / $wall / $link * 100 | round) % of the \($link / 1e6 | round) Mbit/s link"'
 if [ "$state" = Complete ]; then
   (cd "$DTN_ROOT" && go run ./test/e2e/cmd/dtn-dataset compare "$src" "$(site_storage "$SITE_B")/incoming/0427/runs/0427")
 else

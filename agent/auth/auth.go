@@ -43,22 +43,26 @@ const Version = 2
 // KeySize is the size of a session key (AES-256).
 const KeySize = 32
 
-// Keys are a connection's session keys, one per direction.
+// Keys are a connection's session keys: per direction, one that tags frames and one
+// that encrypts them when the job asks for confidentiality.
 type Keys struct {
-	ClientToServer, ServerToClient [KeySize]byte
+	ClientToServer, ServerToClient       [KeySize]byte
+	ClientToServerEnc, ServerToClientEnc [KeySize]byte
 }
 
 // deriveKeys expands the secret into the session keys of the connection whose nonces
 // are cn and sn.
 func deriveKeys(secret, cn, sn []byte) (Keys, error) {
 	salt := append(append([]byte(nil), cn...), sn...)
-	b, err := hkdf.Key(sha256.New, secret, salt, "dtnflow/v2 frame keys", 2*KeySize)
+	b, err := hkdf.Key(sha256.New, secret, salt, "dtnflow/v2 frame keys", 4*KeySize)
 	if err != nil {
 		return Keys{}, err
 	}
 	var k Keys
 	copy(k.ClientToServer[:], b[:KeySize])
 	copy(k.ServerToClient[:], b[KeySize:])
+	copy(k.ClientToServerEnc[:], b[2*KeySize:])
+	copy(k.ServerToClientEnc[:], b[3*KeySize:])
 	return k, nil
 }
 

@@ -65,25 +65,9 @@ type Stripes interface {
 	Transports() []mover.Transport
 }
 
-// Clock is time as the tuner sees it (a fake one in tests).
-type Clock interface {
-	Now() time.Time
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// Clock is time as the tuner sees it (a fake one in tests): the one an on-data sample
+// sees.
+type Clock = mover.SampleClock
 
 // Options bound the probe and the plan.
 type Options struct {
@@ -182,7 +166,7 @@ type measurer func(ctx context.Context, s sampleSpec) (measurement, error)
 
 func (t *Tuner) clock() Clock {
 	if t.Clock == nil {
-		return realClock{}
+		return mover.RealClock{}
 	}
 	return t.Clock
 }
@@ -292,7 +276,7 @@ func (t *Tuner) run(ctx context.Context, measure measurer) (Outcome, error) {
 			break
 		}
 		spec := sampleSpec{stripes: 1, streams: step.Streams, buffer: step.BufferBytes}
-		spec.threshold = t.threshold(out, step)
+		spec.threshold = Threshold(out.Prober, out.Samples, step)
 		m, err := measure(ctx, spec)
 		if err != nil {
 			return out, err
@@ -353,29 +337,30 @@ func (t *Tuner) probeStripes(ctx context.Context, measure measurer, out *Outcome
 	return nil
 }
 
-// threshold is the rate a probe step must beat for the stepper to go on: the previous
+// Threshold is the rate a probe step must beat for the stepper to go on: the previous
 // buffer candidate's rate plus the plateau, or the previous stream level's plus
-// ExpSelection's accuracy.
-func (t *Tuner) threshold(out Outcome, step optimizer.ProbeStep) float64 {
+// ExpSelection's accuracy (0: nothing to compare with). A sample may end as soon as
+// its rate is clearly on one side of it (settle.Limits.Threshold).
+func Threshold(prober optimizer.Prober, samples []optimizer.Sample, step optimizer.ProbeStep) float64 {
 	var prev optimizer.StreamPoint
 	var ok bool
 	var gain float64
 	switch step.Phase {
 	case optimizer.PhaseBuffer:
 		// the last one-stream sample of the buffer phase is the previous candidate
-		for _, s := range out.Samples {
+		for _, s := range samples {
 			if s.Streams == 1 && s.BufferBytes != step.BufferBytes {
 				prev, ok = optimizer.StreamPoint{Streams: 1, BitsPerSecond: s.BitsPerSecond}, true
 			}
 		}
-		plateau := out.Prober.Plateau
+		plateau := prober.Plateau
 		if !(plateau > 0) {
 			plateau = optimizer.DefaultPlateau
 		}
 		gain = plateau
 	case optimizer.PhaseStreams:
-		prev, ok = below(optimizer.StreamPoints(out.Samples, step.BufferBytes), step.Streams)
-		acc := out.Prober.Streams.Accuracy
+		prev, ok = below(optimizer.StreamPoints(samples, step.BufferBytes), step.Streams)
+		acc := prober.Streams.Accuracy
 		if !(acc > 0) {
 			acc = optimizer.DefaultAccuracy
 		}

@@ -15,15 +15,24 @@
 //     time; a sender pulls work from the coordinator, and work leased to a stripe that
 //     disappears goes back to the others.
 //   - The controller writes a Directive as JSON into the coordinator pod's annotation
-//     AnnotationDirective. The coordinator reads it from its own pod (GET, every report
-//     interval) and passes stream counts, buffer sizes and per-class parameters on to
-//     the senders without restarting them.
+//     AnnotationDirective. The coordinator watches its own pod (a watch on its name,
+//     with a GET every report interval as the fallback), so a new directive reaches it
+//     within a round trip, and passes stream counts, buffer sizes and per-class
+//     parameters on to the senders without restarting them.
 //   - The coordinator writes a Report as JSON into its own pod's annotation
-//     AnnotationReport (a merge patch, every report interval and at every phase
-//     change). The controller watches its pods, so a report wakes it; the controller
-//     stays the only writer of TransferJob status.
-//   - The coordinator's ServiceAccount may only get and patch its own pod (a per-job
-//     Role with resourceNames); senders and receivers get no API access at all.
+//     AnnotationReport (a merge patch, every report interval and at once after a change
+//     the controller acts on: a phase, a directive applied, a probe sample, the probe's
+//     end, a stripe joining or leaving, the first byte). The controller watches its
+//     pods, so a report wakes it; the controller stays the only writer of TransferJob
+//     status.
+//   - A cold job's first directive is a Transfer directive with Probe set: the
+//     coordinator moves the dataset at once on stripe 0 and takes the probe samples
+//     as stretches of that transfer (on the job's own data, as `send --auto` does),
+//     reporting Probe Probing, then Probed; the controller plans from the samples and
+//     its next directive carries the plan to the running job, whose stripe 0 goes on.
+//   - The coordinator's ServiceAccount may only get, watch and patch its own pod (a
+//     per-job Role with resourceNames); senders and receivers get no API access at
+//     all.
 //   - All agents of one job prove the job's secret (the Secret <job>-auth, key
 //     SecretKey, mounted at SecretMountPath) to each other; other peers are refused.
 package contract
@@ -75,9 +84,12 @@ const (
 type Mode string
 
 const (
-	// ModeProbe: measure the path memory-to-memory with stripe 0 and report samples.
+	// ModeProbe: measure the path memory-to-memory with stripe 0 and report samples,
+	// moving nothing of the dataset. The controller no longer sends it (a cold job
+	// probes on its own data: ModeTransfer with Probe); coordinators still follow it.
 	ModeProbe Mode = "Probe"
-	// ModeTransfer: move the dataset with the parameters of the directive.
+	// ModeTransfer: move the dataset with the parameters of the directive; with Probe
+	// set, also take the probe's samples as stretches of the transfer.
 	ModeTransfer Mode = "Transfer"
 	// ModePause: finish the blocks in flight, then stop handing out work.
 	ModePause Mode = "Pause"
@@ -90,7 +102,10 @@ type Directive struct {
 	Generation int64 `json:"generation"`
 	Mode       Mode  `json:"mode"`
 
-	// Probe says how to measure; set in ModeProbe.
+	// Probe says how to probe: memory to memory in ModeProbe; on the job's own data in
+	// ModeTransfer, where each sample sets the streams and buffer it measures for the
+	// whole job (StreamsPerStripe and BufferBytes are where the probe starts) and the
+	// report says how far the probe is (Report.Probe).
 	Probe *ProbeDirective `json:"probe,omitempty"`
 
 	// The plan; set in ModeTransfer.
@@ -153,6 +168,15 @@ type Report struct {
 	// path involved, for example "destination file exists: data/a.bin (overwrite: Never)".
 	Error string `json:"error,omitempty"`
 
+	// Probe is where a probe on the job's own data (a Transfer directive with Probe) is:
+	// PhaseProbing while it samples, PhaseProbed once its samples are complete; empty
+	// when the directive applied asks for none.
+	Probe Phase `json:"probe,omitempty"`
+	// FirstByteTime is when the coordinator first handed a unit of the dataset to a
+	// stripe connected to its receiver (its bytes leave within milliseconds); nil
+	// before. A replaced coordinator starts it again.
+	FirstByteTime *time.Time `json:"firstByteTime,omitempty"`
+
 	Dataset *Dataset `json:"dataset,omitempty"`
 
 	// Samples are the probe measurements so far, in the order taken.
@@ -187,6 +211,9 @@ type SizeBucket struct {
 
 // Sample is one probe measurement.
 type Sample struct {
+	// Stripes is how many stripes ran together, each with Streams streams, and
+	// BitsPerSecond their aggregate; 0 (absent, an older coordinator) means one.
+	Stripes               int32 `json:"stripes,omitempty"`
 	Streams               int32 `json:"streams"`
 	BufferBytes           int64 `json:"bufferBytes,omitempty"`
 	BitsPerSecond         int64 `json:"bitsPerSecond"`

@@ -7,6 +7,7 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/bits"
@@ -115,9 +116,13 @@ type Core struct {
 	neededAtBuild int64
 	dataset       contract.Dataset
 	samples       []contract.Sample
-	stats         map[int32]wire.StripeStats
-	startBytes    int64
-	startTime     time.Time
+	// probe is where a probe on the job's own data is (contract.Report.Probe).
+	probe contract.Phase
+	// firstByte is when the first unit went to a stripe (contract.Report.FirstByteTime).
+	firstByte  time.Time
+	stats      map[int32]wire.StripeStats
+	startBytes int64
+	startTime  time.Time
 }
 
 // New lists the source paths and returns a Core in phase Starting. Paths are checked
@@ -150,8 +155,10 @@ func New(o Options, p Params) (*Core, error) {
 		o.InFlight = wire.InFlightChecksum
 	case "headersonly":
 		o.InFlight = wire.InFlightHeadersOnly
+	case "encrypted":
+		o.InFlight = wire.InFlightEncrypted
 	default:
-		return nil, fmt.Errorf("--in-flight %q: want Authenticated, Checksum or HeadersOnly", o.InFlight)
+		return nil, fmt.Errorf("--in-flight %q: want Authenticated, Checksum, HeadersOnly or Encrypted", o.InFlight)
 	}
 	o.ChunkSize = o.ChunkSize / o.BlockSize * o.BlockSize
 	if o.DestPath != "" {
@@ -534,6 +541,12 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 		g.Units = append(g.Units, u.u)
 	}
 	c.pending = kept
+	if len(g.Units) > 0 && c.firstByte.IsZero() {
+		// a stripe asks for work once its session with its receiver is up: the
+		// grant's bytes leave now
+		c.firstByte = time.Now().UTC()
+		c.signalLocked()
+	}
 	return g, len(g.Units) > 0
 }
 
@@ -641,6 +654,9 @@ func (c *Core) checkDoneLocked() {
 func (c *Core) leave(m *Member) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.members[m] {
+		close(m.left)
+	}
 	delete(c.members, m)
 	var back []*cunit
 	for _, u := range c.units {
@@ -682,7 +698,11 @@ func (c *Core) Report() contract.Report {
 	ds := c.dataset
 	r := contract.Report{Generation: c.generation, Phase: c.phase, Time: time.Now().UTC(), Error: c.errMsg, Dataset: &ds,
 		Samples: append([]contract.Sample(nil), c.samples...), BytesDone: c.bytesDone, BytesTotal: c.dataset.Bytes,
-		FilesDone: c.filesDone, FilesTotal: c.dataset.Files}
+		FilesDone: c.filesDone, FilesTotal: c.dataset.Files, Probe: c.probe}
+	if !c.firstByte.IsZero() {
+		t := c.firstByte
+		r.FirstByteTime = &t
+	}
 	idx := make([]int32, 0, len(c.stats))
 	for i := range c.stats {
 		idx = append(idx, i)
@@ -701,7 +721,55 @@ func (c *Core) Report() contract.Report {
 func (c *Core) SetGeneration(g int64) {
 	c.mu.Lock()
 	c.generation = g
+	c.signalLocked()
 	c.mu.Unlock()
+}
+
+// SetProbe records where a probe on the job's own data is (PhaseProbing, PhaseProbed,
+// or "" for none).
+func (c *Core) SetProbe(p contract.Phase) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.probe != p {
+		c.probe = p
+		c.signalLocked()
+	}
+}
+
+// SetSampleParams sets the streams and buffer an on-data sample measures, keeping the
+// other parameters, and returns the job configuration's generation that carries them
+// (the stripes apply it without restarting; the sample waits for it).
+func (c *Core) SetSampleParams(streams int32, buffer int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.params
+	if p.Streams != streams || p.BufferBytes != buffer {
+		p.Streams, p.BufferBytes = streams, buffer
+		c.setParamsLocked(p)
+		c.signalLocked()
+	}
+	return c.cfg.Generation
+}
+
+// reportKey is what a report says that the controller acts on: a change of it is
+// published at once, not at the next report interval.
+type reportKey struct {
+	phase, probe       contract.Phase
+	generation         int64
+	samples, stripes   int
+	firstByte, dataset bool
+}
+
+func (c *Core) reportKey() reportKey {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := reportKey{phase: c.phase, probe: c.probe, generation: c.generation, samples: len(c.samples), firstByte: !c.firstByte.IsZero(), dataset: c.built}
+	for m := range c.members {
+		if m.stripe >= 0 {
+			k.stripes++
+		}
+	}
+	return k
 }
 
 // AddSample records a probe sample.
@@ -738,11 +806,14 @@ type Member struct {
 	configs chan wire.JobConfig
 	probes  chan wire.ProbeRequest
 	results chan wire.ProbeResult
+	// left is closed when the stripe leaves: a probe waiting for its result ends.
+	left chan struct{}
 }
 
 // Join adds a stripe.
 func (c *Core) Join(stripe int32) *Member {
-	m := &Member{c: c, stripe: stripe, configs: make(chan wire.JobConfig, 1), probes: make(chan wire.ProbeRequest, 1), results: make(chan wire.ProbeResult, 1)}
+	m := &Member{c: c, stripe: stripe, configs: make(chan wire.JobConfig, 1), probes: make(chan wire.ProbeRequest, 1), results: make(chan wire.ProbeResult, 1),
+		left: make(chan struct{})}
 	c.mu.Lock()
 	c.members[m] = true
 	c.broadcastConfigLocked()
@@ -803,18 +874,30 @@ func (m *Member) Request(ctx context.Context, n int) (wire.WorkGrant, error) {
 	}
 }
 
-// Probe asks the member's stripe for one memory-to-memory sample.
+// errStripeLeft ends a probe whose stripe left before answering.
+var errStripeLeft = errors.New("the stripe left before its sample ended")
+
+// Probe asks the member's stripe for one sample (memory to memory, or on the job's
+// own data); it fails when the stripe leaves first.
 func (m *Member) Probe(ctx context.Context, p wire.ProbeRequest) (wire.ProbeResult, error) {
+	select {
+	case <-m.results: // a result of a sample nobody waits for any more
+	default:
+	}
 	select {
 	case m.probes <- p:
 	case <-ctx.Done():
 		return wire.ProbeResult{}, ctx.Err()
+	case <-m.left:
+		return wire.ProbeResult{}, errStripeLeft
 	}
 	select {
 	case r := <-m.results:
 		return r, nil
 	case <-ctx.Done():
 		return wire.ProbeResult{}, ctx.Err()
+	case <-m.left:
+		return wire.ProbeResult{}, errStripeLeft
 	}
 }
 

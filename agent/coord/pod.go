@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -35,7 +36,10 @@ type Channel interface {
 type PodChannel struct {
 	Namespace, Name string
 	url             string
-	client          *http.Client
+	// watchURL watches the pod: the collection with a field selector on its name,
+	// which the API server authorizes against resourceNames like a GET of the pod.
+	watchURL string
+	client   *http.Client
 }
 
 // NewPodChannel builds a PodChannel for pod "namespace/name" from cfg (use
@@ -53,8 +57,9 @@ func NewPodChannel(cfg *rest.Config, pod string) (*PodChannel, error) {
 	if !strings.Contains(host, "://") {
 		host = "https://" + host
 	}
-	u := host + strings.TrimSuffix(cfg.APIPath, "/") + "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods/" + url.PathEscape(name)
-	return &PodChannel{Namespace: ns, Name: name, url: u, client: hc}, nil
+	pods := host + strings.TrimSuffix(cfg.APIPath, "/") + "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods"
+	w := pods + "?" + url.Values{"watch": {"true"}, "fieldSelector": {"metadata.name=" + name}}.Encode()
+	return &PodChannel{Namespace: ns, Name: name, url: pods + "/" + url.PathEscape(name), watchURL: w, client: hc}, nil
 }
 
 func (p *PodChannel) do(ctx context.Context, method string, body []byte, contentType string) ([]byte, error) {
@@ -167,5 +172,86 @@ func HumanRate(bps int64) string {
 		return fmt.Sprintf("%.1f Mbit/s", float64(bps)/1e6)
 	default:
 		return fmt.Sprintf("%d kbit/s", bps/1000)
+	}
+}
+
+// Watch implements Watcher: it watches the pod and sends after every event that
+// changes the directive annotation (the first event, the pod as it is, included), so
+// that the Runner reads a new directive at once. A watch that ends or fails is opened
+// again after a pause that grows to 5 s; meanwhile the Runner's report interval reads
+// the directive anyway.
+func (p *PodChannel) Watch(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	go func() {
+		backoff := 100 * time.Millisecond
+		last := ""
+		for ctx.Err() == nil {
+			seen, err := p.watchOnce(ctx, &last, out)
+			if ctx.Err() != nil {
+				return
+			}
+			if seen {
+				backoff = 100 * time.Millisecond
+			}
+			if err != nil {
+				slog.Default().Debug("Watching the coordinator pod", "err", err.Error())
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}()
+	return out
+}
+
+// watchOnce follows one watch until it ends; seen says it delivered an event.
+func (p *PodChannel) watchOnce(ctx context.Context, last *string, out chan<- struct{}) (seen bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.watchURL, nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return false, fmt.Errorf("watching pod %s/%s: %s: %s", p.Namespace, p.Name, resp.Status, strings.TrimSpace(string(b)))
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev struct {
+			Type   string `json:"type"`
+			Object struct {
+				Metadata struct {
+					Name        string            `json:"name"`
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+			} `json:"object"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			if errors.Is(err, io.EOF) {
+				return seen, nil
+			}
+			return seen, err
+		}
+		seen = true
+		if ev.Type != "ADDED" && ev.Type != "MODIFIED" || ev.Object.Metadata.Name != p.Name {
+			continue // ERROR (an expired watch), BOOKMARK, DELETED: nothing to read
+		}
+		if d := ev.Object.Metadata.Annotations[contract.AnnotationDirective]; d != *last {
+			*last = d
+			select {
+			case out <- struct{}{}:
+			default: // one is pending already: the Runner reads the latest
+			}
+		}
 	}
 }

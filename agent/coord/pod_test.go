@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -62,5 +63,67 @@ func TestPodChannel(t *testing.T) {
 	var rep contract.Report
 	if err := json.Unmarshal([]byte(ann), &rep); err != nil || rep.BytesDone != 42 || rep.Phase != contract.PhaseTransferring {
 		t.Fatalf("report annotation %q: %v", ann, err)
+	}
+}
+
+// TestPodChannelWatch plays the API server's watch of the coordinator's pod: the watch
+// asks for the pod by name, and a change of the directive annotation is signalled at
+// once; an event that leaves it as it was is not.
+func TestPodChannelWatch(t *testing.T) {
+	events := make(chan string, 4)
+	var query string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		query = r.URL.Path + "?" + r.URL.RawQuery
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		for {
+			select {
+			case ev := <-events:
+				w.Write([]byte(ev + "\n"))
+				w.(http.Flusher).Flush()
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	ch, err := NewPodChannel(&rest.Config{Host: srv.URL}, "ns/j-coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changed := ch.Watch(ctx)
+	event := func(typ, directive string) string {
+		b, _ := json.Marshal(map[string]any{"type": typ, "object": map[string]any{"metadata": map[string]any{"name": "j-coordinator",
+			"annotations": map[string]string{contract.AnnotationDirective: directive, contract.AnnotationReport: "{}"}}}})
+		return string(b)
+	}
+	expect := func(what string, want bool) {
+		t.Helper()
+		select {
+		case <-changed:
+			if !want {
+				t.Fatalf("%s: signalled", what)
+			}
+		case <-time.After(map[bool]time.Duration{true: 10 * time.Second, false: 200 * time.Millisecond}[want]):
+			if want {
+				t.Fatalf("%s: no signal within 10 s", what)
+			}
+		}
+	}
+	events <- event("ADDED", `{"generation":1}`)
+	expect("the pod as it is", true)
+	events <- event("MODIFIED", `{"generation":1}`) // a new report, the same directive
+	expect("a report written", false)
+	events <- event("MODIFIED", `{"generation":2}`)
+	expect("a new directive", true)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "/api/v1/namespaces/ns/pods?fieldSelector=metadata.name%3Dj-coordinator&watch=true"; query != want {
+		t.Fatalf("watch request %s, want %s", query, want)
 	}
 }

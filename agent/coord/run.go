@@ -2,7 +2,9 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
@@ -24,6 +26,15 @@ type Runner struct {
 
 	applied int64
 	probing context.CancelFunc
+	// probed is the probe directive the running (or finished) probe follows.
+	probed *contract.ProbeDirective
+}
+
+// Watcher is a Channel that can tell, sooner than the report interval, that the
+// directive may have changed (PodChannel watches its pod).
+type Watcher interface {
+	// Watch returns a channel that receives after each change it sees, until ctx ends.
+	Watch(ctx context.Context) <-chan struct{}
 }
 
 // Run returns when the job is Complete or Failed (after the grace period), or ctx ends.
@@ -34,8 +45,14 @@ func (r *Runner) Run(ctx context.Context) contract.Phase {
 	}
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
+	var watch <-chan struct{}
+	if w, ok := r.Channel.(Watcher); ok {
+		watch = w.Watch(ctx)
+	}
 	last := contract.Phase("")
+	var lastKey reportKey
 	publish := func() contract.Phase {
+		lastKey = c.reportKey()
 		rep := c.Report()
 		if err := r.Channel.Publish(ctx, rep); err != nil {
 			c.log.Warn("Could not publish the report", "err", err.Error())
@@ -53,8 +70,15 @@ func (r *Runner) Run(ctx context.Context) contract.Phase {
 		case <-t.C:
 			r.directive(ctx)
 			publish()
+		case <-watch:
+			r.directive(ctx)
+			if c.reportKey() != lastKey {
+				publish()
+			}
 		case <-ch:
-			if p := c.Phase(); p != last {
+			// a change the controller acts on is published at once: it should not
+			// wait for the next report interval to hear of it
+			if c.reportKey() != lastKey {
 				publish()
 			}
 		}
@@ -90,24 +114,46 @@ func (r *Runner) directive(ctx context.Context) {
 		return
 	}
 	r.applied = d.Generation
-	r.Core.SetGeneration(d.Generation)
-	if r.probing != nil && d.Mode != contract.ModeProbe {
+	onData := d.Mode == contract.ModeTransfer && d.Probe != nil && r.Probe != nil
+	if r.probing != nil && (d.Mode == contract.ModeProbe || !onData || !sameProbe(r.probed, d.Probe)) {
 		r.probing()
-		r.probing = nil
+		r.probing, r.probed = nil, nil
+	}
+	if !onData {
+		r.Core.SetProbe("")
 	}
 	switch d.Mode {
 	case contract.ModeTransfer:
-		r.Core.SetParams(ParamsFromDirective(*d, r.Core.params))
+		if onData && r.probed != nil {
+			// the same probe goes on: its sample's streams and buffer stand until it
+			// ends, the rest of the directive applies
+			cur := r.Core.Params()
+			p := ParamsFromDirective(*d, cur)
+			p.Streams, p.BufferBytes = cur.Streams, cur.BufferBytes
+			r.Core.SetParams(p)
+			r.Core.SetGeneration(d.Generation)
+			break
+		}
+		r.Core.SetParams(ParamsFromDirective(*d, r.Core.Params()))
 		r.Core.SetPhase(contract.PhaseTransferring)
+		if onData {
+			pctx, cancel := context.WithCancel(ctx)
+			r.probing, r.probed = cancel, d.Probe
+			r.Core.SetProbe(contract.PhaseProbing)
+			go r.runProbeOnData(pctx, *d.Probe)
+		}
+		r.Core.SetGeneration(d.Generation)
 	case contract.ModePause:
 		r.Core.SetPhase(contract.PhasePaused)
+		r.Core.SetGeneration(d.Generation)
 	case contract.ModeProbe:
+		r.Core.SetGeneration(d.Generation)
 		if d.Probe == nil || r.Probe == nil {
 			r.Core.log.Warn("Probe directive without a probe planner or parameters")
 			return
 		}
 		pctx, cancel := context.WithCancel(ctx)
-		r.probing = cancel
+		r.probing = cancel // r.probed stays nil: it names probes on the job's data
 		r.Core.SetPhase(contract.PhaseProbing)
 		go r.runProbe(pctx, *d.Probe)
 	}
@@ -154,6 +200,9 @@ func (r *Runner) runProbe(ctx context.Context, d contract.ProbeDirective) {
 			return
 		}
 		res, err := m.Probe(ctx, next)
+		if errors.Is(err, errStripeLeft) {
+			continue // the next stripe to join takes the sample
+		}
 		if err != nil {
 			return
 		}
@@ -169,5 +218,67 @@ func (r *Runner) runProbe(ctx context.Context, d contract.ProbeDirective) {
 		c.log.Info("Probe sample", "streams", res.Sample.Streams, "bufferBytes", res.Sample.BufferBytes, "rate", HumanRate(res.Sample.BitsPerSecond),
 			"seconds", math.Round(res.Seconds*100)/100, "settled", res.Settled, "rttMicros", res.Sample.RTTMicros,
 			"sourceMillicores", res.Sample.SourceMillicores, "destinationMillicores", res.Sample.DestinationMillicores)
+	}
+}
+
+// sameProbe says whether two probe directives ask for the same probe.
+func sameProbe(a, b *contract.ProbeDirective) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.MaxStreams == b.MaxStreams && a.SampleSeconds == b.SampleSeconds &&
+		slices.Equal(a.BufferBytes, b.BufferBytes) && slices.Equal(a.KnownStreams, b.KnownStreams)
+}
+
+// runProbeOnData takes the samples a Transfer directive's probe asks for as stretches
+// of the job's own transfer on the lowest stripe: for each, the job's streams and
+// buffer become the sample's (every stripe applies them without restarting) and the
+// stripe measures what its receiver acknowledged once it runs with them. The probe is
+// Probed when the planner has what it needs; the parameters of the last sample stand
+// until the controller's plan replaces them.
+func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) {
+	c := r.Core
+	for ctx.Err() == nil {
+		if p := c.Phase(); p == contract.PhaseComplete || p == contract.PhaseFailed {
+			return
+		}
+		ch := c.Changed()
+		m := c.ProbeMember()
+		if m == nil {
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		next, done := r.Probe(d, c.Samples())
+		if done {
+			c.SetProbe(contract.PhaseProbed)
+			c.log.Info("Probed on the job's own data", "samples", len(c.Samples()))
+			return
+		}
+		next.OnData, next.Settle = true, true
+		next.Generation = c.SetSampleParams(next.Streams, next.BufferBytes)
+		res, err := m.Probe(ctx, next)
+		if errors.Is(err, errStripeLeft) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if res.Error != "" {
+			c.log.Warn("A probe sample on the job's data failed", "streams", next.Streams, "err", res.Error)
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		res.Sample.Stripes = max(res.Sample.Stripes, 1)
+		c.AddSample(res.Sample)
+		c.log.Info("Probe sample on the job's data", "streams", res.Sample.Streams, "bufferBytes", res.Sample.BufferBytes,
+			"rate", HumanRate(res.Sample.BitsPerSecond), "seconds", math.Round(res.Seconds*100)/100, "settled", res.Settled,
+			"rttMicros", res.Sample.RTTMicros, "sourceMillicores", res.Sample.SourceMillicores, "destinationMillicores", res.Sample.DestinationMillicores)
 	}
 }

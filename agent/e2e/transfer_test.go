@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -117,6 +119,66 @@ func TestZeroCopyPaths(t *testing.T) {
 		if err := mem.wait(60 * time.Second); err != nil || !strings.Contains(mem.stdoutText(), `"bitsPerSecond"`) {
 			t.Fatalf("memory to memory (check %v): %v\n%s", check, err, mem.output())
 		}
+	}
+}
+
+// TestEncryptedOnThePath: in-flight mode Encrypted, through a relay that records
+// everything both ways: the job completes, and neither a file's name nor any run of
+// its bytes crosses the path in the clear. A receiver that requires encryption refuses
+// a job without it, naming why.
+func TestEncryptedOnThePath(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 31, []fileSpec{{path: "e/secret-name-small.txt", size: 3000}, {path: "e/secret-name-large.bin", size: 3 << 20}})
+	key := writeSecret(t, dir, "key", secret)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key, "--require-encryption")
+	addr := recv.waitListening()
+	var mu sync.Mutex
+	var seen []byte
+	via := startRelay(t, addr, func(conn int, up bool, dst io.Writer, src io.Reader) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				mu.Lock()
+				seen = append(seen, buf[:n]...)
+				mu.Unlock()
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	send := start(t, nil, sendArgs(via, src, key, "--in-flight", "Encrypted", "--streams", "2", "e")...)
+	if err := send.wait(60 * time.Second); err != nil {
+		t.Fatalf("send: %v\n%s", err, send.output())
+	}
+	assertSameTree(t, src, dst, "e")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < 3<<20 {
+		t.Fatalf("the relay saw %d bytes: the data did not go through it", len(seen))
+	}
+	for _, name := range []string{"secret-name-small", "secret-name-large"} {
+		if bytes.Contains(seen, []byte(name)) {
+			t.Errorf("the name %s crossed the path in the clear", name)
+		}
+	}
+	for _, p := range []string{"e/secret-name-small.txt", "e/secret-name-large.bin"} {
+		content, _ := os.ReadFile(filepath.Join(src, p))
+		for off := 0; off+64 <= len(content); off += len(content)/7 + 1 {
+			if bytes.Contains(seen, content[off:off+64]) {
+				t.Fatalf("64 bytes of %s at %d crossed the path in the clear", p, off)
+			}
+		}
+	}
+	clear := start(t, nil, sendArgs(addr, src, key, "--job", "clear", "e")...)
+	if err := clear.wait(30 * time.Second); err == nil || !strings.Contains(clear.output(), "only encrypted") {
+		t.Fatalf("a clear job to a receiver that requires encryption: %v\n%s", err, clear.output())
 	}
 }
 
@@ -258,7 +320,7 @@ var repairsRE = regexp.MustCompile(`(\d+) integrity failures and (\d+) stalls re
 func TestBitFlipsAnywhere(t *testing.T) {
 	// HeadersOnly leaves data unchecked in flight: the end-to-end digest (verify, on
 	// in these runs) is what catches a flipped data bit there.
-	for _, mode := range []string{"Authenticated", "Checksum", "HeadersOnly"} {
+	for _, mode := range []string{"Authenticated", "Checksum", "HeadersOnly", "Encrypted"} {
 		t.Run(mode, func(t *testing.T) { bitFlipsAnywhere(t, mode) })
 	}
 }
@@ -300,7 +362,7 @@ func bitFlipsAnywhere(t *testing.T, mode string) {
 // forge the frames' tags). The job must fail saying why, and nothing it wrote may hold
 // the relay's bytes.
 func TestTamperingRelayFailsTheJob(t *testing.T) {
-	for _, mode := range []string{"Authenticated", "Checksum", "HeadersOnly"} {
+	for _, mode := range []string{"Authenticated", "Checksum", "HeadersOnly", "Encrypted"} {
 		t.Run(mode, func(t *testing.T) { tamperingRelay(t, mode) })
 	}
 }
@@ -644,6 +706,72 @@ func TestDirectives(t *testing.T) {
 	os.WriteFile(directive, []byte(`{"generation": 2, "mode": "Transfer", "streamsPerStripe": 3, "sizeClasses": [
 		{"class": "Small", "maxBytes": 131072, "pipelining": 8, "parallelism": 1, "concurrency": 4},
 		{"class": "Large", "pipelining": 1, "parallelism": 3, "concurrency": 2}]}`), 0o644)
+	if err := co.wait(60 * time.Second); err != nil {
+		t.Fatalf("coordinator: %v\n%s", err, co.output())
+	}
+	if err := s.wait(30 * time.Second); err != nil {
+		t.Fatalf("sender: %v\n%s", err, s.output())
+	}
+	assertSameTree(t, src, dst, "d")
+}
+
+// TestDirectivesProbeOnData drives a coordinator as the controller drives a cold job:
+// a Transfer directive with a probe moves the dataset at once on stripe 0 and takes the
+// probe's samples as stretches of that transfer (each measured by the sender on its own
+// streams), ending Probed with data already moved; the plan's Transfer directive then
+// carries the running job to the end. The rate cap makes the dataset outlast the probe.
+func TestDirectivesProbeOnData(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 12, mixed("d", 40, 3, 24<<20))
+	key := writeSecret(t, dir, "key", secret)
+	directive := filepath.Join(dir, "directive.json")
+	os.WriteFile(directive, []byte(`{"generation": 1, "mode": "Transfer", "streamsPerStripe": 1, "stripes": 1, "maxBitsPerSecond": 160000000,
+		"probe": {"maxStreams": 4, "sampleSeconds": 10}}`), 0o644)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	raddr := recv.waitListening()
+	co := start(t, nil, append([]string{"coordinate", "--listen", "127.0.0.1:0", "--root", src, "--secret-file", key, "--path", "d",
+		"--directive-file", directive, "--report-interval", "200ms"}, smallUnits...)...)
+	caddr := co.waitListening()
+	s := start(t, nil, "send", "--stripe", "0", "--coordinator", caddr, "--receiver", raddr, "--root", src, "--secret-file", key)
+	var st struct {
+		Phase   string `json:"phase"`
+		Probe   string `json:"probe"`
+		Samples []struct {
+			Stripes       int32 `json:"stripes"`
+			Streams       int32 `json:"streams"`
+			BitsPerSecond int64 `json:"bitsPerSecond"`
+		} `json:"samples"`
+		BytesDone     int64      `json:"bytesDone"`
+		BytesTotal    int64      `json:"bytesTotal"`
+		FirstByteTime *time.Time `json:"firstByteTime"`
+	}
+	status := func() {
+		if err := json.Unmarshal([]byte(httpGet(t, caddr, "/status")), &st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !pollUntil(t, 60*time.Second, "Probed", func() bool { status(); return st.Probe == "Probed" }) {
+		t.Fatalf("probe %q, phase %q; coordinator:\n%s\nsender:\n%s", st.Probe, st.Phase, co.output(), s.output())
+	}
+	if st.Phase != "Transferring" || st.BytesDone == 0 || st.BytesDone >= st.BytesTotal || st.FirstByteTime == nil {
+		t.Fatalf("at the probe's end: phase %s, %d of %d bytes done, first byte %v; want the job's data moving since the first sample",
+			st.Phase, st.BytesDone, st.BytesTotal, st.FirstByteTime)
+	}
+	if len(st.Samples) < 2 || st.Samples[0].Streams != 1 || st.Samples[1].Streams != 2 {
+		t.Fatalf("samples %+v, want ExpSelection's 1, 2, …", st.Samples)
+	}
+	for _, sm := range st.Samples {
+		// the cap holds the job at 160 Mbit/s, so every sample is a stretch of it
+		if sm.Stripes != 1 || sm.BitsPerSecond < 80e6 || sm.BitsPerSecond > 200e6 {
+			t.Errorf("sample %+v: want one stripe near the job's capped 160 Mbit/s", sm)
+		}
+	}
+	if n := len(regexp.MustCompile(`msg="Probe sample on the job's data"`).FindAllString(co.output(), -1)); n != len(st.Samples) {
+		t.Errorf("%d samples on the job's data logged, %d reported", n, len(st.Samples))
+	}
+	os.WriteFile(directive, []byte(`{"generation": 2, "mode": "Transfer", "streamsPerStripe": 3}`), 0o644)
 	if err := co.wait(60 * time.Second); err != nil {
 		t.Fatalf("coordinator: %v\n%s", err, co.output())
 	}

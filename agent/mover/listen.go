@@ -84,7 +84,8 @@ func Serve(ctx context.Context, ln net.Listener, secret []byte, maxHandshakes in
 				c.Close()
 				return
 			}
-			proto(wire.NewConn(c, keys.ServerToClient[:], keys.ClientToServer[:]))
+			proto(wire.NewConn(c, wire.Keys{MAC: keys.ServerToClient[:], Enc: keys.ServerToClientEnc[:]},
+				wire.Keys{MAC: keys.ClientToServer[:], Enc: keys.ClientToServerEnc[:]}))
 		}()
 	}
 }
@@ -105,5 +106,6 @@ func Dial(ctx context.Context, addr string, secret []byte, bufferBytes int64) (*
 		c.Close()
 		return nil, err
 	}
-	return wire.NewConn(c, keys.ClientToServer[:], keys.ServerToClient[:]), nil
+	return wire.NewConn(c, wire.Keys{MAC: keys.ClientToServer[:], Enc: keys.ClientToServerEnc[:]},
+		wire.Keys{MAC: keys.ServerToClient[:], Enc: keys.ServerToClientEnc[:]}), nil
 }

@@ -34,6 +34,9 @@ type Receiver struct {
 	Log *slog.Logger
 	// MaxFileSize is the largest file accepted (0: DefaultMaxFileSize).
 	MaxFileSize int64
+	// RequireEncryption refuses sessions that do not encrypt (a site's receiver for
+	// other sites).
+	RequireEncryption bool
 
 	mu       sync.Mutex
 	sessions map[uint64]*rsession
@@ -128,27 +131,36 @@ func (r *Receiver) HandleConn(c *wire.Conn) {
 	}
 	switch hello.Role {
 	case wire.RoleControl:
-		r.serveControl(c, rd, hello)
+		r.serveControl(c, rd, hello, h.Flags)
 	case wire.RoleData:
 		if receiveBufferHelps(hello.BufferBytes, r.socketLimits()) {
 			if tc, ok := c.NetConn().(*net.TCPConn); ok {
 				tc.SetReadBuffer(int(hello.BufferBytes))
 			}
 		}
-		r.serveData(c, rd, hello)
+		r.serveData(c, rd, hello, h.Flags)
 	}
 }
 
 // rjob is one job as this receiver process sees it.
 type rjob struct {
 	name    string
-	dirs    *dirCache
 	state   *journal.State
 	journal *journal.Writer
 	commit  *committer
 
 	busyMu sync.Mutex
 	busy   map[string]chan struct{} // small files on their way to their final name
+}
+
+// lstat stats a path through the session's directory cache when its directory is
+// there (one syscall, not a walk from the root), without creating anything.
+func (s *rsession) lstat(p string) (fs.FileInfo, error) {
+	dirName, base := split(p)
+	if dir := s.dirs.cached(dirName); dir != nil {
+		return dir.Lstat(base)
+	}
+	return s.r.Root.Lstat(p)
 }
 
 // claim waits until no other copy of the small file at path is on its way to its final
@@ -210,7 +222,7 @@ func (r *Receiver) job(name string) (*rjob, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &rjob{name: name, state: st, journal: jw, dirs: newDirCache(r.Root, true)}
+	j := &rjob{name: name, state: st, journal: jw}
 	j.commit = newCommitter(r, j)
 	if r.jobs == nil {
 		r.jobs = map[string]*rjob{}
@@ -226,6 +238,11 @@ type rsession struct {
 	cfg  wire.Session
 	job  *rjob
 	ctrl *wire.Writer
+	// dirs holds the destination's directories this session has opened. It is the
+	// session's, not the job's: a receiver that stays up across runs must not write
+	// into, or count files as done in, a directory an earlier run opened that has since
+	// been moved or removed; each session resolves its directories afresh by name.
+	dirs *dirCache
 
 	mu       sync.Mutex
 	ctrlConn *wire.Conn
@@ -286,7 +303,7 @@ func (s *rsession) dropConn(c *wire.Conn) {
 	delete(s.conns, c)
 }
 
-func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello) {
+func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello, helloFlags wire.Flags) {
 	w := c.Writer()
 	h, meta, err := rd.Next()
 	if err != nil || h.Type != wire.TypeSession {
@@ -296,8 +313,19 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello)
 		return
 	}
 	s := &rsession{id: hello.Session, r: r, ctrl: w, ctrlConn: c, chunks: map[uint64]*rchunk{}, conns: map[*wire.Conn]struct{}{c: {}},
-		done: make(chan struct{}), memMore: make(chan struct{}, 1)}
+		done: make(chan struct{}), memMore: make(chan struct{}, 1), dirs: newDirCache(r.Root, true)}
 	if err := wire.DecodeJSON(meta, &s.cfg); err != nil {
+		return
+	}
+	switch {
+	case s.cfg.Encrypt && (helloFlags|h.Flags)&wire.FlagEncrypted != wire.FlagEncrypted:
+		return // an encrypted session that did not start encrypted: not our sender
+	case s.cfg.Encrypt:
+		if w.SetEncrypt(true) != nil {
+			return
+		}
+	case r.RequireEncryption:
+		w.WriteJSON(wire.TypeError, wire.ErrorMsg{Error: "this receiver moves data only encrypted: run the job with in-flight mode Encrypted"})
 		return
 	}
 	if !s.cfg.Memory {
@@ -346,12 +374,24 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello)
 	}
 }
 
+// checkEncrypted refuses a clear frame in a session that asked for encryption: the
+// sender's own code never sends one, so it was not the sender.
+func (s *rsession) checkEncrypted(h wire.Header) error {
+	if s.cfg.Encrypt && h.Flags&wire.FlagEncrypted == 0 {
+		return fmt.Errorf("%w: a clear frame (type %d) in an encrypted session", wire.ErrAuth, h.Type)
+	}
+	return nil
+}
+
 // readControl serves a session's control frames until the connection ends or a frame
 // breaks the protocol.
 func (s *rsession) readControl(rd *wire.Reader) error {
 	for {
 		h, meta, err := rd.Next()
 		if err != nil {
+			return err
+		}
+		if err := s.checkEncrypted(h); err != nil {
 			return err
 		}
 		switch h.Type {
@@ -442,9 +482,9 @@ var (
 	receivedCounter = metrics.BytesTotal.WithLabelValues("received")
 )
 
-func (r *Receiver) serveData(c *wire.Conn, rd *wire.Reader, hello wire.Hello) {
+func (r *Receiver) serveData(c *wire.Conn, rd *wire.Reader, hello wire.Hello, helloFlags wire.Flags) {
 	s := r.session(hello.Session)
-	if s == nil || !s.addConn(c) {
+	if s == nil || s.cfg.Encrypt && helloFlags&wire.FlagEncrypted == 0 || !s.addConn(c) {
 		return
 	}
 	defer s.dropConn(c)
@@ -489,6 +529,9 @@ func (s *rsession) readData(rd *wire.Reader) error {
 	for {
 		h, meta, err := rd.Next()
 		if err != nil {
+			return err
+		}
+		if err := s.checkEncrypted(h); err != nil {
 			return err
 		}
 		if h.DataLen > limit {
@@ -593,7 +636,7 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	tmp := TempName(p, s.cfg.Job)
 	dirName, base := split(p)
 	_, tmpBase := split(tmp)
-	dir, err := s.job.dirs.get(dirName)
+	dir, err := s.dirs.get(dirName)
 	if err != nil {
 		res.Error = fsname.Message(fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", fsname.Show(dirName), err)))
 		res.Fatal, res.Retry = isFatal(err), isTransient(err)
@@ -601,6 +644,14 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 		return
 	}
 	f, err := dir.OpenFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The directory was removed while this session held it: resolve it again by
+		// name (recreating it) rather than fail every file that belongs there.
+		s.dirs.forget(dirName)
+		if dir, err = s.dirs.get(dirName); err == nil {
+			f, err = dir.OpenFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		}
+	}
 	if err != nil {
 		res.Error = fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(tmp), err)))
 		res.Fatal, res.Retry = isFatal(err), isTransient(err)
@@ -678,7 +729,7 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest, data []byte) (bool, s
 			return true, ""
 		}
 	}
-	fi, err := r.Root.Lstat(key.Path)
+	fi, err := s.lstat(key.Path)
 	if err != nil {
 		return false, ""
 	}
@@ -817,7 +868,10 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 	if s.onArrival() {
 		c.blockDigests = make([][]byte, c.nblocks)
 	}
-	if fst != nil && fst.ChunkSize == m.ChunkSize {
+	// A file made final and since lost at the destination (deleted, or not where its
+	// rename put it): its chunks' records describe a temporary file that is gone, so
+	// the file is received again from nothing.
+	if fst != nil && !fst.Final && fst.ChunkSize == m.ChunkSize {
 		if cs := fst.Chunks[m.Index]; cs != nil {
 			if cs.Verified {
 				if m.Chunks == 1 {
@@ -1141,15 +1195,21 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		}
 	})
 	var out wire.Manifest
+	// The manifest is the proof that each file is at its final name: every directory
+	// is resolved afresh from the root for it (one open per directory), not taken from
+	// a cache that may hold a directory since moved away from that name.
+	fresh := newDirCache(s.r.Root, false)
 	lstat := func(p string) (fs.FileInfo, error) {
-		// Through the directory cache: one syscall per file, not a walk from the root.
 		dirName, base := split(p)
-		dir, err := j.dirs.get(dirName)
+		dir, err := fresh.get(dirName)
 		if err != nil {
 			return nil, err
 		}
 		return dir.Lstat(base)
 	}
+	// The temporary names of the final files in place, by directory: what is left of
+	// them is debris, found with one listing per directory.
+	temps := map[string]map[string]bool{}
 	for i, k := range keys {
 		fs := states[i]
 		mf := wire.ManifestFile{Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, Digest: fs.Digest, ThisRun: q.Run != "" && fs.Run == q.Run}
@@ -1178,9 +1238,10 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		if mf.Problem == "" {
 			dirName, _ := split(k.Path)
 			_, tmpBase := split(TempName(k.Path, s.cfg.Job))
-			if dir, err := j.dirs.get(dirName); err == nil && dir.Remove(tmpBase) == nil {
-				out.Debris++
+			if temps[dirName] == nil {
+				temps[dirName] = map[string]bool{}
 			}
+			temps[dirName][tmpBase] = true
 		}
 		out.Files = append(out.Files, mf)
 		if len(out.Files) >= 10000 {
@@ -1188,8 +1249,35 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 			out = wire.Manifest{}
 		}
 	}
+	for dirName, names := range temps {
+		out.Debris += removeDebris(fresh, dirName, names)
+	}
 	out.Last = true
 	s.send(wire.TypeManifest, out)
+}
+
+// removeDebris removes, from directory dirName, the temporary files named in temps (the
+// temporaries of final files: a copy that lost the race to the final name, or a crash
+// between a rename and the next run). One listing of the directory, not a removal
+// attempt per file.
+func removeDebris(dirs *dirCache, dirName string, temps map[string]bool) int64 {
+	dir, err := dirs.get(dirName)
+	if err != nil {
+		return 0
+	}
+	d, err := dir.Open(".")
+	if err != nil {
+		return 0
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	var n int64
+	for _, name := range names {
+		if temps[name] && dir.Remove(name) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // ---- summary ----

@@ -183,6 +183,9 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 	var failingSince time.Time
 	backoff := 100 * time.Millisecond
 	refusals, bad := 0, 0
+	// A receiver never reached yet is most likely starting (its pod was created with
+	// this one): try again soon. One that went away may take longer to come back.
+	everConnected := false
 	for {
 		end, err := st.session(ctx, src, &cfg)
 		if err == nil || errors.Is(err, errFinished) {
@@ -213,7 +216,7 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 			}
 		}
 		if end.connected {
-			failingSince, backoff = time.Time{}, 100*time.Millisecond
+			failingSince, backoff, everConnected = time.Time{}, 100*time.Millisecond, true
 		}
 		if failingSince.IsZero() {
 			failingSince = time.Now()
@@ -229,8 +232,19 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, MaxRetryBackoff(everConnected))
 	}
+}
+
+// MaxRetryBackoff is the longest pause between attempts to reach a job's peer (a
+// receiver, a coordinator): 250 ms for one never reached yet, which is most likely
+// starting (a plan's pods start together: each pause is time the job's first byte may
+// wait, and a refused connection costs next to nothing), 5 s for one that went away.
+func MaxRetryBackoff(everConnected bool) time.Duration {
+	if everConnected {
+		return 5 * time.Second
+	}
+	return 250 * time.Millisecond
 }
 
 // flight is a unit on its way.
@@ -413,6 +427,13 @@ loop:
 			}
 			*cfg = c
 		case p := <-src.Probes():
+			if p.OnData {
+				// A sample of this session's own transfer: measured beside it, while
+				// the loop goes on applying the configuration the sample is for.
+				wg.Add(1)
+				go func() { defer wg.Done(); s.src.ProbeDone(s.probeOnData(p)) }()
+				continue
+			}
 			s.src.ProbeDone(s.probe(p))
 		case err := <-fetchDone:
 			result = err
@@ -516,6 +537,12 @@ func (s *ssession) connect() error {
 		return err // a refusal (auth.ErrRefused) is counted by Run
 	}
 	s.ctrl, s.ctrlW = c, c.Writer()
+	if s.encrypted() {
+		if err := s.ctrlW.SetEncrypt(true); err != nil {
+			c.Close()
+			return err
+		}
+	}
 	fail := func(err error) error {
 		c.Close()
 		if wire.IsIntegrity(err) {
@@ -526,7 +553,7 @@ func (s *ssession) connect() error {
 	if err := s.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: s.id, Stripe: st.Index, Agent: agentName()}); err != nil {
 		return fail(err)
 	}
-	if err := s.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: s.cfg.Job, Run: s.cfg.Run, Checksum: s.cfg.Checksum, Verify: s.cfg.Verify, VerifyMode: s.cfg.VerifyMode,
+	if err := s.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: s.cfg.Job, Run: s.cfg.Run, Encrypt: s.encrypted(), Checksum: s.cfg.Checksum, Verify: s.cfg.Verify, VerifyMode: s.cfg.VerifyMode,
 		Overwrite: s.cfg.Overwrite, BlockSize: s.cfg.BlockSize, ChunkSize: s.cfg.ChunkSize}); err != nil {
 		return fail(err)
 	}
@@ -623,6 +650,11 @@ func (s *ssession) setStreams(n int32, buffer int64) error {
 			defer wg.Done()
 			idx := have + int32(i)
 			c, err := Dial(s.ctx, s.st.Receiver, s.st.Secret, buffer)
+			if err == nil && s.encrypted() {
+				if err = c.Writer().SetEncrypt(true); err != nil {
+					c.Close()
+				}
+			}
 			if err == nil {
 				err = c.Writer().WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: s.id, Stripe: s.st.Index, Stream: idx, BufferBytes: buffer})
 				if err != nil {
@@ -1297,6 +1329,9 @@ func (s *ssession) dataFlags() wire.Flags {
 	}
 	return 0
 }
+
+// encrypted says the session encrypts every frame (in-flight mode Encrypted).
+func (s *ssession) encrypted() bool { return s.cfg.InFlight == wire.InFlightEncrypted }
 
 // needsCRC says data frames carry a CRC32C of their data.
 func needsCRC(flags wire.Flags) bool {

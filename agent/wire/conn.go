@@ -37,21 +37,33 @@ func IsIntegrity(err error) bool { return errors.Is(err, ErrAuth) || errors.Is(e
 // (BenchmarkPrimitives). Numbering the frames
 // makes a dropped, reordered or replayed frame fail like a changed one, and keys
 // differ per connection (package auth), so no frame is valid on another connection.
+//
+// A frame with FlagEncrypted also has its meta and data encrypted before they are
+// tagged (encrypt-then-MAC): AES-256 in counter mode under the direction's second key,
+// the counter block starting at the frame's number, so no two frames of a connection
+// share key stream. The header stays in the clear (its lengths frame the stream) but
+// under the tag.
 type frameMAC struct {
 	aead    cipher.AEAD
+	enc     cipher.Block // nil: the direction cannot encrypt (a test's sealer)
 	counter uint64
 	nonce   [12]byte
 	inner   [TagSize]byte
 	scratch []byte
+	iv      [16]byte
 }
 
 const (
 	nonceData  = 1
 	nonceFrame = 2
+	ivMeta     = 3
+	ivData     = 4
 )
 
-func newFrameMAC(key []byte) *frameMAC {
-	block, err := aes.NewCipher(key)
+func newFrameMAC(key []byte) *frameMAC { return newFrameSealer(Keys{MAC: key}) }
+
+func newFrameSealer(k Keys) *frameMAC {
+	block, err := aes.NewCipher(k.MAC)
 	if err != nil {
 		panic(err) // the key size is fixed by the caller
 	}
@@ -59,7 +71,21 @@ func newFrameMAC(key []byte) *frameMAC {
 	if err != nil {
 		panic(err)
 	}
-	return &frameMAC{aead: aead}
+	m := &frameMAC{aead: aead}
+	if len(k.Enc) > 0 {
+		if m.enc, err = aes.NewCipher(k.Enc); err != nil {
+			panic(err)
+		}
+	}
+	return m
+}
+
+// crypt encrypts or decrypts src into dst (they may be the same slice) with the key
+// stream of part (ivMeta or ivData) of frame number n.
+func (m *frameMAC) crypt(dst, src []byte, part byte, n uint64) {
+	m.iv = [16]byte{0: part}
+	binary.BigEndian.PutUint64(m.iv[1:], n)
+	cipher.NewCTR(m.enc, m.iv[:]).XORKeyStream(dst, src)
 }
 
 // sum appends the tag of the next frame to dst. withData false leaves the data out of
@@ -101,12 +127,18 @@ type Conn struct {
 	r        *Reader
 }
 
-// NewConn wraps c, whose handshake gave sendKey and recvKey.
-func NewConn(c net.Conn, sendKey, recvKey []byte) *Conn {
+// Keys are one direction's session keys: MAC tags every frame, Enc encrypts the meta
+// and data of frames that ask for it (FlagEncrypted).
+type Keys struct {
+	MAC, Enc []byte
+}
+
+// NewConn wraps c, whose handshake gave the keys of each direction.
+func NewConn(c net.Conn, send, recv Keys) *Conn {
 	zc := newZeroCopy(c)
-	w := newWriter(c, newFrameMAC(sendKey))
+	w := newWriter(c, newFrameSealer(send))
 	w.zc = zc
-	return &Conn{Conn: c, w: w, zc: zc, recv: newFrameMAC(recvKey)}
+	return &Conn{Conn: c, w: w, zc: zc, recv: newFrameSealer(recv)}
 }
 
 // Close closes the connection and what its zero-copy paths hold (a pipe).

@@ -92,8 +92,13 @@ const (
 	// not checked in flight at all (in-flight mode HeadersOnly): the receiver may move
 	// it into its file without passing it through user space (SpliceData).
 	FlagDataUnchecked
+	// FlagEncrypted says the frame's meta and data are encrypted under the
+	// connection's encryption key of its direction (in-flight mode Encrypted); any
+	// frame type may carry it.
+	FlagEncrypted
 
-	knownFlags = FlagDataOutsideTag | FlagDataUnchecked
+	knownFlags = FlagDataOutsideTag | FlagDataUnchecked | FlagEncrypted
+	bulkFlags  = FlagDataOutsideTag | FlagDataUnchecked
 )
 
 // ErrFrame is returned for a frame that breaks the protocol.
@@ -110,7 +115,7 @@ func (h Header) Check() error {
 	if !h.Type.known() {
 		return fmt.Errorf("%w: unknown type %d", ErrFrame, h.Type)
 	}
-	if h.Flags&^knownFlags != 0 || h.Flags != 0 && !h.Type.bulk() || h.Flags&FlagDataUnchecked != 0 && h.Flags&FlagDataOutsideTag == 0 {
+	if h.Flags&^knownFlags != 0 || h.Flags&bulkFlags != 0 && !h.Type.bulk() || h.Flags&FlagDataUnchecked != 0 && h.Flags&FlagDataOutsideTag == 0 {
 		return fmt.Errorf("%w: flags %#x on frame type %d", ErrFrame, h.Flags, h.Type)
 	}
 	if !h.Type.bulk() {
@@ -171,6 +176,8 @@ type Reader struct {
 	hdr     [HeaderSize]byte
 	cur     Header
 	meta    []byte
+	metaCT  []byte // the current frame's meta as it came, when it was encrypted
+	frameNo uint64 // the current frame's number on the connection
 	tag     [TagSize]byte
 	pending int64 // data bytes of the current frame not yet read
 	tagDue  bool  // the current frame's tag is not yet read
@@ -200,7 +207,16 @@ func (r *Reader) Next() (Header, []byte, error) {
 	if _, err := io.ReadFull(r.r, meta); err != nil {
 		return Header{}, nil, unexpected(err)
 	}
-	r.cur, r.pending, r.tagDue = h, int64(h.DataLen), true
+	r.cur, r.pending, r.tagDue, r.frameNo = h, int64(h.DataLen), true, r.mac.counter
+	if h.Flags&FlagEncrypted != 0 {
+		if r.mac.enc == nil {
+			return Header{}, nil, fmt.Errorf("%w: an encrypted frame on a connection without an encryption key", ErrFrame)
+		}
+		// The tag is over what came; the caller gets the clear meta (which it must not
+		// act on before the frame's check, as always).
+		r.metaCT = append(r.metaCT[:0], meta...)
+		r.mac.crypt(meta, meta, ivMeta, r.frameNo)
+	}
 	if h.DataLen == 0 {
 		if err := r.finish(nil); err != nil {
 			return Header{}, nil, err
@@ -215,7 +231,11 @@ func (r *Reader) finish(data []byte) error {
 	if _, err := io.ReadFull(r.r, r.tag[:]); err != nil {
 		return unexpected(err)
 	}
-	if !r.mac.check(r.tag[:], r.hdr[:], r.meta[:r.cur.MetaLen], data, r.cur.Flags&FlagDataOutsideTag == 0) {
+	meta := r.meta[:r.cur.MetaLen]
+	if r.cur.Flags&FlagEncrypted != 0 {
+		meta = r.metaCT
+	}
+	if !r.mac.check(r.tag[:], r.hdr[:], meta, data, r.cur.Flags&FlagDataOutsideTag == 0) {
 		return fmt.Errorf("%w: frame type %d", ErrAuth, r.cur.Type)
 	}
 	return nil
@@ -236,7 +256,13 @@ func (r *Reader) ReadData(dst []byte) error {
 		r.tagDue = false
 		return unexpected(err)
 	}
-	return r.finish(dst)
+	if err := r.finish(dst); err != nil {
+		return err
+	}
+	if r.cur.Flags&FlagEncrypted != 0 {
+		r.mac.crypt(dst, dst, ivData, r.frameNo)
+	}
+	return nil
 }
 
 // Discard skips the current frame's unread data, still checking its tag (a frame
@@ -268,13 +294,26 @@ func unexpected(err error) error {
 // Writer writes frames to one connection, each ending with its tag. It is safe for
 // concurrent use: a frame is written whole, by one writev when it has data.
 type Writer struct {
-	mu  sync.Mutex
-	w   io.Writer
-	zc  *zeroCopy // the connection's sendfile state (nil: not a kernel socket)
-	mac *frameMAC
-	buf []byte
-	tag [TagSize]byte
-	vec net.Buffers
+	mu      sync.Mutex
+	w       io.Writer
+	zc      *zeroCopy // the connection's sendfile state (nil: not a kernel socket)
+	mac     *frameMAC
+	buf     []byte
+	tag     [TagSize]byte
+	vec     net.Buffers
+	encrypt bool   // every frame from now on is encrypted (SetEncrypt)
+	enc     []byte // encrypted data, the caller's buffer left as it was
+}
+
+// SetEncrypt makes every frame written from now on encrypted (FlagEncrypted).
+func (w *Writer) SetEncrypt(on bool) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if on && w.mac.enc == nil {
+		return errors.New("wire: this connection has no encryption key")
+	}
+	w.encrypt = on
+	return nil
 }
 
 func newWriter(w io.Writer, mac *frameMAC) *Writer {
@@ -288,15 +327,30 @@ func (w *Writer) WriteFrame(t Type, meta, data []byte) error {
 
 // WriteFrameFlags writes one frame with flags.
 func (w *Writer) WriteFrameFlags(t Type, flags Flags, meta, data []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.encrypt {
+		flags |= FlagEncrypted
+	}
 	h := Header{Type: t, Flags: flags, MetaLen: uint32(len(meta)), DataLen: uint32(len(data))}
 	if err := h.Check(); err != nil || len(meta) > MaxMeta || len(data) > MaxData {
 		return fmt.Errorf("wire: refusing to write frame type %d (meta %d, data %d): %v", t, len(meta), len(data), err)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.buf = w.buf[:HeaderSize]
 	PutHeader(w.buf, h)
 	w.buf = append(w.buf, meta...)
+	if w.encrypt {
+		n := w.mac.counter // the frame's number: sum below moves the counter on
+		meta = w.buf[HeaderSize:]
+		w.mac.crypt(meta, meta, ivMeta, n)
+		if len(data) > 0 {
+			if cap(w.enc) < len(data) {
+				w.enc = make([]byte, len(data))
+			}
+			w.mac.crypt(w.enc[:len(data)], data, ivData, n)
+			data = w.enc[:len(data)]
+		}
+	}
 	tag := w.mac.sum(w.tag[:0], w.buf[:HeaderSize], meta, data, flags&FlagDataOutsideTag == 0)
 	if len(data) < 32<<10 {
 		w.buf = append(append(w.buf, data...), tag...)

@@ -233,3 +233,67 @@ func TestHeaderEncoding(t *testing.T) {
 		t.Fatalf("header bytes %v", b)
 	}
 }
+
+// TestEncryptedFrames: with encryption on, every frame's meta and data arrive in the
+// clear at the reader, none of their bytes appear on the wire, and a flipped bit is
+// caught as in any other frame.
+func TestEncryptedFrames(t *testing.T) {
+	keys := Keys{MAC: bytes.Repeat([]byte{7}, 32), Enc: bytes.Repeat([]byte{9}, 32)}
+	var buf bytes.Buffer
+	w, r := newWriter(&buf, newFrameSealer(keys)), newReader(&buf, newFrameSealer(keys))
+	if err := w.SetEncrypt(true); err != nil {
+		t.Fatal(err)
+	}
+	secretPath := "projects/very-secret-name.dat"
+	data := bytes.Repeat([]byte("confidential payload "), 3000)
+	fm, _ := FileMeta{Unit: 3, Size: uint64(len(data)), Path: secretPath}.Append(nil)
+	w.WriteFrame(TypeFile, fm, data)
+	w.WriteJSON(TypeChunkOpen, ChunkOpen{ID: 1, Path: "another/secret", Length: 10})
+	wireBytes := append([]byte(nil), buf.Bytes()...)
+	for _, clear := range [][]byte{[]byte(secretPath), []byte("another/secret"), []byte("confidential payload")} {
+		if bytes.Contains(wireBytes, clear) {
+			t.Fatalf("%q travels in the clear", clear)
+		}
+	}
+	h, meta, err := r.Next()
+	if err != nil || h.Type != TypeFile || h.Flags&FlagEncrypted == 0 {
+		t.Fatalf("first frame: %+v %v", h, err)
+	}
+	m, err := ParseFileMeta(meta)
+	if err != nil || m.Path != secretPath {
+		t.Fatalf("meta: %+v %v", m, err)
+	}
+	got := make([]byte, h.DataLen)
+	if err := r.ReadData(got); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("data: %v", err)
+	}
+	h, meta, err = r.Next()
+	var co ChunkOpen
+	if err != nil || DecodeJSON(meta, &co) != nil || co.Path != "another/secret" {
+		t.Fatalf("control frame: %+v %v %+v", h, err, co)
+	}
+	for bit := 0; bit < len(wireBytes)*8; bit += 61 {
+		in := append([]byte(nil), wireBytes...)
+		in[bit/8] ^= 1 << (bit % 8)
+		r := newReader(bytes.NewReader(in), newFrameSealer(keys))
+		_, err := func() (int, error) {
+			for i := 0; ; i++ {
+				h, _, err := r.Next()
+				if err != nil {
+					return i, err
+				}
+				if h.DataLen > 0 {
+					if err := r.ReadData(make([]byte, h.DataLen)); err != nil {
+						return i, err
+					}
+				}
+			}
+		}()
+		if err == io.EOF {
+			t.Fatalf("bit %d flipped in an encrypted stream went unnoticed", bit)
+		}
+	}
+	if err := newWriter(io.Discard, newFrameMAC(keys.MAC)).SetEncrypt(true); err == nil {
+		t.Error("a writer without an encryption key agreed to encrypt")
+	}
+}

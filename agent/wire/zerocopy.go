@@ -22,6 +22,9 @@ func (w *Writer) WriteFrameFile(t Type, flags Flags, meta []byte, f *os.File, of
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.encrypt {
+		return fmt.Errorf("wire: a file-backed frame cannot be encrypted (in-flight modes HeadersOnly and Encrypted exclude each other)")
+	}
 	w.buf = w.buf[:HeaderSize]
 	PutHeader(w.buf, h)
 	w.buf = append(w.buf, meta...)
@@ -50,7 +53,7 @@ func (w *Writer) WriteFrameFile(t Type, flags Flags, meta []byte, f *os.File, of
 // looks at it. What the read buffer already holds of it is written from there; the
 // rest goes from the socket through a pipe into the file.
 func (r *Reader) SpliceData(dst *os.File, off int64) error {
-	if !r.tagDue || r.cur.Flags&FlagDataOutsideTag == 0 {
+	if !r.tagDue || r.cur.Flags&FlagDataOutsideTag == 0 || r.cur.Flags&FlagEncrypted != 0 {
 		return fmt.Errorf("wire: SpliceData on a frame whose data is under its tag (type %d)", r.cur.Type)
 	}
 	n := r.pending

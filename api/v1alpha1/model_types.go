@@ -102,9 +102,19 @@ type CPUModel struct {
 	Samples int32 `json:"samples"`
 }
 
-// ProbeSample is one measurement of a path: a stripe moving memory-to-memory with a
-// given number of streams and socket buffer size.
+// ProbeSample is one measurement of a path: a stripe (or several together) with a given
+// number of streams and socket buffer size, measured on a stretch of the job's own
+// transfer (or, from older agents, memory to memory).
 type ProbeSample struct {
+	// stripes is how many stripes ran together, each with streams streams; the
+	// sample's rate is their aggregate. Absent means one. Samples of several stripes
+	// are what justify a plan of several: the planner adds stripes only as far as
+	// such a sample showed them paying.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	Stripes int32 `json:"stripes,omitempty"`
+
 	// streams is the number of parallel TCP streams of the stripe.
 	// +kubebuilder:validation:Minimum=1
 	// +required
@@ -115,7 +125,8 @@ type ProbeSample struct {
 	// +optional
 	BufferBytes int64 `json:"bufferBytes,omitempty"`
 
-	// bitsPerSecond is the measured throughput of the stripe.
+	// bitsPerSecond is the measured throughput of the stripe (of all stripes together
+	// when stripes is more than one).
 	// +kubebuilder:validation:Minimum=0
 	// +required
 	BitsPerSecond int64 `json:"bitsPerSecond"`

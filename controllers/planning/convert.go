@@ -3,6 +3,7 @@ package planning
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
@@ -17,8 +18,13 @@ type Node struct {
 	NICBitsPerSecond    int64
 	CPUBudgetMillicores int64 // 0: no budget, CPU does not bind
 	DiskBitsPerSecond   int64 // 0: unknown, disk does not bind
-	// PlacedStripes counts stripes of other jobs already on the node.
+	// PlacedStripes counts stripes of other jobs already on the node (they use its
+	// stripe slots).
 	PlacedStripes int
+	// OthersBitsPerSecond is the rate other jobs' plans put through the node, and
+	// OthersMillicores the CPU their agents there are planned to use: they come off
+	// its NIC, disk and CPU budget (optimizer.Node).
+	OthersBitsPerSecond, OthersMillicores int64
 	// MaxStripes is the endpoint's cap on stripes per node over every job; 0: none.
 	MaxStripes int
 	// Preferred marks a node the job already runs agents on (optimizer.Node.Preferred).
@@ -30,7 +36,7 @@ func toOptimizerNodes(nodes []Node) []optimizer.Node {
 	for i, n := range nodes {
 		out[i] = optimizer.Node{Name: n.Name, NICBitsPerSecond: float64(n.NICBitsPerSecond), CPUBudgetMillicores: float64(n.CPUBudgetMillicores),
 			DiskBitsPerSecond: float64(n.DiskBitsPerSecond), PlacedStripes: n.PlacedStripes, MaxStripes: n.MaxStripes,
-			Preferred: n.Preferred}
+			OthersBitsPerSecond: float64(n.OthersBitsPerSecond), OthersMillicores: float64(n.OthersMillicores), Preferred: n.Preferred}
 	}
 	return out
 }
@@ -46,20 +52,64 @@ func externalNodes(n int) []optimizer.Node {
 	return out
 }
 
-// SamplesFromProbe converts API probe samples for the optimizer.
+// SamplesFromProbe converts the API's one-stripe probe samples for the optimizer: the
+// stream curve of one stripe. Samples of several stripes together are the path's
+// aggregate, not a point of that curve (StripeRates reads them).
 func SamplesFromProbe(ss []v1alpha1.ProbeSample) []optimizer.Sample {
 	out := make([]optimizer.Sample, 0, len(ss))
 	for _, s := range ss {
+		if s.Stripes > 1 {
+			continue
+		}
 		out = append(out, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond),
 			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores)})
 	}
 	return out
 }
 
-// SamplesFromContract converts a coordinator's report samples for the optimizer.
+// StripeRates are the aggregate rates the samples measured against the stripe count
+// (StreamPoint.Streams holds the stripes), at the streams and buffer the most stripes
+// ran with: every sample of several stripes there, and the one-stripe sample of the
+// same streams and buffer when there is one (the newest of each count). They are what
+// lets a plan have more than one stripe: the optimizer adds stripes only as far as a
+// doubling paid (optimizer.NewPathCapacity). Nil when no sample ran several stripes.
+func StripeRates(ss []v1alpha1.ProbeSample) []optimizer.StreamPoint {
+	type at struct {
+		streams int32
+		buffer  int64
+	}
+	var best at
+	most := int32(1)
+	for _, s := range ss {
+		if s.Stripes > most {
+			most, best = s.Stripes, at{s.Streams, s.BufferBytes}
+		}
+	}
+	if most <= 1 {
+		return nil
+	}
+	byStripes := map[int32]int64{}
+	for _, s := range ss {
+		if (at{s.Streams, s.BufferBytes}) == best && s.BitsPerSecond > 0 {
+			byStripes[max(s.Stripes, 1)] = s.BitsPerSecond // the newest, samples being oldest first
+		}
+	}
+	out := make([]optimizer.StreamPoint, 0, len(byStripes))
+	for k, bps := range byStripes {
+		out = append(out, optimizer.StreamPoint{Streams: int(k), BitsPerSecond: float64(bps)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Streams < out[j].Streams })
+	return out
+}
+
+// SamplesFromContract converts a coordinator's one-stripe report samples for the
+// optimizer (as SamplesFromProbe).
 func SamplesFromContract(ss []contract.Sample) []optimizer.Sample {
 	out := make([]optimizer.Sample, 0, len(ss))
 	for _, s := range ss {
+		if s.Stripes > 1 {
+			continue
+		}
 		out = append(out, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond),
 			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores)})
 	}
@@ -72,7 +122,7 @@ func SamplesFromContract(ss []contract.Sample) []optimizer.Sample {
 func ProbeSamplesFromContract(ss []contract.Sample) []v1alpha1.ProbeSample {
 	out := make([]v1alpha1.ProbeSample, 0, len(ss))
 	for _, s := range ss {
-		p := v1alpha1.ProbeSample{Streams: max(s.Streams, 1), BufferBytes: max(s.BufferBytes, 0), BitsPerSecond: max(s.BitsPerSecond, 0),
+		p := v1alpha1.ProbeSample{Stripes: stripesOf(s.Stripes), Streams: max(s.Streams, 1), BufferBytes: max(s.BufferBytes, 0), BitsPerSecond: max(s.BitsPerSecond, 0),
 			SourceMillicores: max(s.SourceMillicores, 0), DestinationMillicores: max(s.DestinationMillicores, 0)}
 		if !s.Time.IsZero() {
 			t := metav1.NewTime(s.Time)
@@ -82,6 +132,18 @@ func ProbeSamplesFromContract(ss []contract.Sample) []v1alpha1.ProbeSample {
 	}
 	return out
 }
+
+// stripesOf is a report sample's stripe count as the API keeps it: absent for one
+// (older samples have none), else within the API's bound.
+func stripesOf(n int32) int32 {
+	if n <= 1 {
+		return 0
+	}
+	return min(n, MaxSampleStripes)
+}
+
+// MaxSampleStripes is the API's bound on a probe sample's stripes.
+const MaxSampleStripes = 4096
 
 // Histogram converts a coordinator's dataset summary; nil gives an empty histogram.
 func Histogram(d *contract.Dataset) optimizer.Histogram {

@@ -34,7 +34,8 @@ func Stripes(p v1alpha1.TransferPlan) int32 {
 }
 
 // Directive is the coordinator's transfer directive for a plan (Generation left 0 for
-// the caller to set). limits supplies the rate cap. Each size class carries the
+// the caller to set). The rate cap is limits' maxBitsPerSecond or the plan's share
+// (TransferPlan.ShareBitsPerSecond), whichever is lower. Each size class carries the
 // planner's own upper bound (SizeClassPlan.MaxBytes), so the agents class every file
 // exactly as the planner counted it.
 func Directive(p v1alpha1.TransferPlan, limits *v1alpha1.TuningLimits) contract.Directive {
@@ -42,6 +43,9 @@ func Directive(p v1alpha1.TransferPlan, limits *v1alpha1.TuningLimits) contract.
 		Stripes: Stripes(p)}
 	if limits != nil && limits.MaxBitsPerSecond != nil {
 		d.MaxBitsPerSecond = *limits.MaxBitsPerSecond
+	}
+	if s := p.ShareBitsPerSecond; s > 0 && (d.MaxBitsPerSecond <= 0 || s < d.MaxBitsPerSecond) {
+		d.MaxBitsPerSecond = s
 	}
 	for i, c := range p.SizeClasses {
 		param := contract.SizeClassParam{Class: string(c.Class), Pipelining: c.Pipelining, Parallelism: c.Parallelism,
@@ -51,6 +55,19 @@ func Directive(p v1alpha1.TransferPlan, limits *v1alpha1.TuningLimits) contract.
 			param.MaxBytes = max(1, c.MaxBytes)
 		}
 		d.SizeClasses = append(d.SizeClasses, param)
+	}
+	return d
+}
+
+// ProbeTransferDirective is a cold job's first directive: move the dataset at once on
+// one stripe, starting with one stream and kernel autotuning, and take the probe's
+// samples as stretches of that transfer (each sample sets the streams and buffer it
+// measures); limits supplies the rate cap, which binds the probe too. The per-class
+// parameters are the coordinator's defaults until the plan's.
+func ProbeTransferDirective(probe *contract.ProbeDirective, limits *v1alpha1.TuningLimits) contract.Directive {
+	d := contract.Directive{Mode: contract.ModeTransfer, StreamsPerStripe: 1, Stripes: 1, Probe: probe}
+	if limits != nil && limits.MaxBitsPerSecond != nil {
+		d.MaxBitsPerSecond = *limits.MaxBitsPerSecond
 	}
 	return d
 }

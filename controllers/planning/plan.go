@@ -34,6 +34,42 @@ type Input struct {
 	Dataset *contract.Dataset
 	// RTT is the path's round-trip time when known (a stripe report's RTTMicros).
 	RTT time.Duration
+	// ShareBitsPerSecond is the job's share of a path or site it shares with other
+	// jobs when it is held to it (optimizer.JobShare.Paced); 0 when it is not. The
+	// plan is OPT_B for that rate: it caps the plan like spec.tuning.limits
+	// .maxBitsPerSecond, and the plan records it (TransferPlan.ShareBitsPerSecond).
+	ShareBitsPerSecond int64
+}
+
+// limits are the user's limits with the job's share as a rate cap when it is lower,
+// and one stream in all for Strict fairness; shareBinds says the share is the cap.
+func (in Input) limits() (optimizer.Limits, bool) {
+	return limitsWithShare(in.Tuning, in.ShareBitsPerSecond)
+}
+
+func limitsWithShare(t v1alpha1.TransferTuning, share int64) (optimizer.Limits, bool) {
+	limits := Limits(t.Limits)
+	if t.Fairness == v1alpha1.FairnessStrict {
+		// one TCP stream: on a bottleneck shared with other TCP flows the job is one
+		// flow among them, and each keeps its fair share
+		limits.MaxNodes, limits.MaxStripesPerNode, limits.MaxStreamsPerStripe = 1, 1, 1
+	}
+	if share > 0 && (limits.MaxBitsPerSecond <= 0 || float64(share) < limits.MaxBitsPerSecond) {
+		limits.MaxBitsPerSecond = float64(share)
+		return limits, true
+	}
+	return limits, false
+}
+
+// shareBinding names the share as what binds a plan held to it at its rate.
+func shareBinding(out *v1alpha1.TransferPlan, share int64, shareBinds bool) {
+	if share <= 0 {
+		return
+	}
+	out.ShareBitsPerSecond = share
+	if shareBinds && out.BindingResource == v1alpha1.BindingUserLimit && float64(out.PredictedBitsPerSecond) >= float64(share)*(1-1e-6) {
+		out.BindingResource = v1alpha1.BindingShare
+	}
 }
 
 // Plan returns the job's plan, every field of v1alpha1.TransferPlan filled:
@@ -42,7 +78,8 @@ type Input struct {
 //     the buffer the samples settled on, the stream model by BestCmb (or Plateau
 //     when none of the papers' models fits: one stream fills the path), a CPU model
 //     per side, the path's capacity as far as the samples show it (pathBitsPerSecond:
-//     the stream model's plateau, since the probe measures one stripe), OPT_B for
+//     the stream model's plateau, and beyond one stripe only as far as samples of
+//     several stripes showed a doubling paying: StripeRates), OPT_B for
 //     nodes × stripes × streams within it, CPU per agent, size classes with Algorithm
 //     1 parameters and ProMC channels.
 //   - Fixed: the fixed values exactly as given (nodes, stripes per node, streams,
@@ -72,6 +109,17 @@ func (in Input) nodes() (src, dst []optimizer.Node) {
 		return src, externalNodes(len(src))
 	}
 	return src, toOptimizerNodes(in.DestinationNodes)
+}
+
+// stripeRates are the job's samples of several stripes (else the profile's).
+func (in Input) stripeRates() []optimizer.StreamPoint {
+	if r := StripeRates(in.Samples); r != nil {
+		return r
+	}
+	if in.Profile != nil {
+		return StripeRates(in.Profile.Samples)
+	}
+	return nil
 }
 
 // samples are the profile's samples, then the job's.
@@ -129,12 +177,13 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	if in.Tuning.Fixed != nil {
 		return v1alpha1.TransferPlan{}, errors.New("spec.tuning.fixed may be set only when spec.tuning.mode is Fixed")
 	}
-	limits := Limits(in.Tuning.Limits)
+	limits, shareBinds := in.limits()
 	samples := in.samples()
 	warm, _ := in.warm()
 	src, dst := in.nodes()
 	p, err := optimizer.MakePlan(optimizer.PlanInput{Samples: samples, Prober: sampledProber(samples, limits), Warm: warm,
-		SourceNodes: src, DestinationNodes: dst, Limits: limits, Dataset: Histogram(in.Dataset), RTT: in.RTT})
+		SourceNodes: src, DestinationNodes: dst, Limits: limits, Dataset: Histogram(in.Dataset), RTT: in.RTT,
+		StripeRates: in.stripeRates()})
 	if err != nil {
 		return v1alpha1.TransferPlan{}, err
 	}
@@ -145,6 +194,7 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	}
 	out.PathBitsPerSecond = roundNonNegative(p.Path.Max())
 	out.SizeClasses = sizeClasses(p.Chunks)
+	shareBinding(&out, in.ShareBitsPerSecond, shareBinds)
 	out.Hash = Hash(out)
 	return out, nil
 }
@@ -157,7 +207,7 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 	if f.Nodes < 1 || f.StripesPerNode < 1 || f.StreamsPerStripe < 1 || f.Concurrency < 1 || f.Pipelining < 1 || f.BufferBytes < 0 {
 		return v1alpha1.TransferPlan{}, fmt.Errorf("spec.tuning.fixed: nodes, stripesPerNode, streamsPerStripe, concurrency and pipelining must be at least 1 and bufferBytes at least 0, got %+v", *f)
 	}
-	limits := Limits(in.Tuning.Limits)
+	limits, shareBinds := in.limits()
 	samples := in.samples()
 	warm, _ := in.warm()
 	src, dst := in.nodes()
@@ -194,6 +244,7 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 				MaxBytes: c.MaxBytes, Pipelining: f.Pipelining, Parallelism: f.StreamsPerStripe, Concurrency: f.Concurrency})
 		}
 	}
+	shareBinding(&out, in.ShareBitsPerSecond, shareBinds)
 	out.Hash = Hash(out)
 	return out, nil
 }

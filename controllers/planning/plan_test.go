@@ -300,3 +300,70 @@ func TestConverters(t *testing.T) {
 		t.Errorf("CPUModel = %+v", got)
 	}
 }
+
+// TestStripesJustifiedByMeasuredGain: a plan has more than one stripe only when a
+// sample of several stripes showed them paying. On a path one stripe fills (flat
+// samples at 450 Mbit/s), a second stripe measured at 880 Mbit/s earns the plan two
+// stripes; one measured at 460 does not, nor does the absence of such a sample.
+func TestStripesJustifiedByMeasuredGain(t *testing.T) {
+	at := func(i int) *metav1.Time { t := metav1.NewTime(time.Unix(int64(1000+i), 0)); return &t }
+	oneStripe := []v1alpha1.ProbeSample{
+		{Streams: 1, BitsPerSecond: 450e6, SourceMillicores: 200, DestinationMillicores: 100, Time: at(0)},
+		{Streams: 2, BitsPerSecond: 455e6, SourceMillicores: 210, DestinationMillicores: 105, Time: at(1)},
+	}
+	with := func(extra ...v1alpha1.ProbeSample) []v1alpha1.ProbeSample {
+		return append(slices.Clone(oneStripe), extra...)
+	}
+	cases := map[string]struct {
+		samples     []v1alpha1.ProbeSample
+		wantStripes int32
+		maxPredict  int64
+	}{
+		"no sample of several stripes: one stripe": {samples: oneStripe, wantStripes: 1, maxPredict: 456e6},
+		"a second stripe that paid":                {samples: with(v1alpha1.ProbeSample{Stripes: 2, Streams: 2, BitsPerSecond: 880e6, Time: at(2)}), wantStripes: 2, maxPredict: 880e6},
+		"a second stripe that did not pay":         {samples: with(v1alpha1.ProbeSample{Stripes: 2, Streams: 2, BitsPerSecond: 460e6, Time: at(2)}), wantStripes: 1, maxPredict: 456e6},
+		"four paid, then eight did not": {samples: with(
+			v1alpha1.ProbeSample{Stripes: 2, Streams: 2, BitsPerSecond: 880e6, Time: at(2)},
+			v1alpha1.ProbeSample{Stripes: 4, Streams: 2, BitsPerSecond: 1700e6, Time: at(3)},
+			v1alpha1.ProbeSample{Stripes: 8, Streams: 2, BitsPerSecond: 1710e6, Time: at(4)}), wantStripes: 4, maxPredict: 1700e6},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			plan, err := Plan(Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto}, Samples: c.samples,
+				SourceNodes: tenGigNodes("a", 1), DestinationNodes: tenGigNodes("b", 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := int32(len(plan.SourceNodes)) * plan.StripesPerNode; got != c.wantStripes {
+				t.Errorf("%d stripes (%d × %d streams), want %d", got, plan.StripesPerNode, plan.StreamsPerStripe, c.wantStripes)
+			}
+			if plan.PredictedBitsPerSecond > c.maxPredict {
+				t.Errorf("predicted %d bit/s, above what the samples showed (%d)", plan.PredictedBitsPerSecond, c.maxPredict)
+			}
+		})
+	}
+}
+
+func TestStripeRates(t *testing.T) {
+	s := func(stripes, streams int32, buffer, bps int64) v1alpha1.ProbeSample {
+		return v1alpha1.ProbeSample{Stripes: stripes, Streams: streams, BufferBytes: buffer, BitsPerSecond: bps}
+	}
+	cases := map[string]struct {
+		samples []v1alpha1.ProbeSample
+		want    []optimizer.StreamPoint
+	}{
+		"one stripe only":            {samples: []v1alpha1.ProbeSample{s(0, 1, 0, 400), s(1, 2, 0, 410)}, want: nil},
+		"with the one-stripe sample": {samples: []v1alpha1.ProbeSample{s(0, 1, 0, 400), s(0, 4, 0, 450), s(2, 4, 0, 800)}, want: []optimizer.StreamPoint{{Streams: 1, BitsPerSecond: 450}, {Streams: 2, BitsPerSecond: 800}}},
+		"at the streams and buffer the most stripes ran with": {
+			samples: []v1alpha1.ProbeSample{s(2, 2, 0, 700), s(0, 4, 1<<20, 450), s(2, 4, 1<<20, 800), s(4, 4, 1<<20, 1500)},
+			want:    []optimizer.StreamPoint{{Streams: 1, BitsPerSecond: 450}, {Streams: 2, BitsPerSecond: 800}, {Streams: 4, BitsPerSecond: 1500}}},
+		"the newest of each count": {samples: []v1alpha1.ProbeSample{s(2, 4, 0, 800), s(2, 4, 0, 760)}, want: []optimizer.StreamPoint{{Streams: 2, BitsPerSecond: 760}}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := StripeRates(c.samples); !slices.Equal(got, c.want) {
+				t.Errorf("StripeRates = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

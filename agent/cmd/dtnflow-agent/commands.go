@@ -59,6 +59,7 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	maxFile := byteSize(mover.DefaultMaxFileSize)
 	fs.Var(&maxFile, "max-file-size", "largest file a sender may announce")
 	maxHandshakes := fs.Int("max-handshakes", mover.DefaultMaxHandshakes, "connections allowed in their handshake at once (more are closed and counted as busy)")
+	requireEnc := fs.Bool("require-encryption", false, "refuse sessions that do not encrypt their data (in-flight mode Encrypted)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	r := &mover.Receiver{Root: root, Stripe: *stripe, Log: log, MaxFileSize: int64(maxFile),
+	r := &mover.Receiver{Root: root, Stripe: *stripe, Log: log, MaxFileSize: int64(maxFile), RequireEncryption: *requireEnc,
 		ID: fmt.Sprintf("%s-s%d-%d-%d", hostname(), *stripe, os.Getpid(), time.Now().UnixNano())}
 	serveMetrics(ctx, *metricsAddr, r.Status, log)
 	log.Info("Receiving", "listen", ln.Addr().String(), "root", *rootDir, "stripe", *stripe)
@@ -176,7 +177,8 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 		if len(*to) == 0 {
 			return errors.New("--mem needs --to")
 		}
-		res, err := mover.Probe(ctx, (*to)[0], secret, mover.ProbeOptions{Streams: j.streams, BufferBytes: int64(j.buffer), Duration: *duration, Bytes: int64(memBytes), BlockSize: int64(j.blockSize), Check: *memCheck})
+		res, err := mover.Probe(ctx, (*to)[0], secret, mover.ProbeOptions{Streams: j.streams, BufferBytes: int64(j.buffer), Duration: *duration, Bytes: int64(memBytes), BlockSize: int64(j.blockSize), Check: *memCheck,
+			Encrypt: strings.EqualFold(j.inFlight, "Encrypted")})
 		if err != nil {
 			return err
 		}
@@ -202,6 +204,7 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 	if j.job == "" {
 		j.job = jobID(j.destPath, all)
 	}
+	log, bar := progressOutput(log) // a progress bar on a terminal (progressbar.go)
 	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
 		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
 	if err != nil {
@@ -257,10 +260,11 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 			ls.add(ctx)
 		}
 	}
-	runner := &coord.Runner{Core: core, Channel: &coord.LogChannel{Log: log}, Interval: j.reportInterval, Grace: 30 * time.Second}
+	runner := &coord.Runner{Core: core, Channel: bar.channel(log), Interval: j.reportInterval, Grace: 30 * time.Second}
 	phase := runner.Run(ctx)
 	cancel()
 	ls.wg.Wait()
+	bar.finish()
 	rep := core.Report()
 	el := time.Since(start).Seconds()
 	switch phase {
@@ -285,14 +289,15 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 		return map[string]any{"role": "sender", "stripe": stripe, "cpuSeconds": metrics.CPUSeconds()}
 	}, log)
 	var failingSince time.Time
-	backoff := 200 * time.Millisecond
+	backoff := 100 * time.Millisecond
+	everConnected := false
 	for {
 		rem, err := coord.DialRemote(ctx, coordinator, secret, stripe)
 		if errors.Is(err, auth.ErrRefused) {
 			return err
 		}
 		if err == nil {
-			failingSince = time.Time{}
+			failingSince, backoff, everConnected = time.Time{}, 100*time.Millisecond, true
 			sctx, cancel := context.WithCancel(ctx)
 			go func() {
 				select {
@@ -330,7 +335,7 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 			return ctx.Err()
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, mover.MaxRetryBackoff(everConnected))
 	}
 }
 

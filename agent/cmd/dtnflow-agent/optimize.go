@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/dtnflow/dtnflow/agent/autotune"
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/coord"
 	"github.com/dtnflow/dtnflow/agent/wire"
@@ -51,13 +52,20 @@ func minRTT(samples []contract.Sample) time.Duration {
 // sample ends as soon as its rate has settled, with SampleSeconds as its ceiling: a
 // fixed-length sample spends most of its time re-measuring a rate already known
 // (SampleSeconds is at least 5 s; a settled sample on a 50 ms path ends within 2 s).
+//
+// Each request also carries the rate its sample is compared with (autotune.Threshold:
+// the previous level's plus ExpSelection's accuracy, or the previous buffer's plus the
+// plateau), so that it may end as soon as the comparison is clear.
 func probePlanner() coord.ProbePlanner {
 	return func(d contract.ProbeDirective, samples []contract.Sample) (wire.ProbeRequest, bool) {
-		step := prober(d, samples).Next(toOptimizer(samples))
+		p := prober(d, samples)
+		opt := toOptimizer(samples)
+		step := p.Next(opt)
 		if step.Phase == optimizer.PhaseDone {
 			return wire.ProbeRequest{}, true
 		}
-		return wire.ProbeRequest{Streams: int32(step.Streams), BufferBytes: step.BufferBytes, Seconds: max(d.SampleSeconds, 1), Settle: true}, false
+		return wire.ProbeRequest{Streams: int32(step.Streams), BufferBytes: step.BufferBytes, Seconds: max(d.SampleSeconds, 1), Settle: true,
+			ThresholdBitsPerSecond: int64(autotune.Threshold(p, opt, step))}, false
 	}
 }
 

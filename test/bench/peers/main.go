@@ -52,7 +52,12 @@ type Result struct {
 	BitsPerSecond   int64   `json:"bitsPerSecond"`
 	FilesPerSecond  float64 `json:"filesPerSecond"`
 	CPUSecondsPerGB float64 `json:"cpuSecondsPerGB"`
-	Command         string  `json:"command"`
+	// ClientCPUSecondsPerGB and ServerCPUSecondsPerGB split it: for dtnflow the
+	// client is the sender and the server the receiver (what each side's CPU model
+	// is fitted from).
+	ClientCPUSecondsPerGB float64 `json:"clientCpuSecondsPerGB"`
+	ServerCPUSecondsPerGB float64 `json:"serverCpuSecondsPerGB"`
+	Command               string  `json:"command"`
 }
 
 func main() {
@@ -323,7 +328,8 @@ func run() error {
 				}
 				scpu := c.srv.cpu() - s0
 				r := Result{Tool: c.tool, Case: c.name, Streams: c.streams, Verify: verify, Seconds: secs, BitsPerSecond: int64(float64(bytes) * 8 / secs),
-					CPUSecondsPerGB: (ccpu + scpu) / (float64(bytes) / 1e9), Command: strings.Join(cmd, " ")}
+					CPUSecondsPerGB: (ccpu + scpu) / (float64(bytes) / 1e9), Command: strings.Join(cmd, " "),
+					ClientCPUSecondsPerGB: ccpu / (float64(bytes) / 1e9), ServerCPUSecondsPerGB: scpu / (float64(bytes) / 1e9)}
 				if files > 0 {
 					r.FilesPerSecond = float64(files) / secs
 				}
@@ -356,6 +362,8 @@ func run() error {
 				cmd: fixed(agentPath, "send", "--mem", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem)},
 			contender{tool: "dtnflow", name: "mem-to-mem+tag", streams: n, srv: recv, parse: agentSeconds,
 				cmd: fixed(agentPath, "send", "--mem", "--mem-check", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem)},
+			contender{tool: "dtnflow", name: "mem-to-mem+enc", streams: n, srv: recv, parse: agentSeconds,
+				cmd: fixed(agentPath, "send", "--mem", "--in-flight", "Encrypted", "--to", dtnAddr, "--secret-file", secret, "--streams", ns, "--bytes", mem)},
 			contender{tool: "iperf3", name: "mem-to-mem", streams: n, srv: iperf,
 				cmd: fixed("iperf3", "-c", "127.0.0.1", "-p", strconv.Itoa(iperfPort), "-P", ns, "-n", mem, "-J"),
 				parse: func(out string, wall float64) float64 {
@@ -417,6 +425,7 @@ func run() error {
 				contender{tool: "dtnflow", name: "file-2GiB+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Checksum")},
 				contender{tool: "dtnflow", name: "file-2GiB+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--verify-mode", "OnArrival"), skip: !verify},
 				contender{tool: "dtnflow", name: "file-2GiB+headers", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "HeadersOnly")},
+				contender{tool: "dtnflow", name: "file-2GiB+enc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Encrypted")},
 				contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh,
 					cmd: fixed(append(append([]string{"globus-url-copy", "-p", fs, "-fast"}, gverify...),
 						gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin"))...)})
@@ -434,6 +443,7 @@ func run() error {
 			contender{tool: "dtnflow", name: "small-files+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "Checksum")},
 			contender{tool: "dtnflow", name: "small-files+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--verify-mode", "OnArrival"), skip: !verify},
 			contender{tool: "dtnflow", name: "small-files+headers", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "HeadersOnly")},
+			contender{tool: "dtnflow", name: "small-files+enc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "Encrypted")},
 			contender{tool: "gridftp", name: "small-files", streams: 1, srv: gftp, prep: fresh,
 				cmd: fixed(append(append([]string{"globus-url-copy", "-cc", ccs, "-fast", "-r", "-cd"}, gverify...),
 					gftpURL+filepath.Join(src, "small")+"/", "file://"+filepath.Join(gftpDst, "small")+"/")...)})

@@ -33,8 +33,9 @@ func probeSamples(at time.Time) []contract.Sample {
 
 var dataset = &contract.Dataset{Files: 40, Bytes: 40 << 30, Buckets: []contract.SizeBucket{{Log2: 30, Files: 40, Bytes: 40 << 30}}}
 
-// probe plays the coordinator through the probe: it waits for the probe directive and
-// the probe stripe, starts the pods and reports the samples.
+// probe plays the coordinator through the probe: it waits for the cold job's first
+// directive (transfer on one stripe, probing on the job's own data) and the probe
+// stripe, starts the pods and reports the samples, the data moving meanwhile.
 func probe(t *testing.T, clk interface{ Now() time.Time }, job *dtnflowv1alpha1.TransferJob) {
 	t.Helper()
 	eventually(t, func(g Gomega) {
@@ -43,9 +44,11 @@ func probe(t *testing.T, clk interface{ Now() time.Time }, job *dtnflowv1alpha1.
 		g.Expect(pods.senders).To(HaveLen(1))
 		g.Expect(pods.receivers).To(HaveLen(1))
 		d := directive(g, job)
-		g.Expect(d.Mode).To(Equal(contract.ModeProbe))
-		report(g, job, contract.Report{Generation: d.Generation, Phase: contract.PhaseProbed, Time: clk.Now(),
-			Dataset: dataset, Samples: probeSamples(clk.Now().Add(-time.Minute)), BytesTotal: dataset.Bytes, FilesTotal: dataset.Files})
+		g.Expect(d.Mode).To(Equal(contract.ModeTransfer))
+		g.Expect(d.Probe).NotTo(BeNil())
+		report(g, job, contract.Report{Generation: d.Generation, Phase: contract.PhaseTransferring, Probe: contract.PhaseProbed, Time: clk.Now(),
+			Dataset: dataset, Samples: probeSamples(clk.Now().Add(-time.Minute)), BytesTotal: dataset.Bytes, FilesTotal: dataset.Files,
+			BytesDone: 1 << 30, FilesDone: 1})
 	})
 }
 
@@ -79,7 +82,9 @@ func startTransfer(t *testing.T, job *dtnflowv1alpha1.TransferJob) *dtnflowv1alp
 		for _, p := range pods.receivers {
 			g.Expect(p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(plan.DestinationCPUMillicores), "receiver %s", p.Name)
 		}
-		g.Expect(directive(g, job).Mode).To(Equal(contract.ModeTransfer))
+		d := directive(g, job)
+		g.Expect(d.Mode).To(Equal(contract.ModeTransfer))
+		g.Expect(d.Probe).To(BeNil(), "the plan's directive ends the probe")
 	})
 	return plan
 }
@@ -115,7 +120,7 @@ func TestProbePlanTransferComplete(t *testing.T) {
 		var role rbacv1.Role
 		g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "calib-coordinator"}, &role)).To(Succeed())
 		g.Expect(role.Rules).To(Equal([]rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"},
-			ResourceNames: []string{"calib-coordinator"}, Verbs: []string{"get", "patch"}}}))
+			ResourceNames: []string{"calib-coordinator"}, Verbs: []string{"get", "watch", "patch"}}}))
 		var binding rbacv1.RoleBinding
 		g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "calib-coordinator"}, &binding)).To(Succeed())
 		g.Expect(binding.Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: "calib-coordinator", Namespace: ns}))

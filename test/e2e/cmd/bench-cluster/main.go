@@ -9,6 +9,12 @@
 // By default every scenario starts cold (the path's PathProfile is deleted first), as
 // bench-wan's dtnflow-auto rows do; -warm keeps what the previous run learned.
 //
+// Beside each operator run (unless -agent-auto=false) it runs the agent alone on the
+// same path and dataset: `dtnflow-agent send --auto` (the binary of the agent image)
+// in site A's node namespace to `dtnflow-agent receive` in site B's, timed from the
+// sender's start to its exit, probing included — the side-by-side comparison of
+// issue 11 ("a TransferJob is never meaningfully slower than the agent alone").
+//
 //	bench-cluster -rate 500M -rtt 20ms,50ms -loss 0 -dataset large,mixed
 package main
 
@@ -18,9 +24,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +44,7 @@ import (
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/test/bench/wan"
 	"github.com/dtnflow/dtnflow/test/e2e/framework"
+	"github.com/dtnflow/dtnflow/test/topology"
 	"github.com/dtnflow/dtnflow/test/wanem"
 )
 
@@ -57,15 +67,29 @@ type Result struct {
 	BitsPerSecond int64 `json:"bitsPerSecond"`
 	// ShareOfLink is BitsPerSecond over the bottleneck rate.
 	ShareOfLink float64 `json:"shareOfLink"`
-	// PlanSeconds is from creation to the Planned condition (probe and fit).
+	// PlanSeconds is from creation to the Planned condition (probe and fit), as this
+	// program saw it (it reads the job every 250 ms).
 	PlanSeconds float64 `json:"planSeconds"`
+	// FirstProgressSeconds is from creation to the first read of the job whose
+	// status.progress shows bytes done — verified bytes, which come a whole chunk
+	// (256 MiB) or file after the first byte: a measure the runs before status.timings
+	// had too.
+	FirstProgressSeconds float64 `json:"firstProgressSeconds,omitempty"`
+	// FirstByteMilliseconds, PlanMilliseconds and CompleteMilliseconds are the job's
+	// status.timings (from its creationTimestamp, whole seconds), when it has them.
+	FirstByteMilliseconds *int64 `json:"firstByteMilliseconds,omitempty"`
+	PlanMilliseconds      *int64 `json:"planMilliseconds,omitempty"`
+	CompleteMilliseconds  *int64 `json:"completeMilliseconds,omitempty"`
 	// JobAverageBitsPerSecond is the job's own status.progress.averageBitsPerSecond.
 	JobAverageBitsPerSecond int64  `json:"jobAverageBitsPerSecond"`
 	Plan                    string `json:"plan"`
 	Model                   string `json:"model"`
 	Replans                 int    `json:"replans"`
-	State                   string `json:"state"`
-	Error                   string `json:"error,omitempty"`
+	// AgentConfig is what the agent alone ran with (tool dtnflow-agent-auto) and what
+	// it chose.
+	AgentConfig string `json:"agentConfig,omitempty"`
+	State       string `json:"state"`
+	Error       string `json:"error,omitempty"`
 }
 
 func main() {
@@ -94,6 +118,10 @@ func run() error {
 	reuse := flag.Bool("reuse", false, "use the running local cluster (make cluster-up + helm install) instead of starting one")
 	keep := flag.Bool("keep", false, "leave the cluster running at the end")
 	timeout := flag.Duration("timeout", 20*time.Minute, "bound of each run")
+	agentAuto := flag.Bool("agent-auto", true, "run `dtnflow-agent send --auto` beside each operator run, on the same path and dataset")
+	agentBin := flag.String("agent", filepath.Join(framework.RepoRoot(), ".cache/images/bin/dtnflow-agent"), "the dtnflow-agent binary for -agent-auto (default: the agent image's)")
+	maxStripes := flag.Int("agent-max-stripes", 4, "send --auto --stripes (bench-wan's dtnflow-auto: the largest of its -dtnflow-stripes)")
+	maxStreams := flag.Int("agent-max-streams", 64, "send --auto --max-streams (bench-wan's dtnflow-auto: the largest of its -dtnflow-streams)")
 	flag.Parse()
 
 	scenarios, err := matrix(*rates, *rtts, *losses, *queues, *datasets, *largeSize, *mixedTotal, *mixedMin, *mixedMax, *smallCount, *smallSize)
@@ -131,19 +159,40 @@ func run() error {
 		jsonl = f
 	}
 
-	fmt.Printf("| scenario | dataset | files | MiB | time s | plan s | Mbit/s | share of link | plan (stripes × streams) | model | replans | state |\n")
-	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| scenario | dataset | tool | files | MiB | time s | first byte s | first verified s | plan s | Mbit/s | share of link | plan (stripes × streams) | model | replans | state | ÷ agent alone |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	failed := 0
-	for i, s := range scenarios {
-		r := runScenario(ctx, c, i, s, !*warm, *verify, *jobVerify, *timeout)
+	row := func(r Result, ratio string) {
 		if r.State != string(dtnflowv1alpha1.StateComplete) || r.Error != "" {
 			failed++
 		}
-		fmt.Printf("| %s | %s | %d | %d | %.1f | %.1f | %.0f | %.2f | %s | %s | %d | %s%s |\n",
-			r.Scenario, r.Dataset, r.Files, r.Bytes>>20, r.Seconds, r.PlanSeconds, float64(r.BitsPerSecond)/1e6,
-			r.ShareOfLink, r.Plan, r.Model, r.Replans, r.State, errSuffix(r.Error))
+		plan := r.Plan
+		if r.AgentConfig != "" {
+			plan = r.AgentConfig
+		}
+		firstByte := 0.0
+		if r.FirstByteMilliseconds != nil {
+			firstByte = float64(*r.FirstByteMilliseconds) / 1000
+		}
+		fmt.Printf("| %s | %s | %s | %d | %d | %.1f | %s | %s | %s | %.0f | %.2f | %s | %s | %d | %s%s | %s |\n",
+			r.Scenario, r.Dataset, r.Tool, r.Files, r.Bytes>>20, r.Seconds, secondsOrDash(firstByte), secondsOrDash(r.FirstProgressSeconds), secondsOrDash(r.PlanSeconds),
+			float64(r.BitsPerSecond)/1e6, r.ShareOfLink, plan, r.Model, r.Replans, r.State, errSuffix(r.Error), ratio)
 		b, _ := json.Marshal(r)
 		fmt.Fprintln(jsonl, string(b))
+	}
+	for i, s := range scenarios {
+		op := runScenario(ctx, c, i, s, !*warm, *verify, *jobVerify, *timeout)
+		if !*agentAuto {
+			row(op, "–")
+		} else {
+			ag := runAgentAuto(ctx, c, i, s, *agentBin, *maxStripes, *maxStreams, *verify, *jobVerify, *timeout)
+			ratio := "–"
+			if op.Error == "" && ag.Error == "" && ag.Seconds > 0 {
+				ratio = fmt.Sprintf("%.2f×", op.Seconds/ag.Seconds)
+			}
+			row(op, ratio)
+			row(ag, "1.00×")
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -152,6 +201,13 @@ func run() error {
 		return fmt.Errorf("%d of %d runs did not complete cleanly", failed, len(scenarios))
 	}
 	return nil
+}
+
+func secondsOrDash(s float64) string {
+	if s <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", s)
 }
 
 func errSuffix(e string) string {
@@ -316,6 +372,9 @@ func runScenario(ctx context.Context, c *framework.Cluster, i int, s wan.Scenari
 		if r.PlanSeconds == 0 && meta.IsStatusConditionTrue(got.Status.Conditions, dtnflowv1alpha1.ConditionPlanned) {
 			r.PlanSeconds = time.Since(start).Seconds()
 		}
+		if r.FirstProgressSeconds == 0 && got.Status.Progress != nil && got.Status.Progress.BytesDone > 0 {
+			r.FirstProgressSeconds = time.Since(start).Seconds()
+		}
 		if got.Status.State == dtnflowv1alpha1.StateComplete || got.Status.State == dtnflowv1alpha1.StateFailed {
 			break
 		}
@@ -330,6 +389,9 @@ func runScenario(ctx context.Context, c *framework.Cluster, i int, s wan.Scenari
 	r.BitsPerSecond = int64(float64(r.Bytes*8) / r.Seconds)
 	r.ShareOfLink = float64(r.BitsPerSecond) / float64(s.RateBitsPerSecond)
 	r.Replans = len(got.Status.Replans)
+	if tm := got.Status.Timings; tm != nil {
+		r.FirstByteMilliseconds, r.PlanMilliseconds, r.CompleteMilliseconds = tm.FirstByteMilliseconds, tm.PlanMilliseconds, tm.CompleteMilliseconds
+	}
 	if p := got.Status.Progress; p != nil {
 		r.JobAverageBitsPerSecond = p.AverageBitsPerSecond
 	}
@@ -368,4 +430,123 @@ func waitGone(ctx context.Context, c *framework.Cluster, job *dtnflowv1alpha1.Tr
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// agentPort is where the agent-alone run's receiver listens on site B's node (outside
+// the cluster's agent port range, which the operator's pods use).
+const agentPort = 7390
+
+// runAgentAuto moves the scenario's dataset with the agent alone: `dtnflow-agent
+// receive` in site B's node namespace and `dtnflow-agent send --auto` in site A's, on
+// the WAN the scenario set, timed from the sender's start to its exit.
+func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s wan.Scenario, agent string, maxStripes, maxStreams int, verify, jobVerify bool, timeout time.Duration) Result {
+	r := Result{Scenario: s.Name(), Tool: "dtnflow-agent-auto", Rate: s.RateBitsPerSecond, RTT: s.RTT.String(), Loss: s.Loss,
+		Dataset: string(s.Dataset.Kind), Cold: true, JobVerify: jobVerify}
+	fail := func(err error) Result { r.Error = err.Error(); return r }
+	if _, err := os.Stat(agent); err != nil {
+		return fail(fmt.Errorf("-agent: %w", err))
+	}
+	if err := c.SetWAN(ctx, s.RateBitsPerSecond, s.RTT/2, s.Loss, s.QueueBytes); err != nil {
+		return fail(err)
+	}
+	srcNode, dstNode := c.Source().Nodes[0], c.Destination().Nodes[0]
+	src := topology.Host{Name: srcNode.Name, Netns: srcNode.Netns}
+	dst := topology.Host{Name: dstNode.Name, Netns: dstNode.Netns}
+	if a, err := netip.ParseAddr(dstNode.IP); err == nil {
+		dst.Addr = a
+	}
+	rel := fmt.Sprintf("bench/%02d-%s", i, s.Name())
+	srcRoot := c.Source().Storage
+	srcDir := filepath.Join(srcRoot, rel)
+	destRoot := filepath.Join(c.Destination().Storage, "incoming-bench-agent")
+	_ = os.RemoveAll(srcDir)
+	_ = os.RemoveAll(destRoot)
+	defer os.RemoveAll(srcDir)
+	defer os.RemoveAll(destRoot)
+	ds, err := wan.Generate(s.Dataset, srcDir)
+	if err != nil {
+		return fail(err)
+	}
+	r.Files, r.Bytes = ds.Count(), ds.Total
+	if err := os.MkdirAll(destRoot, 0o755); err != nil {
+		return fail(err)
+	}
+	key := filepath.Join(destRoot, ".key")
+	if err := os.WriteFile(key, []byte("bench-cluster-agent-alone-secret-0123456789\n"), 0o600); err != nil {
+		return fail(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	recv := dst.Command(rctx, agent, "receive", "--listen", fmt.Sprintf("%s:%d", dstNode.IP, agentPort), "--root", destRoot, "--secret-file", key, "--metrics-addr", "off")
+	var recvOut strings.Builder
+	recv.Stdout, recv.Stderr = &recvOut, &recvOut
+	recv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	recv.Cancel = func() error { return syscall.Kill(-recv.Process.Pid, syscall.SIGKILL) }
+	if err := recv.Start(); err != nil {
+		return fail(err)
+	}
+	defer func() { _ = syscall.Kill(-recv.Process.Pid, syscall.SIGTERM); _ = recv.Wait() }()
+	if err := waitListening(rctx, dst, agentPort); err != nil {
+		return fail(fmt.Errorf("%w: %s", err, recvOut.String()))
+	}
+	args := []string{"send", "--auto", "--stripes", strconv.Itoa(maxStripes), "--max-streams", strconv.Itoa(maxStreams),
+		"--to", fmt.Sprintf("%s:%d", dstNode.IP, agentPort), "--root", srcRoot, "--secret-file", key, "--metrics-addr", "off",
+		"--dest-path", "copy", "--verify=" + strconv.FormatBool(jobVerify), rel}
+	send := src.Command(rctx, agent, args...)
+	var out strings.Builder
+	send.Stdout, send.Stderr = &out, &out
+	start := time.Now()
+	err = send.Run()
+	r.Seconds = time.Since(start).Seconds()
+	if err != nil {
+		r.State = "Failed"
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		return fail(fmt.Errorf("send --auto: %v: %s", err, lines[len(lines)-1]))
+	}
+	r.State = string(dtnflowv1alpha1.StateComplete)
+	r.BitsPerSecond = int64(float64(r.Bytes*8) / r.Seconds)
+	r.ShareOfLink = float64(r.BitsPerSecond) / float64(s.RateBitsPerSecond)
+	r.AgentConfig = "--auto --stripes " + strconv.Itoa(maxStripes) + " --max-streams " + strconv.Itoa(maxStreams)
+	if m := plannedLine.FindStringSubmatch(out.String()); m != nil {
+		r.AgentConfig += fmt.Sprintf(" → %s × %s", m[1], m[2])
+		r.Plan = fmt.Sprintf("1 × %s × %s", m[1], m[2])
+	}
+	if verify {
+		srcD, err := framework.Digests(srcDir)
+		if err != nil {
+			return fail(err)
+		}
+		dstD, err := framework.Digests(filepath.Join(destRoot, "copy", rel))
+		if err != nil {
+			return fail(err)
+		}
+		if diff := framework.CompareDigests(srcD, dstD); diff != "" {
+			return fail(fmt.Errorf("the agent's copy differs: %s", strings.SplitN(diff, "\n", 2)[0]))
+		}
+	}
+	return r
+}
+
+// plannedLine is send --auto's log line of its plan (slog text).
+var plannedLine = regexp.MustCompile(`msg=Planned stripes=(\d+) streams=(\d+)`)
+
+// waitListening waits until something listens on port in host's namespace.
+func waitListening(ctx context.Context, host topology.Host, port int) error {
+	hexPort := fmt.Sprintf(":%04X ", port)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+		out, err := host.Command(ctx, "cat", "/proc/net/tcp").Output()
+		if err == nil {
+			for _, line := range strings.Split(string(out), "\n") {
+				f := strings.Fields(line)
+				if len(f) > 3 && strings.HasSuffix(f[1]+" ", hexPort) && f[3] == "0A" {
+					return nil
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("nothing listens on port %d in %s", port, host.Netns)
 }

@@ -1,0 +1,180 @@
+package coord
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+// scriptChannel plays the controller: a directive the test sets, reports it keeps,
+// and a watch the test fires.
+type scriptChannel struct {
+	mu        sync.Mutex
+	directive *contract.Directive
+	reports   []contract.Report
+	watch     chan struct{}
+}
+
+func (s *scriptChannel) Directive(context.Context) (*contract.Directive, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.directive == nil {
+		return nil, nil
+	}
+	d := *s.directive
+	return &d, nil
+}
+
+func (s *scriptChannel) Publish(_ context.Context, r contract.Report) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reports = append(s.reports, r)
+	return nil
+}
+
+func (s *scriptChannel) Watch(context.Context) <-chan struct{} { return s.watch }
+
+func (s *scriptChannel) set(d contract.Directive) {
+	s.mu.Lock()
+	s.directive = &d
+	s.mu.Unlock()
+	s.watch <- struct{}{}
+}
+
+// lastReport is the newest report published that satisfies ok.
+func (s *scriptChannel) find(ok func(contract.Report) bool) (contract.Report, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.reports) - 1; i >= 0; i-- {
+		if ok(s.reports[i]) {
+			return s.reports[i], true
+		}
+	}
+	return contract.Report{}, false
+}
+
+// waitFor polls cond until it holds or the named timeout passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+const runnerTimeout = 10 * time.Second
+
+// TestRunnerProbesOnTheJobsData follows a cold job's coordinator: a Transfer directive
+// with a probe starts the transfer at once and takes each sample on stripe 0's own
+// data under the sample's streams (pushed to the stripe as a configuration first);
+// every change the controller acts on is published at once, though the report
+// interval is an hour; the plan's directive, heard through the watch, ends the probe
+// and sets the plan's streams.
+func TestRunnerProbesOnTheJobsData(t *testing.T) {
+	c := newCore(t, map[string]int{"d/small1": 10, "d/small2": 20, "d/big": 1000})
+	c.SetPhase(contract.PhaseStarting)
+	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
+		StreamsPerStripe: 1, Stripes: 1, Probe: &contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5}}}
+	planner := func(d contract.ProbeDirective, samples []contract.Sample) (wire.ProbeRequest, bool) {
+		if len(samples) >= 2 {
+			return wire.ProbeRequest{}, true
+		}
+		return wire.ProbeRequest{Streams: int32(1 << len(samples)), Seconds: d.SampleSeconds}, false
+	}
+	r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Probe: planner, Grace: time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+
+	// stripe 0 joins and answers each sample once its configuration has the sample's
+	// streams, as a sender does (mover.WaitConfigured)
+	m := c.Join(0)
+	m.Summary(wire.Summary{Last: true})
+	var requests []wire.ProbeRequest
+	stripeDone := make(chan struct{})
+	go func() {
+		defer close(stripeDone)
+		var cfg wire.JobConfig
+		for {
+			select {
+			case cfg = <-m.Configs():
+			case p := <-m.Probes():
+				for cfg.Generation < p.Generation {
+					cfg = <-m.Configs()
+				}
+				if cfg.Streams != p.Streams {
+					t.Errorf("sample of %d streams under a configuration of %d", p.Streams, cfg.Streams)
+				}
+				requests = append(requests, p)
+				m.ProbeDone(wire.ProbeResult{Settled: true, Sample: contract.Sample{Streams: p.Streams, BitsPerSecond: 100_000_000 * int64(p.Streams)}})
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	waitFor(t, "the data moving while the probe runs", runnerTimeout, func() bool {
+		_, ok := ch.find(func(r contract.Report) bool { return r.Phase == contract.PhaseTransferring && r.Generation == 1 })
+		return ok
+	})
+	if g := request(t, m, 1); len(g.Units) != 1 {
+		t.Fatalf("grant %+v while probing: the job's data must move", g)
+	}
+	var probed contract.Report
+	waitFor(t, "a report saying Probed with two samples and the first byte", runnerTimeout, func() bool {
+		var ok bool
+		probed, ok = ch.find(func(r contract.Report) bool {
+			return r.Probe == contract.PhaseProbed && len(r.Samples) == 2 && r.FirstByteTime != nil
+		})
+		return ok
+	})
+	for i, s := range probed.Samples {
+		if s.Stripes != 1 || s.Streams != int32(1<<i) {
+			t.Errorf("sample %d: %+v, want one stripe of %d streams", i, s, 1<<i)
+		}
+	}
+	for _, p := range requests {
+		if !p.OnData || !p.Settle || p.Generation == 0 {
+			t.Errorf("request %+v: want a settled sample on the job's data under a configuration", p)
+		}
+	}
+
+	// the plan: heard through the watch, it ends the probe and sets its parameters
+	ch.set(contract.Directive{Generation: 2, Mode: contract.ModeTransfer, StreamsPerStripe: 3, Stripes: 2})
+	waitFor(t, "the plan's directive applied and reported", runnerTimeout, func() bool {
+		_, ok := ch.find(func(r contract.Report) bool { return r.Generation == 2 && r.Probe == "" })
+		return ok && c.Params().Streams == 3
+	})
+	cancel()
+	<-done
+	<-stripeDone
+}
+
+// TestStripeLeavingEndsItsSample: a sample waiting for a stripe that leaves returns,
+// so that the probe can go on with the next stripe.
+func TestStripeLeavingEndsItsSample(t *testing.T) {
+	c := newCore(t, map[string]int{"d/a": 10})
+	m := c.Join(0)
+	errs := make(chan error, 1)
+	go func() {
+		_, err := m.Probe(context.Background(), wire.ProbeRequest{Streams: 1, OnData: true})
+		errs <- err
+	}()
+	<-m.Probes()
+	m.Leave()
+	select {
+	case err := <-errs:
+		if err != errStripeLeft {
+			t.Fatalf("err %v, want errStripeLeft", err)
+		}
+	case <-time.After(runnerTimeout):
+		t.Fatal("the sample of a stripe that left never returned")
+	}
+}

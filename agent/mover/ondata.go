@@ -1,0 +1,157 @@
+package mover
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/metrics"
+	"github.com/dtnflow/dtnflow/agent/settle"
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+// A probe sample on the job's own data: the coordinator sets the job's streams and
+// buffer for the sample (a configuration every stripe applies without restarting),
+// then asks the stripe to measure; the stripe waits until it runs under that
+// configuration and follows what its receiver's TCP acknowledged until the rate
+// settles. The bytes moved meanwhile are the job's — this is how a cold job in a
+// cluster probes while it transfers, as `send --auto` does in one process.
+
+// SampleClock is time as an on-data sample sees it (a fake one in tests).
+type SampleClock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// RealClock is the wall clock as a SampleClock.
+type RealClock struct{}
+
+func (RealClock) Now() time.Time { return time.Now() }
+func (RealClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// OnDataSample is one sample measured on a stripe's own transfer.
+type OnDataSample struct {
+	BitsPerSecond float64
+	Settled       bool
+	Reason        settle.Reason
+	HalfWidth     float64
+	Elapsed       time.Duration
+	// SourceMillicores is this process's CPU over the sample, DestinationMillicores the
+	// receiver's as it reported it (0: unknown).
+	SourceMillicores, DestinationMillicores float64
+	// MinRTT is the smallest round-trip time the streams saw (0: unknown).
+	MinRTT time.Duration
+}
+
+// OnDataOptions shape one on-data sample.
+type OnDataOptions struct {
+	// Ceiling, when > 0, caps the sample's length (settle.ForRTT's otherwise).
+	Ceiling time.Duration
+	// Threshold, when > 0, lets the sample end as soon as its rate is clearly above or
+	// below it.
+	Threshold float64
+	// Limits, when set, replace settle.ForRTT of the streams' RTT (tests).
+	Limits settle.Limits
+}
+
+// MeasureOnData follows read's delivered bytes until the rate settles (package
+// settle: windows of 8 RTT after a skip of 4, at most the ceiling) and returns it,
+// with the CPU of each end over the sample (cpu is this process's CPU seconds).
+func MeasureOnData(ctx context.Context, clk SampleClock, read func() Transport, cpu func() float64, o OnDataOptions) (OnDataSample, error) {
+	tr0 := read()
+	rtt := tr0.MinRTT
+	lim := o.Limits
+	if lim == (settle.Limits{}) {
+		lim = settle.ForRTT(rtt)
+	}
+	if o.Ceiling > 0 {
+		lim.Ceiling = min(lim.Ceiling, o.Ceiling)
+	}
+	lim.Threshold = o.Threshold
+	cpu0, t0 := cpu(), clk.Now()
+	det := settle.New(lim, t0, tr0.DeliveredBytes)
+	poll := max(det.Limits().Window/4, 10*time.Millisecond)
+	for {
+		if err := clk.Sleep(ctx, poll); err != nil {
+			return OnDataSample{}, err
+		}
+		tr := read()
+		if tr.MinRTT > 0 && (rtt == 0 || tr.MinRTT < rtt) {
+			rtt = tr.MinRTT
+		}
+		res, done := det.Add(clk.Now(), tr.DeliveredBytes)
+		if !done {
+			continue
+		}
+		s := OnDataSample{BitsPerSecond: res.BitsPerSecond, Settled: res.Settled, Reason: res.Reason, HalfWidth: res.HalfWidth,
+			Elapsed: res.Elapsed, MinRTT: rtt}
+		if el := clk.Now().Sub(t0).Seconds(); el > 0 {
+			s.SourceMillicores = max(cpu()-cpu0, 0) / el * 1000
+		}
+		if dt := tr.PeerTime.Sub(tr0.PeerTime).Seconds(); dt > 0 && !tr0.PeerTime.IsZero() {
+			s.DestinationMillicores = max(tr.PeerCPUSeconds-tr0.PeerCPUSeconds, 0) / dt * 1000
+		}
+		return s, nil
+	}
+}
+
+// WaitConfigured waits until the stripe runs under configuration generation gen (or a
+// later one, as configured says) with streams data streams connected, for at most
+// limit; it reports whether it got there (a sample taken anyway measures what runs).
+func WaitConfigured(ctx context.Context, clk SampleClock, configured func() int64, read func() Transport, gen int64, streams int, limit time.Duration) (bool, error) {
+	deadline := clk.Now().Add(limit)
+	for {
+		tr := read()
+		if configured() >= gen && tr.Connected && tr.Streams == streams {
+			return true, nil
+		}
+		if !clk.Now().Before(deadline) {
+			return false, nil
+		}
+		if err := clk.Sleep(ctx, 10*time.Millisecond); err != nil {
+			return false, err
+		}
+	}
+}
+
+// onDataWait bounds how long a sample waits for its configuration's streams.
+const onDataWait = 10 * time.Second
+
+// probeOnData takes one sample on the session's own transfer for the coordinator.
+func (s *ssession) probeOnData(p wire.ProbeRequest) wire.ProbeResult {
+	fail := func(err error) wire.ProbeResult {
+		return wire.ProbeResult{Error: err.Error(), Sample: contract.Sample{Stripes: 1, Streams: p.Streams, BufferBytes: p.BufferBytes}}
+	}
+	clk := RealClock{}
+	configured := func() int64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.cfg.Generation
+	}
+	ok, err := WaitConfigured(s.ctx, clk, configured, s.st.Transport, p.Generation, int(p.Streams), onDataWait)
+	if err != nil {
+		return fail(err)
+	}
+	if !ok {
+		s.log.Warn("Sampling before the stripe reached the sample's streams", "stripe", s.st.Index, "streams", p.Streams,
+			"running", s.st.Transport().Streams)
+	}
+	m, err := MeasureOnData(s.ctx, clk, s.st.Transport, metrics.CPUSeconds,
+		OnDataOptions{Ceiling: time.Duration(p.Seconds) * time.Second, Threshold: float64(p.ThresholdBitsPerSecond)})
+	if err != nil {
+		return fail(fmt.Errorf("on-data sample: %w", err))
+	}
+	return wire.ProbeResult{Seconds: m.Elapsed.Seconds(), Settled: m.Settled, Sample: contract.Sample{Stripes: 1, Streams: p.Streams,
+		BufferBytes: p.BufferBytes, BitsPerSecond: int64(m.BitsPerSecond), SourceMillicores: int64(m.SourceMillicores),
+		DestinationMillicores: int64(m.DestinationMillicores), RTTMicros: m.MinRTT.Microseconds(), Time: time.Now().UTC()}}
+}
