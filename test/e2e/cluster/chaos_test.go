@@ -58,7 +58,7 @@ var (
 		wanRate:    20_000_000,
 		cutMax:     10 * time.Second,
 	}
-	// fullChaos is make test-chaos: every fault kind, a 90 MiB dataset.
+	// fullChaos is make test-chaos: every fault kind, an 80 MiB dataset (79.6 MiB).
 	fullChaos = chaosProfile{
 		name: "full",
 		kinds: []string{"none",
