@@ -46,6 +46,8 @@ type summary struct {
 //	Complete                 → Ready (Current, Healthy)
 //	endpoints refuse the job → Stalled
 //	Suspended (agents gone)  → none of them True, Ready left out (Current; Argo CD Suspended)
+//	an agent pod refused     → Stalled (an admission policy, a quota)
+//	an agent pod unscheduled → Reconciling, with the scheduler's word
 //	Queued                   → Reconciling: waiting for room is progress, not a failure
 //	anything else            → Reconciling (InProgress, Progressing)
 //
@@ -79,6 +81,12 @@ func summarize(conditions []metav1.Condition) summary {
 		// kstatus reads a False Ready as InProgress, so Ready is left out until the
 		// job resumes, and `kubectl wait --for=condition=Ready` goes on waiting.
 		return from(c, "", F, F)
+	}
+	if c := find(dtnflowv1alpha1.ConditionAgentsScheduled); c != nil && c.Status == F {
+		if c.Reason == ReasonPodRefused {
+			return from(c, F, F, T) // refused until someone changes a policy, quota or spec
+		}
+		return from(c, F, T, F) // waiting for a node: say which pod and why
 	}
 	for _, t := range []string{dtnflowv1alpha1.ConditionQueued, dtnflowv1alpha1.ConditionTransferring, dtnflowv1alpha1.ConditionProbing} {
 		if c := find(t); c != nil && c.Status == T {

@@ -117,6 +117,12 @@ func leastLoaded(side []nodeView, job *dtnflowv1alpha1.TransferJob) string {
 // removes pods beyond the layout. Pods on a node the layout no longer uses, senders
 // whose peers moved, and stripe pods made for the probe are replaced.
 func (r *TransferJobReconciler) syncPods(ctx context.Context, p *pass, l layout, directive *contract.Directive) error {
+	err := r.syncAgentPods(ctx, p, l, directive)
+	p.agentsScheduled(err)
+	return err
+}
+
+func (r *TransferJobReconciler) syncAgentPods(ctx context.Context, p *pass, l layout, directive *contract.Directive) error {
 	obs := p.obs
 	src, dst := obs.endpoints.Source, obs.endpoints.Destination
 	hash := l.planHash()
@@ -287,7 +293,7 @@ func (r *TransferJobReconciler) createAgent(ctx context.Context, p *pass, plan *
 			p.requeue(staleCacheRequeue)
 			return nil, nil
 		}
-		return nil, fmt.Errorf("creating pod %s: %w", name, err)
+		return nil, &podCreateError{pod: name, err: err}
 	}
 	r.exp.ExpectCreate(job.UID, name)
 	logf.FromContext(ctx).V(1).Info("Created an agent pod", "pod", podKey(pod), "role", ap.Role, "node", ap.Node, "port", ap.Port)
@@ -314,6 +320,7 @@ func (r *TransferJobReconciler) deleteAgents(ctx context.Context, p *pass, pods 
 			return err
 		}
 	}
+	meta.RemoveStatusCondition(&p.st.Conditions, dtnflowv1alpha1.ConditionAgentsScheduled) // none left to schedule
 	if p.obs != nil {
 		p.obs.coordinator, p.obs.strays = nil, nil
 		p.obs.senders, p.obs.receivers = map[int32]*corev1.Pod{}, map[int32]*corev1.Pod{}

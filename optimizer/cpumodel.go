@@ -24,14 +24,12 @@ type CPUModel struct {
 	Samples int
 }
 
-// DefaultCPUModel is what the planner assumes for a side it has no CPU samples of:
-// 100 millicores at rest and 250 millicores per Gbit/s, that is, one core moves
-// 4 Gbit/s with in-flight CRC32C and an end-to-end SHA-256. The papers give no
-// default; this figure is conservative against NDM'13's operational DTNs (NERSC
-// needed 154 and SLAC 51 millicores per Gbit/s without checksums, from 97 % and 32 %
-// of a core at 6.3 Gbit/s), because a CPU request that is too small slows a transfer
-// while one that is too large only reserves idle CPU.
-var DefaultCPUModel = CPUModel{InterceptMillicores: 100, MillicoresPerGbps: 250}
+// DefaultCPUModel is the prior of a side when nothing says what its agents do to each
+// byte: PriorCPUModel's dearest source/destination slope of the clear data plane with
+// verification, the default of a TransferJob (spec.integrity.verify). The papers give no
+// default; NDM'13's operational DTNs needed 51 (SLAC) to 154 (NERSC) millicores per
+// Gbit/s without checksums, from 32 % and 97 % of a core at 6.3 Gbit/s.
+var DefaultCPUModel = PriorCPUModel(Destination, DataPlane{Verify: true})
 
 // sanitized replaces parts that are not finite and non-negative by 0, so that a
 // corrupt stored model cannot turn a plan's numbers into NaN.

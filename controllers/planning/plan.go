@@ -39,6 +39,9 @@ type Input struct {
 	// plan is OPT_B for that rate: it caps the plan like spec.tuning.limits
 	// .maxBitsPerSecond, and the plan records it (TransferPlan.ShareBitsPerSecond).
 	ShareBitsPerSecond int64
+	// DataPlane is what the job's agents do to each byte (verification, encryption): a
+	// side without a fitted or stored CPU model gets optimizer.PriorCPUModel for it.
+	DataPlane optimizer.DataPlane
 }
 
 // limits are the user's limits with the job's share as a rate cap when it is lower,
@@ -72,6 +75,11 @@ func shareBinding(out *v1alpha1.TransferPlan, share int64, shareBinds bool) {
 	}
 }
 
+// priorCPU is the CPU model of a side the samples and the profile say nothing of.
+func (in Input) priorCPU(side optimizer.CPUSide) optimizer.CPUModel {
+	return optimizer.PriorCPUModel(side, in.DataPlane)
+}
+
 // Plan returns the job's plan, every field of v1alpha1.TransferPlan filled:
 //
 //   - Auto: optimizer.MakePlan over the job's samples (and a fresh profile's), with
@@ -88,7 +96,7 @@ func shareBinding(out *v1alpha1.TransferPlan, share int64, shareBinds bool) {
 //     is sized at the rate the shape is predicted to carry: from the samples when there
 //     are any, otherwise from what the nodes allow (NIC, disk, CPU budget), with the
 //     CPU model fitted from the samples, else the profile's, else
-//     optimizer.DefaultCPUModel (100 millicores + 250 millicores per Gbit/s). Fixed
+//     optimizer.PriorCPUModel (100 millicores + the data plane's measured slope per side). Fixed
 //     mode needs no probe, has no stream model and never re-plans.
 //
 // CPU requests are rounded up to whole millicores. Hash identifies the plan's
@@ -183,7 +191,7 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	src, dst := in.nodes()
 	p, err := optimizer.MakePlan(optimizer.PlanInput{Samples: samples, Prober: sampledProber(samples, limits), Warm: warm,
 		SourceNodes: src, DestinationNodes: dst, Limits: limits, Dataset: Histogram(in.Dataset), RTT: in.RTT,
-		StripeRates: in.stripeRates()})
+		StripeRates: in.stripeRates(), DataPlane: in.DataPlane})
 	if err != nil {
 		return v1alpha1.TransferPlan{}, err
 	}
@@ -229,8 +237,8 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 	} else if warm.Fit != nil && warm.BufferBytes == f.BufferBytes {
 		curve = *warm.Fit
 	}
-	srcCPU := cpuModel(samples, optimizer.Source, warm.SourceCPU)
-	dstCPU := cpuModel(samples, optimizer.Destination, warm.DestinationCPU)
+	srcCPU := cpuModel(samples, optimizer.Source, warm.SourceCPU, in.priorCPU(optimizer.Source))
+	dstCPU := cpuModel(samples, optimizer.Destination, warm.DestinationCPU, in.priorCPU(optimizer.Destination))
 	flow, err := optimizer.EvaluateShape(optimizer.FlowInput{Curve: curve, SourceCPU: srcCPU, DestinationCPU: dstCPU,
 		SourceNodes: src, DestinationNodes: dst, Limits: limits}, int(f.Nodes), int(f.StripesPerNode), int(f.StreamsPerStripe))
 	if err != nil {
@@ -250,14 +258,14 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 }
 
 // cpuModel is the fitted model of a side, else the stored one, else the default.
-func cpuModel(samples []optimizer.Sample, side optimizer.CPUSide, warm *optimizer.CPUModel) optimizer.CPUModel {
+func cpuModel(samples []optimizer.Sample, side optimizer.CPUSide, warm *optimizer.CPUModel, def optimizer.CPUModel) optimizer.CPUModel {
 	if m, err := optimizer.FitCPUModel(samples, side); err == nil {
 		return m
 	}
 	if warm != nil {
 		return *warm
 	}
-	return optimizer.DefaultCPUModel
+	return def
 }
 
 // transferPlan fills the fields every mode shares.
