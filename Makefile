@@ -137,7 +137,7 @@ CHAOS_TIMEOUT ?= 120m
 
 .PHONY: test-chaos
 test-chaos: deps kube-cluster-assets images chart-sync $(HELM) ## Faults on the local cluster, counted (seeded; figures in test/e2e/_artifacts/chaos/).
-	rc=0; DTN_NODES_PER_SITE=2 DTN_MANAGER_REPLICAS=2 DTN_CHAOS=full DTN_CHAOS_SEED=$(CHAOS_SEED) DTN_CHAOS_KINDS=$(CHAOS_KINDS) DTN_CHAOS_LOAD=$(CHAOS_LOAD) \
+	rc=0; DTN_CLUSTER_WAIT=$(CLUSTER_WAIT) DTN_NODES_PER_SITE=2 DTN_MANAGER_REPLICAS=2 DTN_CHAOS=full DTN_CHAOS_SEED=$(CHAOS_SEED) DTN_CHAOS_KINDS=$(CHAOS_KINDS) DTN_CHAOS_LOAD=$(CHAOS_LOAD) \
 	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(CHAOS_TIMEOUT) -v -run '^TestChaos$$' ./test/e2e/cluster/ || rc=$$?; \
 	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
 
