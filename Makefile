@@ -126,6 +126,21 @@ test-e2e: deps kube-cluster-assets images chart-sync $(HELM) ## e2e on the local
 	rc=0; DTN_CLUSTER_WAIT=$(CLUSTER_WAIT) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/cluster/... $(E2E_FLAGS) || rc=$$?; \
 	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
 
+# The chaos suite (test/e2e/cluster/chaos_*_test.go, docs/reliability.md): every fault
+# kind injected at random moments of running transfers on a cluster of two nodes per
+# site with two manager replicas, then 200 jobs at once under faults. CHAOS_SEED repeats
+# a run's schedule; CHAOS_KINDS=a,b runs only those kinds; CHAOS_LOAD=0 skips the load.
+CHAOS_SEED ?=
+CHAOS_KINDS ?=
+CHAOS_LOAD ?=
+CHAOS_TIMEOUT ?= 120m
+
+.PHONY: test-chaos
+test-chaos: deps kube-cluster-assets images chart-sync $(HELM) ## Faults on the local cluster, counted (seeded; figures in test/e2e/_artifacts/chaos/).
+	rc=0; DTN_CLUSTER_WAIT=$(CLUSTER_WAIT) DTN_NODES_PER_SITE=2 DTN_MANAGER_REPLICAS=2 DTN_CHAOS=full DTN_CHAOS_SEED=$(CHAOS_SEED) DTN_CHAOS_KINDS=$(CHAOS_KINDS) DTN_CHAOS_LOAD=$(CHAOS_LOAD) \
+	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(CHAOS_TIMEOUT) -v -run '^TestChaos$$' ./test/e2e/cluster/ || rc=$$?; \
+	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
+
 .PHONY: demo
 demo: deps kube-cluster-assets images chart-sync $(HELM) ## Run the main job on the local two-site cluster (set-up included); leaves it running.
 	DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) hack/demo.sh

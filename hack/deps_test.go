@@ -33,6 +33,8 @@ var knownDynamic = map[string]knownCommand{
 	"test/e2e/framework/cluster.go: c.KubectlBin":                                       {why: "kubectl, built by hack/build-kube.sh"},
 	"test/e2e/framework/cluster.go: filepath.Join(RepoRoot(), \"hack/cluster/wan.sh\")": {why: "a script of the repository (scanned)"},
 	"test/e2e/framework/cluster.go: filepath.Join(RepoRoot(), path)":                    {why: "hack/cluster's up.sh and down.sh (scanned)"},
+	"test/e2e/framework/process.go: args":                                               {why: "nsenter's arguments: a cluster process (etcd, kube-apiserver, a kubelet, built by hack/build-kube.sh) restarted with the command line up.sh gave it"},
+	"test/e2e/framework/process.go: p.argv":                                             {why: "the same command line"},
 	"test/e2e/framework/helm.go: helm":                                                  {why: "helm, built into bin/ by the Makefile"},
 	"test/integration/controllers/bench_test.go: managerBinary(b)":                      {why: "the manager the benchmark builds"},
 	"test/integration/plugin/kubectl_test.go: kubectlBin()":                             {why: "kubectl, built by hack/build-kube.sh"},

@@ -245,7 +245,24 @@ func (c *committer) commit(batch []*commitItem) {
 	c.send(results, items)
 }
 
+// retireCopies stops every other copy of the chunks of a file about to take its final
+// name from writing into it (rchunk.retire).
+func (c *committer) retireCopies(it *commitItem) {
+	c.mu.Lock()
+	var copies []*rchunk
+	for ch := range c.tracked {
+		if ch != it.chunk && ch.tmp == it.tmp {
+			copies = append(copies, ch)
+		}
+	}
+	c.mu.Unlock()
+	for _, ch := range copies {
+		ch.retire()
+	}
+}
+
 func (c *committer) rename(it *commitItem) error {
+	c.retireCopies(it)
 	root, tmp, final := c.r.Root, it.tmp, it.final
 	if it.dir != nil {
 		root, tmp, final = it.dir, it.tmpBase, it.finalBase

@@ -839,6 +839,14 @@ type rchunk struct {
 	digest   []byte
 	finished bool
 	refs     int
+	// writing counts the block writes under way; retired marks a copy of the chunk
+	// whose file version another copy has made final (committer.retireCopies): none of
+	// its blocks are written any more. A copy left behind by a stalled session — whose
+	// connections deliver their last blocks when the path comes back — would otherwise
+	// write into the file after it took its final name and its mtime.
+	writing int
+	idle    sync.Cond
+	retired bool
 	// blockDigests are the digests of the blocks that arrived in this session, by
 	// index, when the job verifies on arrival (nil otherwise).
 	blockDigests [][]byte
@@ -964,7 +972,9 @@ func (s *rsession) block(m wire.BlockMeta, data []byte, bh *blockHasher) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteAt(data, off); err != nil {
+	_, err = f.WriteAt(data, off)
+	c.wrote()
+	if err != nil {
 		s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err), Retry: isTransient(err)})
 		return nil
 	}
@@ -984,7 +994,9 @@ func (s *rsession) spliceBlock(m wire.BlockMeta, h wire.Header, rd *wire.Reader)
 	if err != nil {
 		return err
 	}
-	if err := rd.SpliceData(f, off); err != nil {
+	err = rd.SpliceData(f, off)
+	c.wrote()
+	if err != nil {
 		if !wire.IsIntegrity(err) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err), Retry: isTransient(err)})
 		}
@@ -1015,11 +1027,40 @@ func (s *rsession) blockAt(m wire.BlockMeta, n int64) (*rchunk, int64, int64, *o
 	}
 	c.mu.Lock()
 	f := c.f
+	if c.retired {
+		f = nil
+	}
+	if f != nil {
+		c.writing++
+	}
 	c.mu.Unlock()
 	if f == nil {
 		return nil, 0, 0, nil, errors.New("chunk closed")
 	}
 	return c, rel / c.open.BlockSize, off, f, nil
+}
+
+// wrote ends a block write that blockAt allowed.
+func (c *rchunk) wrote() {
+	c.mu.Lock()
+	c.writing--
+	if c.writing == 0 && c.idle.L != nil {
+		c.idle.Broadcast()
+	}
+	c.mu.Unlock()
+}
+
+// retire stops the copy's block writes, waiting for those under way.
+func (c *rchunk) retire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.retired = true
+	if c.idle.L == nil {
+		c.idle.L = &c.mu
+	}
+	for c.writing > 0 {
+		c.idle.Wait()
+	}
 }
 
 // blockWritten records a block written at its place, with its digest when the job

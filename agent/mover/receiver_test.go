@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	_ "io"
 	"log/slog"
@@ -380,5 +381,65 @@ func TestReceiverVerifiesOnArrival(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "root", "f")); err == nil {
 		t.Error("a file of two chunks took its final name after one")
+	}
+}
+
+// TestReceiverStaleCopyCannotTouchAFinalFile: a session that stalled (the path was cut)
+// left a chunk half written; the sender's next session sends the whole chunk and it
+// takes its final name; then the stalled session's connection comes back and delivers
+// its last block. That block must not be written into the final file (it moved the
+// file's mtime, which the job's final check then found different: the chaos suite's
+// wan-cut fault on the local cluster).
+func TestReceiverStaleCopyCannotTouchAFinalFile(t *testing.T) {
+	addr, dir := startReceiver(t)
+	cfg := wire.Session{Job: "stale", Checksum: "SHA256", Verify: true, Overwrite: "Always", BlockSize: 1 << 10, ChunkSize: 8 << 10}
+	stalled, next := connectWith(t, addr, 101, cfg), connectWith(t, addr, 102, cfg)
+	content := bytes.Repeat([]byte("0123456789abcdef"), 4<<10/16) // 4 KiB: one chunk of four blocks
+	const mtime = 1e18
+	open := func(h *hostile, id uint64) {
+		h.ctrlW.WriteJSON(wire.TypeChunkOpen, wire.ChunkOpen{ID: id, Path: "f", FileSize: int64(len(content)), Mode: 0o640, MtimeNs: mtime,
+			Chunks: 1, Index: 0, Offset: 0, Length: int64(len(content)), ChunkSize: 8 << 10, BlockSize: 1 << 10})
+		var op wire.ChunkOpened
+		if err := wire.DecodeJSON(h.expect(wire.TypeChunkOpened), &op); err != nil || op.Error != "" {
+			t.Fatalf("open: %+v %v", op, err)
+		}
+	}
+	block := func(h *hostile, id uint64, off int) {
+		if err := h.data.WriteFrame(wire.TypeBlock, wire.BlockMeta{Chunk: id, Offset: uint64(off)}.Put(make([]byte, 32)), content[off:off+1<<10]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open(stalled, 1)
+	block(stalled, 1, 0)
+	open(next, 1)
+	for off := 0; off < len(content); off += 1 << 10 {
+		block(next, 1, off)
+	}
+	sum := sha256.Sum256(content)
+	next.ctrlW.WriteJSON(wire.TypeChunkEnd, wire.ChunkEnd{ID: 1, Blocks: 4, Digest: sum[:]})
+	var res wire.Results
+	if err := wire.DecodeJSON(next.expect(wire.TypeResult), &res); err != nil || len(res.Results) != 1 || !res.Results[0].OK {
+		t.Fatalf("the whole chunk: %+v %v", res, err)
+	}
+	final := filepath.Join(dir, "root", "f")
+	if fi, err := os.Stat(final); err != nil || fi.ModTime().UnixNano() != mtime {
+		t.Fatalf("final file: %v %v", fi, err)
+	}
+	block(stalled, 1, 1<<10) // the stalled connection delivers its last block
+	// The receiver refuses it and ends that stream (the chunk is closed to it); without
+	// the refusal nothing ends, and the wait runs out before the file is checked.
+	stalled.flip.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := stalled.flip.Read(make([]byte, 1)); err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Error("the stalled session's data stream is still open after its block for a file made final elsewhere")
+	}
+	fi, err := os.Stat(final)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.ModTime().UnixNano() != mtime {
+		t.Errorf("the stalled session's block moved the final file's mtime to %v", fi.ModTime())
+	}
+	if b, _ := os.ReadFile(final); !bytes.Equal(b, content) {
+		t.Error("the final file's content changed")
 	}
 }

@@ -1117,6 +1117,21 @@ func (s *ssession) openSource(u wire.Unit) (*os.File, error) {
 	return f, nil
 }
 
+// stillListed checks, once a unit's data has been read, that the source is still the
+// version that was listed: a file rewritten while it was read would otherwise be
+// digested, verified and completed as a mixture of two versions. (A write updates the
+// mtime before it copies its data, so data read from it shows here.)
+func stillListed(f *os.File, u wire.Unit) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() != u.Size || fi.ModTime().UnixNano() != u.MtimeNs {
+		return fmt.Errorf("source file changed while it was read: %s", fsname.Show(string(u.Source)))
+	}
+	return nil
+}
+
 func (s *ssession) digest() hash.Hash {
 	h, _ := NewDigest(s.cfg.Checksum)
 	return h
@@ -1139,6 +1154,10 @@ func (s *ssession) sendFile(u wire.Unit) error {
 	if _, err := io.ReadFull(f, data); err != nil {
 		s.bufs <- bp
 		return fmt.Errorf("reading source %s: %w", fsname.Show(string(u.Source)), err)
+	}
+	if err := stillListed(f, u); err != nil {
+		s.bufs <- bp
+		return err
 	}
 	meta := wire.FileMeta{Unit: u.ID, Size: uint64(u.Size), Mode: u.Mode, MtimeNs: u.MtimeNs, Path: string(u.Dest)}
 	flags := s.dataFlags()
@@ -1295,6 +1314,12 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 		if !s.enqueue(fr) {
 			return nil
 		}
+	}
+	if err := stillListed(f, u); err != nil {
+		s.mu.Lock()
+		delete(s.chunks, id)
+		s.mu.Unlock()
+		return err
 	}
 	end := wire.ChunkEnd{ID: id, Blocks: nblocks}
 	if h != nil {

@@ -281,7 +281,9 @@ fault ready
 [ -d "$STORAGE_DIR" ] || { mkdir -p "$STORAGE_DIR"; case $STORAGE_DIR in "$B"/*) ;; *) record dir "$STORAGE_DIR" ;; esac; }
 for site in "$SITE_A" "$SITE_B"; do mkdir -p "$(site_storage "$site")"; done
 # data crosses the WAN: a node of one site reaches a node of the other through both routers
-a1=$(site_nodes "$SITE_A" | head -1); b1=$(site_nodes "$SITE_B" | head -1)
+# (not `site_nodes | head -1`: with two nodes or more head closes the pipe early, and
+# under pipefail the SIGPIPE of site_nodes ended up.sh with status 141)
+a1=$(site_nodes "$SITE_A"); a1=${a1%%$'\n'*}; b1=$(site_nodes "$SITE_B"); b1=${b1%%$'\n'*}
 in_netns "$(node_netns "$a1")" ping -c1 -W2 "$(node_ip "$b1")" >/dev/null || die "$a1 cannot reach $b1 across the WAN"
 
 {

@@ -3,6 +3,7 @@
 #
 # usage: hack/cluster/wan.sh up                     (called by up.sh)
 #        hack/cluster/wan.sh set [--rate BIT/S] [--delay-ms MS] [--loss P]
+#                                [--corrupt P] [--corrupt-undetected true|false]
 #        hack/cluster/wan.sh show
 # DTN_WAN=wanem (default): test/wanem's emulator joins the routers' namespaces through a
 #   TUN in each, with a bottleneck, one-way delay and loss that `set` changes while it
@@ -68,19 +69,22 @@ set)
   [ -f "$state" ] || die "no WAN state in $state: is the cluster up?"
   rate=$(jq -r .rateBitsPerSecond "$state") delay=$(jq -r .delayMillis "$state") loss=$(jq -r .loss "$state")
   mode=$(jq -r .mode "$state") control=$(jq -r .control "$state")
+  corrupt='{}'
   while [ $# -gt 0 ]; do
     case $1 in
       --rate) rate=$2; shift 2 ;;
       --delay-ms) delay=$2; shift 2 ;;
       --loss) loss=$2; shift 2 ;;
+      --corrupt) corrupt=$(jq -c --arg p "$2" '. + {corrupt: ($p|tonumber)}' <<<"$corrupt"); shift 2 ;;
+      --corrupt-undetected) corrupt=$(jq -c --argjson u "$2" '. + {corruptUndetected: $u}' <<<"$corrupt"); shift 2 ;;
       *) die "wan.sh set: unknown flag $1" ;;
     esac
   done
   case $mode in
-    veth) veth_rate "$rate"; [ "$delay" = 0 ] && [ "$loss" = 0 ] || log "veth WAN: delay and loss are not emulated" ;;
+    veth) veth_rate "$rate"; [ "$delay" = 0 ] && [ "$loss" = 0 ] && [ "$corrupt" = '{}' ] || log "veth WAN: delay, loss and corruption are not emulated" ;;
     wanem)
-      patch=$(jq -nc --argjson rate "$rate" --arg delay "${delay}ms" --arg loss "$loss" \
-        '{both:{rateBitsPerSecond:$rate, delay:$delay, loss:($loss|tonumber)}}')
+      patch=$(jq -nc --argjson rate "$rate" --arg delay "${delay}ms" --arg loss "$loss" --argjson corrupt "$corrupt" \
+        '{both:({rateBitsPerSecond:$rate, delay:$delay, loss:($loss|tonumber)} + $corrupt)}')
       curl -sS --fail-with-body --unix-socket "$control" -X PATCH -d "$patch" http://wanem/config >/dev/null \
         || die "the WAN emulator refused $patch"
       ;;
@@ -89,5 +93,5 @@ set)
   cat "$state"
   ;;
 show) cat "$state" ;;
-*) echo "usage: $0 up | set [--rate BIT/S] [--delay-ms MS] [--loss P] | show" >&2; exit 2 ;;
+*) echo "usage: $0 up | set [--rate BIT/S] [--delay-ms MS] [--loss P] [--corrupt P] [--corrupt-undetected true|false] | show" >&2; exit 2 ;;
 esac

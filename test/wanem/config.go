@@ -11,8 +11,9 @@ import (
 
 // Direction is what one direction of the emulated link does to the packets that cross
 // it, in this order: a bottleneck of RateBitsPerSecond with a drop-tail queue of
-// QueueBytes in front of it, then random and bursty loss on the wire, then a one-way
-// propagation Delay. Packets are never reordered.
+// QueueBytes in front of it, then random and bursty loss on the wire, then bit
+// corruption of some of the packets that were not lost, then a one-way propagation
+// Delay. Packets are never reordered.
 type Direction struct {
 	// Delay is the one-way propagation delay added to every packet.
 	Delay time.Duration
@@ -27,6 +28,18 @@ type Direction struct {
 	Loss float64
 	// GilbertElliott, when set, adds bursty loss on top of Loss.
 	GilbertElliott *GilbertElliott
+	// Corrupt is the probability that a packet on the wire that was not lost arrives
+	// with one bit flipped, as netem's corrupt does: by default the bit is anywhere in
+	// the IP packet after its checksums were computed, so the receiving stack's IP or
+	// TCP checksum catches it and drops the packet (for TCP, a loss that costs a
+	// retransmission). See CorruptUndetected.
+	Corrupt float64
+	// CorruptUndetected puts the flipped bit in the TCP payload and makes the
+	// packet's TCP checksum agree with it, so the receiving stack delivers the wrong
+	// byte to the application: what a router or NIC that corrupts data after checking
+	// it (or a checksum collision) does, and what only an end-to-end check catches.
+	// Packets without TCP payload (pure ACKs, other protocols) then pass intact.
+	CorruptUndetected bool
 	// OverheadBytes is added to every packet's IP length when it is serialized on the
 	// bottleneck, e.g. 38 for Ethernet framing (header, FCS, preamble, gap); 0 makes
 	// the rate a rate of IP packets.
@@ -70,6 +83,8 @@ func (d Direction) validate(name string) error {
 		return fmt.Errorf("%s.queueBytes: %d is negative", name, d.QueueBytes)
 	case !(d.Loss >= 0 && d.Loss <= 1):
 		return fmt.Errorf("%s.loss: %v is not a probability in [0,1]", name, d.Loss)
+	case !(d.Corrupt >= 0 && d.Corrupt <= 1):
+		return fmt.Errorf("%s.corrupt: %v is not a probability in [0,1]", name, d.Corrupt)
 	case d.OverheadBytes < 0 || d.OverheadBytes > 1000:
 		return fmt.Errorf("%s.overheadBytes: %d is outside [0,1000]", name, d.OverheadBytes)
 	}
@@ -108,8 +123,10 @@ type directionJSON struct {
 	Loss              *float64        `json:"loss,omitempty"`
 	GilbertElliott    *GilbertElliott `json:"gilbertElliott,omitempty"`
 	// NoGilbertElliott switches bursty loss off in a partial update.
-	NoGilbertElliott bool `json:"noGilbertElliott,omitempty"`
-	OverheadBytes    *int `json:"overheadBytes,omitempty"`
+	NoGilbertElliott  bool     `json:"noGilbertElliott,omitempty"`
+	Corrupt           *float64 `json:"corrupt,omitempty"`
+	CorruptUndetected *bool    `json:"corruptUndetected,omitempty"`
+	OverheadBytes     *int     `json:"overheadBytes,omitempty"`
 }
 
 // MarshalJSON writes every field.
@@ -120,6 +137,8 @@ func (d Direction) MarshalJSON() ([]byte, error) {
 		QueueBytes:        &d.QueueBytes,
 		Loss:              &d.Loss,
 		GilbertElliott:    d.GilbertElliott,
+		Corrupt:           &d.Corrupt,
+		CorruptUndetected: &d.CorruptUndetected,
 		OverheadBytes:     &d.OverheadBytes,
 	})
 }
@@ -155,6 +174,12 @@ func (d *Direction) UnmarshalJSON(b []byte) error {
 	}
 	if w.NoGilbertElliott {
 		d.GilbertElliott = nil
+	}
+	if w.Corrupt != nil {
+		d.Corrupt = *w.Corrupt
+	}
+	if w.CorruptUndetected != nil {
+		d.CorruptUndetected = *w.CorruptUndetected
 	}
 	if w.OverheadBytes != nil {
 		d.OverheadBytes = *w.OverheadBytes

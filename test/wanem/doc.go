@@ -1,7 +1,9 @@
 // Package wanem emulates a wide-area link between two network namespaces in user
 // space, because this kernel has no netem: one-way delay per direction, random and
-// bursty (Gilbert-Elliott) loss, a rate-limited bottleneck with a drop-tail queue in
-// bytes, MTU up to 9000 (and beyond), and counters of what it delayed and dropped.
+// bursty (Gilbert-Elliott) loss, bit corruption (caught by the receiving stack's
+// checksum as with netem's corrupt, or past it), a rate-limited bottleneck with a
+// drop-tail queue in bytes, MTU up to 9000 (and beyond), and counters of what it
+// delayed, dropped and corrupted.
 // It is a Go library (Join, Link.Update, Link.Stats; tests start it in-process), a
 // command (test/wanem/cmd/wanem: flags, control socket, counters on SIGUSR1 and at
 // exit) and the bottleneck of test/topology.
@@ -80,6 +82,16 @@
 // Gilbert-Elliott 1e-2 are seen by an iperf3 UDP receiver at +0.9 %, +7.7 % and +5.7 %
 // — exactly the emulator's own drops, the binomial spread of one seed's draws (across
 // seeds the mean is unbiased, TestRandomLossUnbiasedAcrossSeeds).
+//
+// Corruption (Direction.Corrupt) flips one bit of a packet that was not lost. A TCP
+// super-packet with a corrupted segment is cut into segments, so that the flip lands in
+// one wire segment after its checksum was computed; a single packet whose checksum the
+// kernel left partial has it completed first. Either way the receiving stack checks
+// the checksum and drops the packet, as it does behind netem's corrupt (TCP
+// retransmits: corruption costs what loss costs). With CorruptUndetected the bit is in
+// the TCP payload and the checksum is recomputed over it: the application receives
+// the wrong byte, which only an end-to-end check catches (TestCorruptionCaughtOrDelivered
+// shows both on a real TCP connection).
 //
 // What is left out on purpose: jitter and reordering (not asked for; FIFO arrivals make
 // both impossible), UDP segmentation offload (UDP arrives as plain packets), IPv6

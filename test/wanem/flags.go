@@ -15,7 +15,8 @@ import (
 type LinkFlags struct {
 	rate, queue, ge, configFile string
 	delay, rtt                  time.Duration
-	loss                        float64
+	loss, corrupt               float64
+	corruptUndetected           bool
 	overhead                    int
 	seed                        uint64
 	mtu                         int
@@ -30,6 +31,8 @@ func AddLinkFlags(fs *flag.FlagSet) *LinkFlags {
 	fs.DurationVar(&f.delay, "delay", 0, "one-way delay each way (see -rtt)")
 	fs.DurationVar(&f.rtt, "rtt", 0, "round-trip delay, split evenly between the directions (instead of -delay)")
 	fs.Float64Var(&f.loss, "loss", 0, "random loss probability per packet, each way")
+	fs.Float64Var(&f.corrupt, "corrupt", 0, "probability per packet, each way, that one bit is flipped (the receiving stack's checksum catches it, as with netem's corrupt)")
+	fs.BoolVar(&f.corruptUndetected, "corrupt-undetected", false, "flip the bits of -corrupt in TCP payload and fix the checksum, so that the application gets the wrong bytes")
 	fs.StringVar(&f.ge, "ge", "", "Gilbert-Elliott bursty loss each way: p,r,lossGood,lossBad (e.g. 0.001,0.3,0,0.5)")
 	fs.StringVar(&f.queue, "queue", "", "bottleneck drop-tail queue in bytes (4MiB, ...; empty: one BDP, at least 1 MiB)")
 	fs.IntVar(&f.overhead, "overhead", 0, "bytes added to every packet on the bottleneck (38: Ethernet framing)")
@@ -59,7 +62,7 @@ func (f *LinkFlags) Config() (Config, Options, error) {
 	if f.rtt != 0 {
 		delay = f.rtt / 2
 	}
-	d := Direction{Delay: delay, RateBitsPerSecond: rate, QueueBytes: queue, Loss: f.loss, OverheadBytes: f.overhead}
+	d := Direction{Delay: delay, RateBitsPerSecond: rate, QueueBytes: queue, Loss: f.loss, Corrupt: f.corrupt, CorruptUndetected: f.corruptUndetected, OverheadBytes: f.overhead}
 	if f.ge != "" {
 		g, err := ParseGilbertElliott(f.ge)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -323,6 +324,81 @@ func TestJoinFailureLeavesNothing(t *testing.T) {
 		out, _ := IPCommand(nsA, "-o", "link", "show").CombinedOutput()
 		if strings.Contains(string(out), "wan0") || strings.Contains(string(out), "wan1") {
 			t.Errorf("%s: a TUN was left behind after %v:\n%s", name, err, out)
+		}
+	}
+}
+
+// tcpThrough sends data from A to B over one TCP connection and returns what B read.
+func tcpThrough(t *testing.T, p *pair, data []byte) []byte {
+	t.Helper()
+	var ln net.Listener
+	if err := inNetns(p.nsB, func() (err error) {
+		ln, err = net.Listen("tcp4", p.addrB.String()+":9997")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		got <- b
+	}()
+	var c net.Conn
+	if err := inNetns(p.nsA, func() (err error) {
+		c, err = net.DialTimeout("tcp4", p.addrB.String()+":9997", 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	select {
+	case b := <-got:
+		return b
+	case <-time.After(60 * time.Second):
+		t.Fatal("transfer did not finish")
+		return nil
+	}
+}
+
+// TestCorruptionCaughtOrDelivered sends 8 MiB through a link that corrupts 2 % of the
+// packets: by default the receiving stack's checksum catches every flip (TCP
+// retransmits, the bytes arrive intact); with CorruptUndetected the flips reach the
+// application, one bit each.
+func TestCorruptionCaughtOrDelivered(t *testing.T) {
+	data := make([]byte, 8<<20)
+	_, _ = rand.NewChaCha8([32]byte{5, 6}).Read(data)
+	for _, undetected := range []bool{false, true} {
+		p := newPair(t, Config{AtoB: Direction{Corrupt: 0.02, CorruptUndetected: undetected}, Seed: 11}, Options{})
+		got := tcpThrough(t, p, data)
+		st := p.link.Stats().AtoB
+		if st.CorruptedSegments == 0 {
+			t.Fatalf("undetected=%v: nothing corrupted: %+v", undetected, st)
+		}
+		if len(got) != len(data) {
+			t.Fatalf("undetected=%v: received %d of %d bytes", undetected, len(got), len(data))
+		}
+		flipped := 0
+		for i := range data {
+			for x := data[i] ^ got[i]; x != 0; x &= x - 1 {
+				flipped++
+			}
+		}
+		t.Logf("undetected=%v: %d of %d segments corrupted, %d bits wrong at the receiver", undetected, st.CorruptedSegments, st.Segments, flipped)
+		switch {
+		case !undetected && flipped != 0:
+			t.Errorf("%d bits arrived flipped although the checksum should catch every flip", flipped)
+		case undetected && (flipped == 0 || uint64(flipped) > st.CorruptedSegments):
+			t.Errorf("%d bits arrived flipped, want 1..%d (one per corrupted segment)", flipped, st.CorruptedSegments)
 		}
 	}
 }

@@ -198,12 +198,15 @@ func (p *pipe) readLoop() {
 		if hw > p.ctr.queueHighWater.Load() {
 			p.ctr.queueHighWater.Store(hw)
 		}
-		first, last, wire := -1, -1, 0
+		first, last, wire, corrupt := -1, -1, 0, 0
 		for i, f := range fates {
 			l := sp.segmentWireLen(i)
 			p.ctr.bytes.Add(uint64(l))
 			switch f {
-			case fateDeliver:
+			case fateDeliver, fateCorrupt:
+				if f == fateCorrupt {
+					corrupt++
+				}
 				if first < 0 {
 					first = i
 				}
@@ -223,14 +226,19 @@ func (p *pipe) readLoop() {
 		p.ctr.deliveredSegments.Add(uint64(delivered))
 		p.ctr.deliveredBytes.Add(uint64(wire))
 
-		split := sp.segs > 1 && (delivered < sp.segs || arrivals[last]-arrivals[first] > p.granularity)
+		// A corrupted segment is cut out of its super-packet, so that the flip lands in
+		// it alone and after its checksum is computed (as on a wire).
+		split := sp.segs > 1 && (delivered < sp.segs || corrupt > 0 || arrivals[last]-arrivals[first] > p.granularity)
+		if !split && corrupt > 0 {
+			p.corrupt(pkt)
+		}
 		switch {
 		case split:
 			// Each surviving segment becomes a packet of its own, due at its own time.
 			p.ctr.splitPackets.Add(1)
 			ip := pkt[vnetHdrLen:]
 			for i, f := range fates {
-				if f != fateDeliver {
+				if f != fateDeliver && f != fateCorrupt {
 					continue
 				}
 				seg := p.big.get()
@@ -239,6 +247,9 @@ func (p *pipe) readLoop() {
 					p.ctr.malformed.Add(1)
 					p.big.put(seg)
 					continue
+				}
+				if f == fateCorrupt {
+					p.corrupt((*seg)[:m])
 				}
 				p.line.push(packet{buf: seg, n: m, arrival: arrivals[i], wire: sp.segmentWireLen(i)}, &p.ctr)
 			}
@@ -250,6 +261,27 @@ func (p *pipe) readLoop() {
 			p.line.push(packet{buf: buf, n: n, arrival: arrivals[last], wire: wire}, &p.ctr)
 			buf = p.big.get()
 		}
+	}
+}
+
+// corrupt flips one bit of a packet as read from the TUN (the virtio header first,
+// when the pipe uses them), completing a partial checksum first so that the flip comes
+// after it, and counts what it corrupted.
+func (p *pipe) corrupt(pkt []byte) {
+	ip := pkt
+	if p.vnet {
+		if completeChecksum(pkt) != nil {
+			p.ctr.malformed.Add(1)
+			return
+		}
+		ip = pkt[vnetHdrLen:]
+	}
+	p.mu.Lock()
+	flipped := corruptPacket(ip, p.sh.dir.CorruptUndetected, p.sh.pick)
+	p.mu.Unlock()
+	if flipped {
+		p.ctr.corruptedSegments.Add(1)
+		p.ctr.corruptedBytes.Add(uint64(len(ip)))
 	}
 }
 

@@ -12,6 +12,8 @@ const (
 	fateDeliver fate = iota
 	fateDropQueue
 	fateDropLoss
+	// fateCorrupt: delivered with one bit flipped (Direction.Corrupt).
+	fateCorrupt
 )
 
 // shaper is the model of one direction, with no I/O: given the instant a packet
@@ -25,6 +27,7 @@ type shaper struct {
 	dir        Direction
 	queueLimit int64
 	loss       lossModel
+	rng        *rand.Rand
 
 	lineFree    int64 // when the line has serialized everything admitted
 	lastArrival int64 // latest arrival handed out
@@ -44,11 +47,17 @@ func (s *shaper) configure(d Direction, rtt time.Duration, rng *rand.Rand) {
 	s.dir = d
 	s.queueLimit = d.effectiveQueue(rtt)
 	s.loss = newLossModel(d.Loss, d.GilbertElliott, rng)
+	s.rng = rng
 }
+
+// pick draws a number in [0, n) from the direction's generator: where a corrupted
+// packet's bit flips.
+func (s *shaper) pick(n int) int { return s.rng.IntN(n) }
 
 // admit decides the fate of the wire segments of one packet that reached the
 // bottleneck at now; wireLen(i) is the IP length of segment i. It fills fates and
-// arrivals (len ≥ segs) and returns the number of segments delivered.
+// arrivals (len ≥ segs) and returns the number of segments delivered (corrupted ones
+// included).
 func (s *shaper) admit(now int64, segs int, wireLen func(int) int, fates []fate, arrivals []int64) (delivered int) {
 	rate := s.dir.RateBitsPerSecond
 	delay := int64(s.dir.Delay)
@@ -78,6 +87,11 @@ func (s *shaper) admit(now int64, segs int, wireLen func(int) int, fates []fate,
 		arrival := max(finish+delay, s.lastArrival)
 		s.lastArrival = arrival
 		fates[i] = fateDeliver
+		// Drawn only when corruption is on, so that a seed gives the same losses
+		// with and without this feature.
+		if s.dir.Corrupt > 0 && s.rng.Float64() < s.dir.Corrupt {
+			fates[i] = fateCorrupt
+		}
 		arrivals[i] = arrival
 		delivered++
 	}

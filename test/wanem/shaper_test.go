@@ -216,3 +216,27 @@ func TestRandomLossUnbiasedAcrossSeeds(t *testing.T) {
 		t.Errorf("mean realized loss %.6f over %d seeds, configured %g", mean, seeds, p)
 	}
 }
+
+func TestCorruptRate(t *testing.T) {
+	const n, p = 20000, 0.05
+	s := newTestShaper(Direction{Corrupt: p}, 0)
+	corrupted := 0
+	for range n {
+		switch f, _ := admitOne(s, 0, 1500); f {
+		case fateCorrupt:
+			corrupted++
+		case fateDeliver:
+		default:
+			t.Fatalf("fate %d: corruption must not drop", f)
+		}
+	}
+	sd := math.Sqrt(n * p * (1 - p))
+	if math.Abs(float64(corrupted)-n*p) > 4*sd {
+		t.Errorf("corrupted %d of %d, want %.0f ± %.0f", corrupted, n, n*p, 4*sd)
+	}
+	// A lost packet is not also corrupted: it never arrives.
+	s = newTestShaper(Direction{Loss: 1, Corrupt: 1}, 0)
+	if f, _ := admitOne(s, 0, 1500); f != fateDropLoss {
+		t.Errorf("fate %d, want lost", f)
+	}
+}

@@ -23,6 +23,10 @@ type DirectionStats struct {
 	// Lost on the wire (random and Gilbert-Elliott loss).
 	LostSegments uint64 `json:"lostSegments"`
 	LostBytes    uint64 `json:"lostBytes"`
+	// Corrupted segments were delivered with one bit flipped (Direction.Corrupt);
+	// they are counted in Delivered too.
+	CorruptedSegments uint64 `json:"corruptedSegments"`
+	CorruptedBytes    uint64 `json:"corruptedBytes"`
 	// SplitPackets were super-packets cut into segments in user space, because some of
 	// their segments were dropped or their serialization outlasted the granularity.
 	SplitPackets uint64 `json:"splitPackets"`
@@ -70,6 +74,7 @@ type counters struct {
 	deliveredSegments, deliveredBytes       atomic.Uint64
 	queueDroppedSegments, queueDroppedBytes atomic.Uint64
 	lostSegments, lostBytes                 atomic.Uint64
+	corruptedSegments, corruptedBytes       atomic.Uint64
 	splitPackets                            atomic.Uint64
 	queueHighWater                          atomic.Int64
 	inFlightPackets, inFlightBytes          atomic.Int64
@@ -108,6 +113,8 @@ func (c *counters) snapshot() DirectionStats {
 		QueueDroppedBytes:    c.queueDroppedBytes.Load(),
 		LostSegments:         c.lostSegments.Load(),
 		LostBytes:            c.lostBytes.Load(),
+		CorruptedSegments:    c.corruptedSegments.Load(),
+		CorruptedBytes:       c.corruptedBytes.Load(),
 		SplitPackets:         c.splitPackets.Load(),
 		QueueHighWaterBytes:  c.queueHighWater.Load(),
 		InFlightPackets:      c.inFlightPackets.Load(),

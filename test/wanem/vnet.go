@@ -186,25 +186,85 @@ func (sp *superPacket) writeSegment(dst, ip []byte, i int) (int, error) {
 		tcp[13] &^= cwr
 	}
 
-	tcpLen := n - l4
-	var pseudo uint32
-	switch out[0] >> 4 {
-	case 4:
+	if out[0]>>4 == 4 {
 		binary.BigEndian.PutUint16(out[2:], uint16(n))
 		id := binary.BigEndian.Uint16(out[4:])
 		binary.BigEndian.PutUint16(out[4:], id+uint16(i))
 		out[10], out[11] = 0, 0
 		binary.BigEndian.PutUint16(out[10:], ^fold(sum16(out[:l4], 0)))
-		pseudo = sum16(out[12:20], 0) + 6 + uint32(tcpLen)
-	case 6:
+	} else {
 		binary.BigEndian.PutUint16(out[4:], uint16(n-40))
-		pseudo = sum16(out[8:40], 0) + 6 + uint32(tcpLen)
-	default:
-		return 0, errMalformed
 	}
+	if err := setTCPChecksum(out, l4); err != nil {
+		return 0, err
+	}
+	return vnetHdrLen + n, nil
+}
+
+// setTCPChecksum writes the full TCP checksum of the IPv4 or IPv6 packet ip, whose TCP
+// header starts at l4 and whose IP header's lengths are already right.
+func setTCPChecksum(ip []byte, l4 int) error {
+	tcpLen := len(ip) - l4
+	var pseudo uint32
+	switch ip[0] >> 4 {
+	case 4:
+		pseudo = sum16(ip[12:20], 0) + 6 + uint32(tcpLen)
+	case 6:
+		pseudo = sum16(ip[8:40], 0) + 6 + uint32(tcpLen)
+	default:
+		return errMalformed
+	}
+	tcp := ip[l4:]
 	tcp[16], tcp[17] = 0, 0
 	binary.BigEndian.PutUint16(tcp[16:], ^fold(sum16(tcp[:tcpLen], pseudo)))
-	return vnetHdrLen + n, nil
+	return nil
+}
+
+// completeChecksum does what a NIC does with a packet whose virtio header says its
+// layer-4 checksum is partial (VIRTIO_NET_HDR_F_NEEDS_CSUM): sums from csum_start to
+// the end (the field holds the pseudo-header's sum) and stores the complement at
+// csum_start+csum_offset, then clears the flag, so that the far stack checks the
+// checksum instead of trusting it. pkt is the virtio header and the IP packet.
+func completeChecksum(pkt []byte) error {
+	h := decodeVnetHdr(pkt)
+	if h.flags&vnetFlagNeedsCsum == 0 {
+		return nil
+	}
+	ip := pkt[vnetHdrLen:]
+	start, field := int(h.csumStart), int(h.csumStart)+int(h.csumOffset)
+	if start >= len(ip) || field+2 > len(ip) {
+		return errMalformed
+	}
+	binary.BigEndian.PutUint16(ip[field:], ^fold(sum16(ip[start:], 0)))
+	h.flags &^= vnetFlagNeedsCsum
+	h.encode(pkt)
+	return nil
+}
+
+// corruptPacket flips one bit of the complete IP packet ip (checksums computed, no
+// GSO), at the position pick(n) chooses among n: anywhere in the packet, or, when
+// undetected, in the TCP payload with the TCP checksum made to agree. It reports
+// whether it flipped anything (an undetected corruption needs TCP payload).
+func corruptPacket(ip []byte, undetected bool, pick func(int) int) bool {
+	if !undetected {
+		if len(ip) == 0 {
+			return false
+		}
+		bit := pick(len(ip) * 8)
+		ip[bit/8] ^= 1 << (bit % 8)
+		return true
+	}
+	l4, err := tcpOffset(ip)
+	if err != nil || len(ip) < l4+20 {
+		return false
+	}
+	payload := l4 + int(ip[l4+12]>>4)*4
+	if payload >= len(ip) {
+		return false
+	}
+	bit := pick((len(ip) - payload) * 8)
+	ip[payload+bit/8] ^= 1 << (bit % 8)
+	return setTCPChecksum(ip, l4) == nil
 }
 
 // sum16 adds b as big-endian 16-bit words to the running one's-complement sum acc

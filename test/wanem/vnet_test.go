@@ -3,6 +3,8 @@ package wanem
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -56,6 +58,13 @@ func tcpSuperPacket(v6 bool, payload []byte, mss int, flags byte) []byte {
 // checksumOK verifies a complete IPv4/IPv6 TCP packet's checksums the slow, obvious way.
 func checksumOK(t *testing.T, ip []byte) {
 	t.Helper()
+	if problem := checksumProblem(ip); problem != "" {
+		t.Error(problem)
+	}
+}
+
+// checksumProblem says what is wrong with the packet's lengths and checksums, or "".
+func checksumProblem(ip []byte) string {
 	var sum func(b []byte) uint32
 	sum = func(b []byte) uint32 {
 		var s uint32
@@ -78,22 +87,23 @@ func checksumOK(t *testing.T, ip []byte) {
 	if ip[0]>>4 == 4 {
 		l4 = int(ip[0]&0xf) * 4
 		if fold(sum(ip[:l4])) != 0xffff {
-			t.Errorf("bad IPv4 header checksum")
+			return "bad IPv4 header checksum"
 		}
 		if int(binary.BigEndian.Uint16(ip[2:])) != len(ip) {
-			t.Errorf("IPv4 total length %d, packet %d", binary.BigEndian.Uint16(ip[2:]), len(ip))
+			return fmt.Sprintf("IPv4 total length %d, packet %d", binary.BigEndian.Uint16(ip[2:]), len(ip))
 		}
 		pseudo = sum(ip[12:20]) + 6 + uint32(len(ip)-l4)
 	} else {
 		l4 = 40
 		if int(binary.BigEndian.Uint16(ip[4:])) != len(ip)-40 {
-			t.Errorf("IPv6 payload length %d, packet %d", binary.BigEndian.Uint16(ip[4:]), len(ip))
+			return fmt.Sprintf("IPv6 payload length %d, packet %d", binary.BigEndian.Uint16(ip[4:]), len(ip))
 		}
 		pseudo = sum(ip[8:40]) + 6 + uint32(len(ip)-l4)
 	}
 	if fold(pseudo+sum(ip[l4:])) != 0xffff {
-		t.Errorf("bad TCP checksum")
+		return "bad TCP checksum"
 	}
+	return ""
 }
 
 func TestSegmentation(t *testing.T) {
@@ -252,5 +262,84 @@ func BenchmarkWriteSegment(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	}
+}
+
+// bitsDiffer counts the bits in which a and b differ.
+func bitsDiffer(a, b []byte) int {
+	n := 0
+	for i := range a {
+		for x := a[i] ^ b[i]; x != 0; x &= x - 1 {
+			n++
+		}
+	}
+	return n
+}
+
+func TestCompleteChecksumThenCorrupt(t *testing.T) {
+	payload := bytes.Repeat([]byte("dtnflow "), 100)
+	for _, v6 := range []bool{false, true} {
+		// One segment with a partial checksum, as the kernel hands over a packet it
+		// leaves to the NIC: the field holds the pseudo-header's sum.
+		pkt := tcpSuperPacket(v6, payload, 9000, 0x18)
+		pkt[1] = vnetGSONone
+		ip := pkt[vnetHdrLen:]
+		sp, err := parseSuperPacket(pkt, true)
+		if err != nil || sp.segs != 1 {
+			t.Fatalf("v6=%v: %+v %v", v6, sp, err)
+		}
+		l4 := 20
+		if v6 {
+			l4 = 40
+		}
+		// the partial field: the pseudo-header's sum, not complemented
+		var pseudo uint32
+		if v6 {
+			pseudo = sum16(ip[8:40], 0) + 6 + uint32(len(ip)-l4)
+		} else {
+			pseudo = sum16(ip[12:20], 0) + 6 + uint32(len(ip)-l4)
+			binary.BigEndian.PutUint16(ip[10:], ^fold(sum16(ip[:20], 0)))
+		}
+		binary.BigEndian.PutUint16(ip[l4+16:], fold(pseudo))
+		if err := completeChecksum(pkt); err != nil {
+			t.Fatal(err)
+		}
+		if decodeVnetHdr(pkt).flags&vnetFlagNeedsCsum != 0 {
+			t.Errorf("v6=%v: NEEDS_CSUM still set", v6)
+		}
+		checksumOK(t, ip)
+
+		// Undetected: one payload bit differs and the checksum agrees.
+		clean := append([]byte(nil), ip...)
+		undetected := append([]byte(nil), ip...)
+		for range 50 {
+			copy(undetected, clean)
+			if !corruptPacket(undetected, true, rand.New(rand.NewPCG(uint64(len(undetected)), 9)).IntN) {
+				t.Fatalf("v6=%v: a TCP packet with payload was not corrupted", v6)
+			}
+			if d := bitsDiffer(clean, undetected); d == 0 || d > 3 { // the flip, plus the checksum's bits
+				t.Fatalf("v6=%v: %d bits differ", v6, d)
+			}
+			if bitsDiffer(clean[l4+32:], undetected[l4+32:]) != 1 {
+				t.Fatalf("v6=%v: the payload does not differ in exactly one bit", v6)
+			}
+			checksumOK(t, undetected)
+		}
+		// Detected: exactly one bit anywhere; a checksum no longer agrees.
+		detected := append([]byte(nil), clean...)
+		if !corruptPacket(detected, false, func(n int) int { return n - 1 }) { // the last payload bit
+			t.Fatal("not corrupted")
+		}
+		if bitsDiffer(clean, detected) != 1 {
+			t.Fatalf("v6=%v: %d bits differ, want 1", v6, bitsDiffer(clean, detected))
+		}
+		if checksumProblem(detected) == "" {
+			t.Errorf("v6=%v: the checksums still agree after a flip", v6)
+		}
+	}
+	// A pure ACK has no payload to corrupt undetected.
+	ack := tcpSuperPacket(false, nil, 9000, 0x10)[vnetHdrLen:]
+	if corruptPacket(ack, true, rand.New(rand.NewPCG(1, 2)).IntN) {
+		t.Error("an ACK without payload was corrupted undetected")
 	}
 }

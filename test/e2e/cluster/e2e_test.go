@@ -14,7 +14,8 @@ import "testing"
 //  5. agent pods killed mid-transfer, the job still completing with identical files;
 //  6. the path's rate halved mid-transfer, and the re-plan that follows;
 //  7. kubectl dtnflow on a recurring job: logs through the kubelets, get, describe,
-//     plot, and a second run started by rerun that moves next to nothing again.
+//     plot, and a second run started by rerun that moves next to nothing again;
+//  8. the chaos suite's short profile: faults at random moments, every copy checked.
 //
 // Run one step with -run 'TestLocalCluster/<name>'; steps 4 needs step 3's profile.
 func TestLocalCluster(t *testing.T) {
@@ -30,6 +31,7 @@ func TestLocalCluster(t *testing.T) {
 		{"agent-killed", testAgentKilledMidTransfer},
 		{"path-rate-halved", testPathRateHalvedReplans},
 		{"plugin-recurring", testPluginAndRecurringRuns},
+		{"chaos-short", testChaosShort},
 	}
 	for _, step := range steps {
 		t.Run(step.name, func(t *testing.T) {

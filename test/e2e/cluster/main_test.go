@@ -8,7 +8,9 @@
 // hack/cluster/down.sh once more in case this process itself dies).
 //
 // Environment: DTN_E2E_REUSE=1 uses a cluster that is already up (make cluster-up) and
-// leaves it running; DTN_E2E_KEEP=1 keeps the cluster this run started.
+// leaves it running; DTN_E2E_KEEP=1 keeps the cluster this run started;
+// DTN_MANAGER_REPLICAS=2 installs two manager replicas (on two nodes of site A: start
+// the cluster with DTN_NODES_PER_SITE=2), as make test-chaos does for leader failover.
 package cluster
 
 import (
@@ -130,7 +132,11 @@ func run(m *testing.M) int {
 func setup(ctx context.Context, log io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	out, err := cluster.InstallDtnflow(ctx)
+	var extra []string
+	if n := os.Getenv("DTN_MANAGER_REPLICAS"); n != "" {
+		extra = append(extra, "--set", "manager.replicas="+n)
+	}
+	out, err := cluster.InstallDtnflow(ctx, extra...)
 	fmt.Fprint(log, out)
 	if err != nil {
 		return err

@@ -254,9 +254,25 @@ func (c *Cluster) Node(name string) (*Node, bool) {
 // cgroup under its node's cgroup parent, so the kubelet and containerd learn of it only
 // the way they learn of a real crash. It returns how many processes it killed.
 func (c *Cluster) KillContainer(pod *corev1.Pod, container string) (int, error) {
+	procs, err := c.ContainerPIDs(pod, container)
+	if err != nil {
+		return 0, err
+	}
+	killed := 0
+	for _, pid := range procs {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	return killed, nil
+}
+
+// ContainerPIDs lists the processes of a running container of pod, from the
+// container's cgroup under its node's cgroup parent.
+func (c *Cluster) ContainerPIDs(pod *corev1.Pod, container string) ([]int, error) {
 	node, ok := c.Node(pod.Spec.NodeName)
 	if !ok {
-		return 0, fmt.Errorf("pod %s/%s is on %q, not a node of the local cluster", pod.Namespace, pod.Name, pod.Spec.NodeName)
+		return nil, fmt.Errorf("pod %s/%s is on %q, not a node of the local cluster", pod.Namespace, pod.Name, pod.Spec.NodeName)
 	}
 	var id string
 	for _, s := range pod.Status.ContainerStatuses {
@@ -265,10 +281,10 @@ func (c *Cluster) KillContainer(pod *corev1.Pod, container string) (int, error) 
 		}
 	}
 	if id == "" {
-		return 0, fmt.Errorf("pod %s/%s has no running container %s", pod.Namespace, pod.Name, container)
+		return nil, fmt.Errorf("pod %s/%s has no running container %s", pod.Namespace, pod.Name, container)
 	}
 	root := filepath.Join("/sys/fs/cgroup/pids", node.CgroupParent)
-	var procs []string
+	var procs []int
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil || !d.IsDir() || d.Name() != id || !strings.Contains(path, "pod"+string(pod.UID)) {
 			return nil
@@ -277,21 +293,33 @@ func (c *Cluster) KillContainer(pod *corev1.Pod, container string) (int, error) 
 		if err != nil {
 			return err
 		}
-		procs = append(procs, strings.Fields(string(b))...)
+		for _, f := range strings.Fields(string(b)) {
+			var pid int
+			if _, err := fmt.Sscan(f, &pid); err == nil {
+				procs = append(procs, pid)
+			}
+		}
 		return filepath.SkipAll
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if len(procs) == 0 {
-		return 0, fmt.Errorf("no processes of container %s of pod %s/%s under %s", id, pod.Namespace, pod.Name, root)
+		return nil, fmt.Errorf("no processes of container %s of pod %s/%s under %s", id, pod.Namespace, pod.Name, root)
 	}
-	killed := 0
-	for _, p := range procs {
-		var pid int
-		if _, err := fmt.Sscan(p, &pid); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
-			killed++
-		}
+	return procs, nil
+}
+
+// UpdateWAN applies a partial update to both directions of the WAN emulator (the
+// fields of wanem.Direction by their JSON names, e.g. {"loss": 1} or {"corrupt": 1e-4,
+// "corruptUndetected": true}) and returns the emulator's configuration after it.
+func (c *Cluster) UpdateWAN(ctx context.Context, both map[string]any) (wanem.Config, error) {
+	if c.WAN.Mode != "wanem" {
+		return wanem.Config{}, fmt.Errorf("the %s WAN emulates no loss or corruption (DTN_WAN=wanem does)", c.WAN.Mode)
 	}
-	return killed, nil
+	cfg, err := wanem.NewControlClient(c.WAN.Control).Update(ctx, map[string]any{"both": both})
+	if err != nil {
+		return cfg, fmt.Errorf("updating the WAN with %v: %w", both, err)
+	}
+	return cfg, nil
 }

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // File is one file of a generated dataset, by path relative to the dataset's folder.
@@ -36,6 +38,10 @@ type DatasetSpec struct {
 	Small int
 	// Empty files.
 	Empty int
+	// VariedMetadata gives the files different permission bits (0600, 0640, 0644,
+	// 0755, 0444) and modification times in the past with nanoseconds, so that a copy
+	// that keeps neither is told from one that does.
+	VariedMetadata bool
 }
 
 // Files lists the dataset's files.
@@ -95,6 +101,16 @@ func (s DatasetSpec) Write(dir string) error {
 		}
 		if err := out.Close(); err != nil {
 			return err
+		}
+		if s.VariedMetadata {
+			modes := []os.FileMode{0o600, 0o640, 0o644, 0o755, 0o444}
+			if err := os.Chmod(path, modes[i%len(modes)]); err != nil {
+				return err
+			}
+			mtime := time.Date(2019, 3, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i)*time.Hour + time.Duration(1+i*7919)*time.Nanosecond)
+			if err := os.Chtimes(path, mtime, mtime); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -165,4 +181,124 @@ func CompareDigests(source, destination map[string]string) string {
 		diffs = append(diffs[:20], fmt.Sprintf("... and %d more", len(diffs)-20))
 	}
 	return strings.Join(diffs, "\n")
+}
+
+// FileState is what the chaos checks compare of a file: its bytes (SHA-256), owner,
+// permission bits and modification time.
+type FileState struct {
+	Size    int64
+	SHA256  string
+	UID     uint32
+	GID     uint32
+	Mode    fs.FileMode
+	MtimeNs int64
+}
+
+// Tree is the state of every regular file under a folder, by slash-separated path
+// relative to it. Nothing is skipped: journals and temporaries are for the caller to
+// judge (TempFiles, JournalFiles).
+type Tree map[string]FileState
+
+// ReadTree reads the state of every regular file under dir. Other entries (folders,
+// symbolic links) are not listed; a folder that does not exist is an empty tree.
+func ReadTree(dir string) (Tree, error) {
+	tree := Tree{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) && path == dir {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		st, err := stateOf(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		tree[filepath.ToSlash(rel)] = st
+		return nil
+	})
+	return tree, err
+}
+
+func stateOf(path string) (FileState, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return FileState{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return FileState{}, err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return FileState{}, err
+	}
+	st := FileState{Size: fi.Size(), SHA256: hex.EncodeToString(h.Sum(nil)), Mode: fi.Mode().Perm(), MtimeNs: fi.ModTime().UnixNano()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.UID, st.GID = sys.Uid, sys.Gid
+	}
+	return st, nil
+}
+
+// IsTemporary says whether a path (relative, slash-separated) is an agent's temporary
+// file (a hidden name ending in .dtnpart) or lies in a journal folder (.dtnflow).
+func IsTemporary(rel string) bool {
+	for _, part := range strings.Split(rel, "/") {
+		if part == ".dtnflow" || (strings.HasPrefix(part, ".") && strings.HasSuffix(part, ".dtnpart")) {
+			return true
+		}
+	}
+	return false
+}
+
+// CompareTrees describes every difference between a source tree and its copy: a file
+// missing, one the source does not have, and for each file present in both a different
+// size, SHA-256, owner, mode or mtime. With partial, files missing at the destination
+// are allowed (a job that failed part way) but anything present must be right.
+// Temporaries (IsTemporary) at the destination are left to the caller. It returns the
+// differences, sorted, and the number of files compared.
+func CompareTrees(source, destination Tree, partial bool) ([]string, int) {
+	var diffs []string
+	compared := 0
+	for path, s := range source {
+		d, ok := destination[path]
+		if !ok {
+			if !partial {
+				diffs = append(diffs, "missing at the destination: "+path)
+			}
+			continue
+		}
+		compared++
+		var what []string
+		if d.Size != s.Size {
+			what = append(what, fmt.Sprintf("size %d, source %d", d.Size, s.Size))
+		}
+		if d.SHA256 != s.SHA256 {
+			what = append(what, fmt.Sprintf("sha256 %.12s, source %.12s", d.SHA256, s.SHA256))
+		}
+		if d.UID != s.UID || d.GID != s.GID {
+			what = append(what, fmt.Sprintf("owner %d:%d, source %d:%d", d.UID, d.GID, s.UID, s.GID))
+		}
+		if d.Mode != s.Mode {
+			what = append(what, fmt.Sprintf("mode %v, source %v", d.Mode, s.Mode))
+		}
+		if d.MtimeNs != s.MtimeNs {
+			what = append(what, fmt.Sprintf("mtime %d, source %d", d.MtimeNs, s.MtimeNs))
+		}
+		if len(what) > 0 {
+			diffs = append(diffs, fmt.Sprintf("different at the destination: %s (%s)", path, strings.Join(what, "; ")))
+		}
+	}
+	for path := range destination {
+		if _, ok := source[path]; !ok && !IsTemporary(path) {
+			diffs = append(diffs, "not in the source: "+path)
+		}
+	}
+	sort.Strings(diffs)
+	return diffs, compared
 }

@@ -38,8 +38,12 @@ import (
 // overrides it).
 const benchJobs = 500
 
-// steadyTimeout bounds the load benchmark's wait for every job to be Transferring.
-const steadyTimeout = 8 * time.Minute
+// steadyTimeout bounds the load benchmark's wait for every job to be Transferring;
+// finishTimeout its wait, after the manager's restart, for every job to finish.
+const (
+	steadyTimeout = 8 * time.Minute
+	finishTimeout = 8 * time.Minute
+)
 
 // BenchmarkManagerLoad measures the manager under load: it runs the real manager
 // binary (bin/manager, or a fresh build) as its own process against the test API
@@ -51,6 +55,10 @@ const steadyTimeout = 8 * time.Minute
 // Transferring with its stripe Running. It reports the time to that steady state and
 // the manager's resident memory (peak, and at steady state), read from /proc, and fails
 // when any node's planned load (every job's plan on it) exceeds its NIC or CPU budget.
+// Then it kills the manager (SIGKILL) under that load, starts a new one, and has
+// every coordinator report Complete: no job may be stuck — every one must end
+// Complete within finishTimeout — and it reports the time that took and the new
+// manager's CPU and memory.
 //
 //	make bench-controller
 func BenchmarkManagerLoad(b *testing.B) {
@@ -66,10 +74,15 @@ func BenchmarkManagerLoad(b *testing.B) {
 		b.ReportMetric(float64(r.steadyRSS)/(1<<20), "MiB-steady-rss")
 		b.ReportMetric(r.reconciles, "reconciles")
 		b.ReportMetric(r.cpu, "manager-cpu-s")
+		b.ReportMetric(r.finished.Seconds(), "s-restart-to-complete")
+		b.ReportMetric(float64(r.restartPeakRSS)/(1<<20), "MiB-restarted-peak-rss")
+		b.ReportMetric(r.restartCPU, "restarted-manager-cpu-s")
 		b.ReportMetric(r.nicUse, "max-node-nic-use")
 		b.ReportMetric(r.cpuUse, "max-node-cpu-use")
 		b.Logf("%d jobs on %d paths: all planned after %s, all Transferring after %s; manager RSS peak %.0f MiB, at steady state %.0f MiB; manager CPU %.1f s; %.0f TransferJob reconciles, %d pods; the busiest node's planned NIC %.0f %%, CPU budget %.0f %%",
 			n, benchSources*benchDestinations, r.planned.Round(100*time.Millisecond), r.steady.Round(100*time.Millisecond), float64(r.peakRSS)/(1<<20), float64(r.steadyRSS)/(1<<20), r.cpu, r.reconciles, r.pods, 100*r.nicUse, 100*r.cpuUse)
+		b.Logf("manager SIGKILLed at steady state and started again: all %d jobs Complete %s later (none stuck); the new manager's RSS peak %.0f MiB, CPU %.1f s",
+			n, r.finished.Round(100*time.Millisecond), float64(r.restartPeakRSS)/(1<<20), r.restartCPU)
 	}
 }
 
@@ -80,6 +93,11 @@ type loadResult struct {
 	pods               int
 	// cpu is the manager's CPU time (user + system) until steady state.
 	cpu float64
+	// finished is the time from the manager's restart to every job Complete; the
+	// restarted manager's peak RSS and CPU until then.
+	finished       time.Duration
+	restartPeakRSS int64
+	restartCPU     float64
 	// nicUse and cpuUse are the highest planned use of a node's NIC and CPU budget.
 	nicUse, cpuUse float64
 }
@@ -100,22 +118,26 @@ func runLoad(b *testing.B, n int) loadResult {
 	}
 	ns := createNamespace(b, nil)
 
-	cmd := exec.CommandContext(ctx, bin, "--leader-elect=false", "--metrics-bind-address="+metricsAddr, "--metrics-secure=false",
-		"--health-probe-bind-address=0", "--zap-log-level=error", "--agent-image=dtnflow-agent:bench", "--report-interval=10s")
-	if w := os.Getenv("DTNFLOW_BENCH_WORKERS"); w != "" {
-		cmd.Args = append(cmd.Args, "--job-workers="+w)
+	start := func() *exec.Cmd {
+		cmd := exec.CommandContext(ctx, bin, "--leader-elect=false", "--metrics-bind-address="+metricsAddr, "--metrics-secure=false",
+			"--health-probe-bind-address=0", "--zap-log-level=error", "--agent-image=dtnflow-agent:bench", "--report-interval=10s")
+		if w := os.Getenv("DTNFLOW_BENCH_WORKERS"); w != "" {
+			cmd.Args = append(cmd.Args, "--job-workers="+w)
+		}
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		cmd.Stderr = &tailWriter{max: 64 << 10}
+		if err := cmd.Start(); err != nil {
+			b.Fatalf("starting %s: %v", bin, err)
+		}
+		return cmd
 	}
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stderr = &tailWriter{max: 64 << 10}
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("starting %s: %v", bin, err)
-	}
+	cmd := start()
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
 	sim := startAgentSimulator(ctx, b, ns)
 
 	b.ResetTimer()
-	start := time.Now()
+	begin := time.Now()
 	createJobs(b, ns, n, srcs, dsts)
 
 	var res loadResult
@@ -131,18 +153,40 @@ func runLoad(b *testing.B, n int) loadResult {
 		res.peakRSS = max(res.peakRSS, peakResidentBytes(cmd.Process.Pid))
 		planned, steady := countJobs(b, ns)
 		if planned == n && res.planned == 0 {
-			res.planned = time.Since(start)
+			res.planned = time.Since(begin)
 		}
 		if steady == n {
-			res.steady = time.Since(start)
+			res.steady = time.Since(begin)
 			break
 		}
 	}
-	b.StopTimer()
 	res.nicUse, res.cpuUse = nodeBudgets(b, ns, append(srcs, dsts...))
 	res.steadyRSS = rss
 	res.cpu = cpuSeconds(cmd.Process.Pid)
 	res.reconciles = scrape(b, metricsAddr, `controller_runtime_reconcile_total{controller="transferjob",result="success"}`)
+
+	// A crash under load: the next manager starts from the API objects alone, while
+	// every coordinator reports its job done.
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	restarted := time.Now()
+	cmd = start()
+	sim.finishAll(ctx)
+	deadline = time.After(finishTimeout)
+	for tick := time.NewTicker(500 * time.Millisecond); ; {
+		select {
+		case <-deadline:
+			b.Fatalf("jobs stuck %s after the manager's restart: %s\nmanager log tail:\n%s", finishTimeout, census(b, ns), cmd.Stderr.(*tailWriter).String())
+		case <-tick.C:
+		}
+		res.restartPeakRSS = max(res.restartPeakRSS, peakResidentBytes(cmd.Process.Pid))
+		if complete := countComplete(b, ns); complete == n {
+			break
+		}
+	}
+	res.finished = time.Since(restarted)
+	res.restartCPU = cpuSeconds(cmd.Process.Pid)
+	b.StopTimer()
 	if os.Getenv("DTNFLOW_BENCH_DEBUG") != "" {
 		for _, s := range []string{
 			`controller_runtime_reconcile_time_seconds_sum{controller="transferjob"}`,
@@ -264,6 +308,25 @@ func countJobs(b *testing.B, ns string) (planned, steady int) {
 	return planned, steady
 }
 
+// countComplete counts the jobs that are Complete; a Failed one fails the benchmark,
+// since nothing here gives a job a reason to fail.
+func countComplete(b *testing.B, ns string) int {
+	var jobs dtnflowv1alpha1.TransferJobList
+	if err := env.Client.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, j := range jobs.Items {
+		switch j.Status.State {
+		case dtnflowv1alpha1.StateComplete:
+			n++
+		case dtnflowv1alpha1.StateFailed:
+			b.Fatalf("job %s failed: %v", j.Name, j.Status.Conditions)
+		}
+	}
+	return n
+}
+
 func census(b *testing.B, ns string) string {
 	var jobs dtnflowv1alpha1.TransferJobList
 	_ = env.Client.List(context.Background(), &jobs, client.InNamespace(ns))
@@ -278,8 +341,26 @@ func census(b *testing.B, ns string) string {
 // pods start Running; a coordinator without a directive lists the dataset; one with a
 // probe directive reports its samples; one with a transfer directive reports moving.
 type agentSimulator struct {
-	c    client.Client
-	seen sync.Map // pod UID → struct{}
+	c     client.Client
+	cache cache.Cache
+	work  chan types.NamespacedName
+	seen  sync.Map // pod UID → struct{}
+	// complete makes coordinators with a transfer directive report Complete.
+	complete atomic.Bool
+}
+
+// finishAll has every coordinator report its job Complete from now on.
+func (s *agentSimulator) finishAll(ctx context.Context) {
+	s.complete.Store(true)
+	var pods corev1.PodList
+	if err := s.cache.List(ctx, &pods); err != nil {
+		return
+	}
+	for _, p := range pods.Items {
+		if p.Labels[contract.LabelRole] == string(contract.RoleCoordinator) {
+			s.work <- types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+		}
+	}
 }
 
 func (s *agentSimulator) pods() int {
@@ -297,8 +378,8 @@ func startAgentSimulator(ctx context.Context, b *testing.B, ns string) *agentSim
 	if err != nil {
 		b.Fatal(err)
 	}
-	sim := &agentSimulator{c: env.Client}
 	work := make(chan types.NamespacedName, 1<<16)
+	sim := &agentSimulator{c: env.Client, cache: c, work: work}
 	enqueue := func(o any) {
 		if p, ok := o.(*corev1.Pod); ok {
 			work <- types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
@@ -354,6 +435,10 @@ func (s *agentSimulator) step(ctx context.Context, pod *corev1.Pod) {
 	case contract.ModeProbe:
 		rep.Phase, rep.Samples = contract.PhaseProbed, probeSamples(now.Add(-time.Minute))
 	case contract.ModeTransfer:
+		if s.complete.Load() {
+			rep.Phase, rep.BytesDone, rep.FilesDone = contract.PhaseComplete, dataset.Bytes, dataset.Files
+			break
+		}
 		// the path's 900 Mbit/s, or the share the directive paces the job to
 		bps := int64(900_000_000)
 		if d.MaxBitsPerSecond > 0 {

@@ -1,7 +1,7 @@
 // Command wanem joins two network namespaces (or a namespace and the host) through an
-// emulated wide-area link: delay, loss, a rate-limited bottleneck with a drop-tail
-// queue. It runs until SIGINT/SIGTERM or -duration, prints the counters on SIGUSR1 and
-// at exit, and serves the control API on -control (see wanem.ControlHandler):
+// emulated wide-area link: delay, loss, bit corruption, a rate-limited bottleneck with
+// a drop-tail queue. It runs until SIGINT/SIGTERM or -duration, prints the counters on
+// SIGUSR1 and at exit, and serves the control API on -control (see wanem.ControlHandler):
 //
 //	wanem -a-netns nodeA -b-netns nodeB -a-addr 10.250.0.1/32 -b-addr 10.250.0.2/32 \
 //	      -rate 1G -rtt 50ms -loss 1e-4 -control /run/wanem.sock
