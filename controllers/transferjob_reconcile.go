@@ -43,6 +43,7 @@ const (
 	ReasonPlanned              = "Planned"
 	ReasonFixedTuning          = "FixedTuning"
 	ReasonPlanFailed           = "PlanFailed"
+	ReasonNoFreeStripeSlot     = "NoFreeStripeSlot"
 	ReasonStartingAgents       = "StartingAgents"
 	ReasonTransferring         = "Transferring"
 	ReasonPausing              = "Pausing"
@@ -223,6 +224,9 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 		if job.Spec.Tuning.Mode == dtnflowv1alpha1.TuningFixed {
 			why = "spec.tuning.mode is Fixed, so the path is not probed"
 		}
+		if r.waitForStripeSlot(p) {
+			return false, nil
+		}
 		if err := r.syncPods(ctx, p, r.probeLayout(p, true), nil); err != nil {
 			return false, err
 		}
@@ -240,6 +244,9 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 			r.learnFromProbe(ctx, p)
 		}
 		return planned, nil
+	}
+	if r.waitForStripeSlot(p) {
+		return false, nil
 	}
 	if err := r.syncPods(ctx, p, r.probeLayout(p, true), &want); err != nil {
 		return false, err
@@ -300,6 +307,50 @@ func (r *TransferJobReconciler) makePlan(p *pass, dataset *contract.Dataset) boo
 	return true
 }
 
+// stripeSlotRetry is how often a job waiting for a free stripe slot looks again (a
+// departing job's pods are not events of this job).
+const stripeSlotRetry = 5 * time.Second
+
+// waitForStripeSlot holds a job that has no stripe yet while one of its sides has no
+// usable node with a stripe slot free of other jobs (maxStripesPerNode): its first
+// stripe would only add pods the node cannot run, and pods that do run would hold CPU
+// and ports that jobs already planned there need — 200 jobs started at once on the
+// local cluster deadlocked so, each holding a probe stripe none could plan beyond. The
+// job waits holding no pods (Planned False, NoFreeStripeSlot) and looks again every
+// stripeSlotRetry; a job that holds a stripe keeps it (planNodes counts it as its own).
+func (r *TransferJobReconciler) waitForStripeSlot(p *pass) bool {
+	obs := p.obs
+	if len(obs.senders)+len(obs.receivers) > 0 {
+		return false
+	}
+	full := func(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView) string {
+		limit, usable := int(ep.Spec.MaxStripesPerNode), 0
+		for _, n := range nodes {
+			if !n.Usable() {
+				continue
+			}
+			usable++
+			if limit <= 0 || n.StripesOfOthers(p.job.UID) < limit {
+				return ""
+			}
+		}
+		if usable == 0 {
+			return "" // no usable node at all: the layout and planner say so
+		}
+		return fmt.Sprintf("every usable node of TransferEndpoint %s runs its maxStripesPerNode (%d) stripes of other jobs", ep.Name, limit)
+	}
+	why := full(obs.endpoints.Source, obs.endpoints.SourceNodes)
+	if why == "" && obs.endpoints.Destination.Spec.ExternalAddress == "" {
+		why = full(obs.endpoints.Destination, obs.endpoints.DestinationNodes)
+	}
+	if why == "" {
+		return false
+	}
+	p.condition(dtnflowv1alpha1.ConditionPlanned, metav1.ConditionFalse, ReasonNoFreeStripeSlot, why+"; waiting for one to free")
+	p.requeue(stripeSlotRetry)
+	return true
+}
+
 // planRequest gathers what the planner plans from.
 func (r *TransferJobReconciler) planRequest(p *pass, dataset *contract.Dataset) PlanRequest {
 	obs := p.obs
@@ -327,10 +378,16 @@ func planNodes(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, job *dtnf
 		if !n.Usable() {
 			continue
 		}
+		placed := n.StripesOfOthers(job.UID)
+		if own, limit := n.StripesByJob[job.UID], int(ep.Spec.MaxStripesPerNode); own > 0 && limit > 0 {
+			// the slots the job holds are its own, however many others crowd the node
+			// (a node over its limit by others' probe stripes must not strand it)
+			placed = min(placed, max(limit-own, 0))
+		}
 		pn := PlanNode{
 			Name:             n.Name,
 			NICBitsPerSecond: ep.Spec.NICBitsPerSecond,
-			PlacedStripes:    n.StripesOfOthers(job.UID),
+			PlacedStripes:    placed,
 			MaxStripes:       int(ep.Spec.MaxStripesPerNode),
 			// what other jobs' plans hold of the node (the sharing view)
 			OthersBitsPerSecond: n.OthersBitsPerSecond,

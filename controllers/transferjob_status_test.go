@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
@@ -295,5 +297,30 @@ func TestTruncateKeepsUTF8(t *testing.T) {
 		if len(got) > 512 || !utf8.ValidString(got) || (len(s) > 512 && !strings.HasSuffix(got, "...")) {
 			t.Errorf("truncate(%d bytes) = %d bytes, valid %v", len(s), len(got), utf8.ValidString(got))
 		}
+	}
+}
+
+// TestPlanNodesKeepTheJobsOwnSlots: a node crowded past maxStripesPerNode by other jobs'
+// stripes still offers a job the slots it holds there, so a job that runs cannot be
+// stranded without a plan; on a node it holds nothing of, others' stripes count whole.
+func TestPlanNodesKeepTheJobsOwnSlots(t *testing.T) {
+	ep := &dtnflowv1alpha1.TransferEndpoint{Spec: dtnflowv1alpha1.TransferEndpointSpec{NICBitsPerSecond: 10e9, MaxStripesPerNode: 4}}
+	job := &dtnflowv1alpha1.TransferJob{}
+	job.UID = "mine"
+	nodes := []nodeView{
+		{Name: "crowded", Ready: true, StripesByJob: map[types.UID]int{"mine": 1, "a": 40, "b": 59}},
+		{Name: "busy", Ready: true, StripesByJob: map[types.UID]int{"mine": 1, "a": 2}},
+		{Name: "full", Ready: true, StripesByJob: map[types.UID]int{"a": 6}},
+	}
+	got := map[string]int{}
+	for _, n := range planNodes(ep, nodes, job) {
+		got[n.Name] = n.PlacedStripes
+		if !n.Preferred && n.Name != "full" {
+			t.Errorf("%s: the job's own node is not preferred", n.Name)
+		}
+	}
+	want := map[string]int{"crowded": 3, "busy": 2, "full": 6}
+	if !maps.Equal(got, want) {
+		t.Errorf("placed stripes %v, want %v", got, want)
 	}
 }
