@@ -164,7 +164,7 @@ type TransferTuning struct {
 	// Default takes the rate the model finds for the job's share, with as many
 	// parallel TCP streams as pay; other TCP flows on the bottleneck then get less than
 	// one flow's fair share while it runs. Strict moves the job as one TCP stream (one
-	// stripe of one stream, with the buffer the probe settled on), so that every
+	// stripe of one stream, its buffer left to the kernel's autotuning), so that every
 	// competing flow keeps its fair share — at the cost of the rate one stream reaches.
 	// Absent means Default (no default is written, so that jobs stored before the
 	// field existed keep their tuning unchanged). status.sharing.fairness says which

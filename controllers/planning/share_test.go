@@ -111,7 +111,8 @@ func TestLearnTwiceAndCapacity(t *testing.T) {
 }
 
 // TestStrictFairness: a job in Strict fairness is planned as one TCP stream, whatever
-// its limits allow, with the buffer the probe settled on; the rescale policy adds none.
+// its limits allow, with the kernel's buffer autotuning (0), not the 1 MiB the probe
+// settled on; the rescale policy adds none.
 func TestStrictFairness(t *testing.T) {
 	d := ProbeDirective(ProbeInput{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto}, NICBitsPerSecond: 10e9, RTT: 2 * time.Millisecond})
 	in := Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto, Fairness: v1alpha1.FairnessStrict,
@@ -121,8 +122,13 @@ func TestStrictFairness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if Stripes(plan) != 1 || plan.StreamsPerStripe != 1 || plan.BufferBytes != 1<<20 {
-		t.Fatalf("Strict plan: %d stripes × %d streams, buffer %d; want one stream with the probe's 1 MiB", Stripes(plan), plan.StreamsPerStripe, plan.BufferBytes)
+	if Stripes(plan) != 1 || plan.StreamsPerStripe != 1 || plan.BufferBytes != 0 {
+		t.Fatalf("Strict plan: %d stripes × %d streams, buffer %d; want one stream, autotuned", Stripes(plan), plan.StreamsPerStripe, plan.BufferBytes)
+	}
+	def := in
+	def.Tuning.Fairness = v1alpha1.FairnessDefault
+	if def, err := Plan(def); err != nil || def.BufferBytes != 1<<20 {
+		t.Fatalf("Default plan: buffer %d (%v), want the probe's 1 MiB", def.BufferBytes, err)
 	}
 	var state *RescaleState
 	now := time.Unix(10_000, 0)
