@@ -105,6 +105,7 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 			{Name: secretVolume, MountPath: contract.SecretMountPath, ReadOnly: true},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          agentContainerSecurity(),
 	}
 	switch p.Role {
 	case contract.RoleCoordinator:
@@ -140,6 +141,7 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 			AutomountServiceAccountToken: ptr.To(p.Role == contract.RoleCoordinator),
 			EnableServiceLinks:           ptr.To(false),
 			Affinity:                     pinnedTo(p.Node),
+			SecurityContext:              agentPodSecurity(p.Endpoint),
 			Containers:                   []corev1.Container{container},
 			Volumes: []corev1.Volume{
 				{Name: dataVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
@@ -156,6 +158,43 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 		}
 	}
 	return pod
+}
+
+// agentPodSecurity runs an agent as its endpoint's storage owner, never as root, under
+// the runtime's default seccomp profile. The owner's group is also the pod's fsGroup,
+// so that the job's Secret (mode 0400, group-readable through fsGroup) and the
+// coordinator's token can be read by it; hostPath volumes are not touched by fsGroup.
+func agentPodSecurity(ep *dtnflowv1alpha1.TransferEndpoint) *corev1.PodSecurityContext {
+	owner := storageOwner(ep)
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:        ptr.To(true),
+		RunAsUser:           ptr.To(owner.User),
+		RunAsGroup:          ptr.To(owner.Group),
+		FSGroup:             ptr.To(owner.Group),
+		FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+		SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// agentContainerSecurity is the least an agent needs: no capability at all (its ports
+// are above 1023, and it only reads and writes files its user may), no way to gain
+// privileges, and a read-only root file system (it writes only under the storage
+// root).
+func agentContainerSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		Privileged:               ptr.To(false),
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+// storageOwner is who the endpoint's agents run as.
+func storageOwner(ep *dtnflowv1alpha1.TransferEndpoint) dtnflowv1alpha1.StorageOwner {
+	if ep != nil && ep.Spec.Storage.Owner != nil {
+		return *ep.Spec.Storage.Owner
+	}
+	return dtnflowv1alpha1.DefaultStorageOwner
 }
 
 // pinnedTo is a node affinity that admits exactly one node. Pinning through affinity

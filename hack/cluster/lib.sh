@@ -32,6 +32,10 @@ SITE_A_NIC_BPS=${DTN_SITE_A_NIC_BPS:-1000000000}
 SITE_B_NIC_BPS=${DTN_SITE_B_NIC_BPS:-800000000}
 SITE_A_CPU_MILLI=${DTN_SITE_A_CPU_MILLI:-1500}
 SITE_B_CPU_MILLI=${DTN_SITE_B_CPU_MILLI:-1000}
+# Who each site's agents run as (the endpoint's spec.storage.owner, user = group): the
+# storage root belongs to them and every file written there carries them.
+SITE_A_UID=${DTN_SITE_A_UID:-2001}
+SITE_B_UID=${DTN_SITE_B_UID:-3001}
 # The WAN between the site routers: bottleneck rate both ways, one-way delay, loss.
 # DTN_WAN=wanem runs test/wanem's emulator; DTN_WAN=veth joins the routers by a plain veth
 # with a tbf rate cap and no delay (for when the emulator cannot run).
@@ -55,6 +59,7 @@ export PATH=$KBIN:$PATH
 # site_index <site> → 1 or 2 (used in addresses).
 site_index() { case $1 in "$SITE_A") echo 1 ;; "$SITE_B") echo 2 ;; *) echo "unknown site $1" >&2; return 1 ;; esac; }
 site_nic_bps() { case $1 in "$SITE_A") echo "$SITE_A_NIC_BPS" ;; *) echo "$SITE_B_NIC_BPS" ;; esac; }
+site_uid() { case $1 in "$SITE_A") echo "$SITE_A_UID" ;; *) echo "$SITE_B_UID" ;; esac; }
 site_cpu_milli() { case $1 in "$SITE_A") echo "$SITE_A_CPU_MILLI" ;; *) echo "$SITE_B_CPU_MILLI" ;; esac; }
 site_nodes() { local i; for i in $(seq 1 "$NODES_PER_SITE"); do echo "$1-$i"; done; }
 all_nodes() { site_nodes "$SITE_A"; site_nodes "$SITE_B"; }

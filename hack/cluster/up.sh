@@ -275,7 +275,11 @@ fault ready
 # ---- storage, endpoints, state for the tests ------------------------------------------------
 # (a storage folder outside $B that did not exist is recorded, so down.sh removes it)
 [ -d "$STORAGE_DIR" ] || { mkdir -p "$STORAGE_DIR"; case $STORAGE_DIR in "$B"/*) ;; *) record dir "$STORAGE_DIR" ;; esac; }
-for site in "$SITE_A" "$SITE_B"; do mkdir -p "$(site_storage "$site")"; done
+# each root belongs to its site's agents' user (spec.storage.owner): they run as it
+for site in "$SITE_A" "$SITE_B"; do
+  mkdir -p "$(site_storage "$site")"
+  chown "$(site_uid "$site"):$(site_uid "$site")" "$(site_storage "$site")"
+done
 # data crosses the WAN: a node of one site reaches a node of the other through both routers
 a1=$(site_nodes "$SITE_A" | head -1); b1=$(site_nodes "$SITE_B" | head -1)
 in_netns "$(node_netns "$a1")" ping -c1 -W2 "$(node_ip "$b1")" >/dev/null || die "$a1 cannot reach $b1 across the WAN"
@@ -294,6 +298,7 @@ spec:
     dtnflow.io/site: $site
   storage:
     hostPath: $(site_storage "$site")
+    owner: {user: $(site_uid "$site"), group: $(site_uid "$site")}
   nicBitsPerSecond: $(site_nic_bps "$site")
   cpuBudgetPerNode: "$(site_cpu_milli "$site")m"
   maxStripesPerNode: 4
@@ -319,9 +324,9 @@ sites_json() {
   local site
   for site in "$SITE_A" "$SITE_B"; do
     jq -nc --arg name "$site" --arg storage "$(site_storage "$site")" --argjson nic "$(site_nic_bps "$site")" \
-      --argjson cpu "$(site_cpu_milli "$site")" --arg router "$(router_netns "$site")" --arg lan "$(site_lan "$site")" \
+      --argjson cpu "$(site_cpu_milli "$site")" --argjson uid "$(site_uid "$site")" --arg router "$(router_netns "$site")" --arg lan "$(site_lan "$site")" \
       --argjson nodes "$(nodes_json "$site")" \
-      '{name:$name, storage:$storage, nicBitsPerSecond:$nic, cpuMillicores:$cpu, routerNetns:$router, lan:$lan, nodes:$nodes}'
+      '{name:$name, storage:$storage, nicBitsPerSecond:$nic, cpuMillicores:$cpu, owner:{user:$uid, group:$uid}, routerNetns:$router, lan:$lan, nodes:$nodes}'
   done | jq -sc .
 }
 jq -n --arg dir "$B" --arg kubeconfig "$KUBECONFIG_ADMIN" --arg kubectl "$KBIN/kubectl" \

@@ -46,9 +46,14 @@ type Site struct {
 	Storage          string `json:"storage"`
 	NICBitsPerSecond int64  `json:"nicBitsPerSecond"`
 	CPUMillicores    int64  `json:"cpuMillicores"`
-	RouterNetns      string `json:"routerNetns"`
-	LAN              string `json:"lan"`
-	Nodes            []Node `json:"nodes"`
+	// Owner is who the site's agents run as (its endpoint's spec.storage.owner).
+	Owner struct {
+		User  int64 `json:"user"`
+		Group int64 `json:"group"`
+	} `json:"owner"`
+	RouterNetns string `json:"routerNetns"`
+	LAN         string `json:"lan"`
+	Nodes       []Node `json:"nodes"`
 }
 
 // WAN is the emulated link between the sites' routers.

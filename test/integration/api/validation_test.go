@@ -43,6 +43,9 @@ func boundCases(field string, prepare func(object), low int64, high *int64) []va
 
 func upTo(n int64) *int64 { return &n }
 
+// storageOwner gives an endpoint a valid storage owner, for the rows that break it.
+func storageOwner(o object) { set(o, "spec.storage.owner", object{"user": 3001, "group": 3001}) }
+
 // int32Overflow is the row of an int32 field without a maximum: a value past 2^31-1,
 // which a Go client could not even decode.
 func int32Overflow(field string, prepare func(object)) validationCase {
@@ -297,7 +300,11 @@ func transferEndpointCreateTable() validationTable {
 				{name: "hostPath with a NUL", mutate: func(o object) { set(o, "spec.storage.hostPath", "/srv/dtn\x00/etc") },
 					check: "rule", field: "spec.storage.hostPath", want: "spec.storage.hostPath must not contain a NUL character"},
 				required("spec.nicBitsPerSecond", nil),
+				required("spec.storage.owner.user", storageOwner),
+				required("spec.storage.owner.group", storageOwner),
 			},
+			boundCases("spec.storage.owner.user", storageOwner, 1, upTo(2147483647)),
+			boundCases("spec.storage.owner.group", storageOwner, 1, upTo(2147483647)),
 			boundCases("spec.nicBitsPerSecond", nil, 1, nil),
 			boundCases("spec.diskBitsPerSecond", nil, 1, nil),
 			[]validationCase{
