@@ -22,12 +22,18 @@ const (
 	// IndexJobEndpoint indexes TransferJobs by both endpoints they name: a change to an
 	// endpoint wakes the jobs that use it.
 	IndexJobEndpoint = "dtnflow.io/endpoint"
+	// IndexPodOwnerRemote indexes agent pods by the name of the RemoteTransfer that
+	// controls them (a peer site's job's side, run here).
+	IndexPodOwnerRemote = "dtnflow.io/owner-remote"
 )
 
 // SetupIndexes registers the field indexes. The manager calls it once, before the
 // controllers start.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodOwnerJob, podOwnerJob); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodOwnerRemote, podOwnerRemote); err != nil {
 		return err
 	}
 	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodNode, func(o client.Object) []string {
@@ -50,6 +56,14 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 func podOwnerJob(o client.Object) []string {
 	ref := metav1.GetControllerOf(o)
 	if ref == nil || ref.Kind != "TransferJob" || ref.APIVersion != dtnflowv1alpha1.GroupVersion.String() {
+		return nil
+	}
+	return []string{ref.Name}
+}
+
+func podOwnerRemote(o client.Object) []string {
+	ref := metav1.GetControllerOf(o)
+	if ref == nil || ref.Kind != remoteTransferKind || ref.APIVersion != dtnflowv1alpha1.GroupVersion.String() {
 		return nil
 	}
 	return []string{ref.Name}

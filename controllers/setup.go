@@ -43,6 +43,9 @@ type Config struct {
 	JobWorkers int
 	// Clock is the clock both reconcilers read (a fake one in tests); nil is the real one.
 	Clock clock.PassiveClock
+	// Namespace is the manager's own namespace, where RemoteSites' credential Secrets
+	// live; "" leaves jobs with a remote side refused.
+	Namespace string
 }
 
 // Setup registers the field indexes, both reconcilers and the metrics with a manager.
@@ -66,8 +69,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		Pods:           cfg.Pods,
 		ReportInterval: cfg.ReportInterval,
 	}
+	if cfg.Namespace != "" {
+		jobs.remotes = newRemoteClients(mgr.GetAPIReader(), mgr.GetScheme(), cfg.Namespace)
+	}
 	if err := jobs.SetupWithManager(mgr, cfg.JobWorkers); err != nil {
 		return fmt.Errorf("setting up the TransferJob controller: %w", err)
+	}
+	remote := &RemoteTransferReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("dtnflow-remotetransfer"), Clock: clk, Pods: cfg.Pods}
+	if err := remote.SetupWithManager(mgr, jobs.ports); err != nil {
+		return fmt.Errorf("setting up the RemoteTransfer controller: %w", err)
+	}
+	if err := (&TransferPeerReconciler{Client: mgr.GetClient(), Clock: clk}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the TransferPeer controller: %w", err)
+	}
+	if jobs.remotes != nil {
+		if err := (&RemoteSiteReconciler{Client: mgr.GetClient(), Clock: clk}).SetupWithManager(mgr, jobs.remotes); err != nil {
+			return fmt.Errorf("setting up the RemoteSite controller: %w", err)
+		}
 	}
 	endpoints := &TransferEndpointReconciler{Client: mgr.GetClient(), Clock: clk}
 	if err := endpoints.SetupWithManager(mgr); err != nil {

@@ -37,8 +37,10 @@ type TransferJobReconciler struct {
 	// for the agents at most PauseReports of them before their pods are stopped.
 	ReportInterval time.Duration
 
-	exp     *expectations
-	ports   *portAllocator
+	exp   *expectations
+	ports *portAllocator
+	// remotes reaches peer sites (jobs with spec.source.site or spec.destination.site).
+	remotes *remoteClients
 	rescale rescaleMemory
 	// authReady holds the UIDs of jobs whose secret and coordinator RBAC were created.
 	authReady sync.Map

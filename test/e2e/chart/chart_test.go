@@ -375,8 +375,8 @@ func TestServerSideDryRun(t *testing.T) {
 					crds++
 				}
 			}
-			if crds != 3 {
-				t.Errorf("the chart installs %d CRDs, want 3 (TransferJob, TransferEndpoint, PathProfile)", crds)
+			if crds != 6 {
+				t.Errorf("the chart installs %d CRDs, want 6 (TransferJob, TransferEndpoint, PathProfile, TransferPeer, RemoteSite, RemoteTransfer)", crds)
 			}
 		})
 	}

@@ -94,8 +94,8 @@ func TestReapplyIsNoOp(t *testing.T) {
 // decimal strings.
 func TestCRDsHaveNoFloats(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(samplesDir(), "..", "crd", "bases", "*.yaml"))
-	if len(files) != 3 {
-		t.Fatalf("want 3 CRDs, found %d", len(files))
+	if len(files) != 6 {
+		t.Fatalf("want 6 CRDs, found %d", len(files))
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)

@@ -105,6 +105,11 @@ func relativePathCases(what string, put func(o object, path string), field strin
 	}
 }
 
+// siteCases are the rows of a RemoteSite's name on one side of a job.
+func siteCases(field string) []validationCase {
+	return endpointNameCases(field)[1:] // optional: no "required" row
+}
+
 // metadataNameCases are the rows of the object's own name, which the API server checks
 // for every kind (a DNS subdomain of at most 253 characters).
 func metadataNameCases() []validationCase {
@@ -134,6 +139,14 @@ func transferJobCreateTable() validationTable {
 		op:   opCreate,
 		base: func() object { return validJob(validationNamespace, "job") },
 		refused: concat(
+			siteCases("spec.source.site"),
+			siteCases("spec.destination.site"),
+			[]validationCase{
+				{name: "both sides at remote sites", mutate: func(o object) {
+					set(o, "spec.source.site", "site-c")
+					set(o, "spec.destination.site", "site-d")
+				}, check: "rule", field: "spec.destination.site", want: "spec.destination.site: only one side of a job may be at a remote site"},
+			},
 			metadataNameCases(),
 			[]validationCase{
 				required("spec", nil),
@@ -440,5 +453,7 @@ func allTables() []validationTable {
 		transferJobCreateTable(), transferJobUpdateTable(), transferJobStatusTable(),
 		transferEndpointCreateTable(), transferEndpointStatusTable(),
 		pathProfileCreateTable(), pathProfileUpdateTable(), pathProfileStatusTable(),
+		transferPeerCreateTable(), transferPeerStatusTable(), remoteSiteCreateTable(), remoteSiteStatusTable(),
+		remoteTransferCreateTable(), remoteTransferUpdateTable(), remoteTransferStatusTable(),
 	}
 }
