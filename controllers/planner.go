@@ -111,7 +111,7 @@ func (planningPlanner) Plan(in PlanRequest) (dtnflowv1alpha1.TransferPlan, error
 	}
 	return planning.Plan(planning.Input{Tuning: in.Job.Spec.Tuning, Samples: in.Samples, Profile: profile,
 		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, ExternalDestination: in.ExternalDestination,
-		Dataset: in.Dataset, RTT: in.RTT})
+		Dataset: in.Dataset, RTT: in.RTT, Encrypted: jobOptions(in.Job).InFlight == string(dtnflowv1alpha1.InFlightEncrypted)})
 }
 
 func (planningPlanner) TransferDirective(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.TransferPlan) contract.Directive {

@@ -33,6 +33,19 @@ type CPUModel struct {
 // while one that is too large only reserves idle CPU.
 var DefaultCPUModel = CPUModel{InterceptMillicores: 100, MillicoresPerGbps: 250}
 
+// EncryptionMillicoresPerGbps is what encrypting data in flight (AES-256-CTR at the
+// sender, the same at the receiver, besides the AES-GMAC tag every mode pays) adds per
+// side: bench-peers measured 0.27–0.36 CPU seconds per GB more for a whole transfer,
+// both sides together, on this loaded 2-core machine (docs/benchmarks.md), that is up
+// to 0.18 s per GB per side, 22.5 millicores per Gbit/s; doubled, as DefaultCPUModel is
+// conservative. A job that encrypts and probes fits its CPU models on its own data,
+// encrypted (Liu et al.'s regression with encryption on); this is only the prior.
+const EncryptionMillicoresPerGbps = 45
+
+// EncryptedCPUModel is DefaultCPUModel for a job that encrypts its data in flight.
+var EncryptedCPUModel = CPUModel{InterceptMillicores: DefaultCPUModel.InterceptMillicores,
+	MillicoresPerGbps: DefaultCPUModel.MillicoresPerGbps + EncryptionMillicoresPerGbps}
+
 // sanitized replaces parts that are not finite and non-negative by 0, so that a
 // corrupt stored model cannot turn a plan's numbers into NaN.
 func (m CPUModel) sanitized() CPUModel {

@@ -34,6 +34,17 @@ type Input struct {
 	Dataset *contract.Dataset
 	// RTT is the path's round-trip time when known (a stripe report's RTTMicros).
 	RTT time.Duration
+	// Encrypted says the job encrypts its data in flight: a side without a fitted or
+	// stored CPU model gets optimizer.EncryptedCPUModel.
+	Encrypted bool
+}
+
+// defaultCPU is the CPU model of a side the samples and the profile say nothing of.
+func (in Input) defaultCPU() optimizer.CPUModel {
+	if in.Encrypted {
+		return optimizer.EncryptedCPUModel
+	}
+	return optimizer.DefaultCPUModel
 }
 
 // Plan returns the job's plan, every field of v1alpha1.TransferPlan filled:
@@ -147,7 +158,7 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	src, dst := in.nodes()
 	p, err := optimizer.MakePlan(optimizer.PlanInput{Samples: samples, Prober: sampledProber(samples, limits), Warm: warm,
 		SourceNodes: src, DestinationNodes: dst, Limits: limits, Dataset: Histogram(in.Dataset), RTT: in.RTT,
-		StripeRates: in.stripeRates()})
+		StripeRates: in.stripeRates(), DefaultCPU: new(in.defaultCPU())})
 	if err != nil {
 		return v1alpha1.TransferPlan{}, err
 	}
@@ -192,8 +203,8 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 	} else if warm.Fit != nil && warm.BufferBytes == f.BufferBytes {
 		curve = *warm.Fit
 	}
-	srcCPU := cpuModel(samples, optimizer.Source, warm.SourceCPU)
-	dstCPU := cpuModel(samples, optimizer.Destination, warm.DestinationCPU)
+	srcCPU := cpuModel(samples, optimizer.Source, warm.SourceCPU, in.defaultCPU())
+	dstCPU := cpuModel(samples, optimizer.Destination, warm.DestinationCPU, in.defaultCPU())
 	flow, err := optimizer.EvaluateShape(optimizer.FlowInput{Curve: curve, SourceCPU: srcCPU, DestinationCPU: dstCPU,
 		SourceNodes: src, DestinationNodes: dst, Limits: limits}, int(f.Nodes), int(f.StripesPerNode), int(f.StreamsPerStripe))
 	if err != nil {
@@ -212,14 +223,14 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 }
 
 // cpuModel is the fitted model of a side, else the stored one, else the default.
-func cpuModel(samples []optimizer.Sample, side optimizer.CPUSide, warm *optimizer.CPUModel) optimizer.CPUModel {
+func cpuModel(samples []optimizer.Sample, side optimizer.CPUSide, warm *optimizer.CPUModel, def optimizer.CPUModel) optimizer.CPUModel {
 	if m, err := optimizer.FitCPUModel(samples, side); err == nil {
 		return m
 	}
 	if warm != nil {
 		return *warm
 	}
-	return optimizer.DefaultCPUModel
+	return def
 }
 
 // transferPlan fills the fields every mode shares.

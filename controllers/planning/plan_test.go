@@ -367,3 +367,31 @@ func TestStripeRates(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanEncryptedPrior checks that a job that encrypts, with nothing measured yet,
+// asks for CPU by the encrypted default (encryption's cost per Gbit/s added at both
+// sides), in Fixed and Auto mode alike, and that a fit from samples still wins.
+func TestPlanEncryptedPrior(t *testing.T) {
+	fixed := &v1alpha1.FixedTuning{Nodes: 1, StripesPerNode: 1, StreamsPerStripe: 4, Concurrency: 2, Pipelining: 4}
+	in := Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningFixed, Fixed: fixed},
+		SourceNodes: tenGigNodes("s", 1), DestinationNodes: tenGigNodes("d", 1), Dataset: dataset(t)}
+	clear, err := Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Encrypted = true
+	enc, err := Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(250 + optimizer.EncryptionMillicoresPerGbps)
+	for _, m := range []*v1alpha1.CPUModel{enc.SourceCPU, enc.DestinationCPU} {
+		if m == nil || m.MillicoresPerGbps != want || m.Samples != 0 {
+			t.Errorf("encrypted prior %+v, want %d millicores per Gbit/s", m, want)
+		}
+	}
+	if enc.SourceCPUMillicores <= clear.SourceCPUMillicores || enc.DestinationCPUMillicores <= clear.DestinationCPUMillicores {
+		t.Errorf("encrypted agents ask %d/%d millicores, clear ones %d/%d: encryption must cost CPU",
+			enc.SourceCPUMillicores, enc.DestinationCPUMillicores, clear.SourceCPUMillicores, clear.DestinationCPUMillicores)
+	}
+}
