@@ -48,10 +48,18 @@ type Dtnflow struct {
 	// Verify keeps the agent's end-to-end digest (read back at the destination);
 	// false compares like for like with globus-url-copy, which checks nothing.
 	Verify bool
+	// Encrypt sends with --in-flight Encrypted (the default between sites); its rows
+	// are named with "+enc".
+	Encrypt bool
 }
 
 // Name is the row label.
-func (d Dtnflow) Name() string { return string(d.Mode) }
+func (d Dtnflow) Name() string {
+	if d.Encrypt {
+		return string(d.Mode) + "+enc"
+	}
+	return string(d.Mode)
+}
 
 const dtnflowPort = 7300
 
@@ -99,6 +107,9 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 		res := Result{Tool: d.Name(), Bytes: ds.Total, Files: ds.Count(), Started: time.Now()}
 		args := append([]string{"send", "--to", listen, "--root", filepath.Dir(ds.Root), "--secret-file", key,
 			"--job", job, "--dest-path", job, "--verify=" + strconv.FormatBool(d.Verify)}, extra...)
+		if d.Encrypt {
+			args = append(args, "--in-flight", "Encrypted")
+		}
 		args = append(args, filepath.Base(ds.Root))
 		before := env.Topo.Link.Stats().AtoB
 		r0 := recv.cpu()
