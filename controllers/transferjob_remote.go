@@ -257,9 +257,13 @@ func (r *TransferJobReconciler) ensureRemoteAuth(ctx context.Context, p *pass) e
 		return err
 	}
 	remote := secret.DeepCopy()
+	owner := *metav1.NewControllerRef(rs.rt, dtnflowv1alpha1.GroupVersion.WithKind(remoteTransferKind))
+	// the peer's credential may not update its RemoteTransfers' finalizers, which
+	// blockOwnerDeletion asks for where OwnerReferencesPermissionEnforcement is on
+	owner.BlockOwnerDeletion = ptr.To(false)
 	remote.ObjectMeta = metav1.ObjectMeta{Name: SecretName(rs.rt.Name) + "-" + suffix, Namespace: rs.namespace,
 		Labels:          map[string]string{contract.LabelManagedBy: contract.ManagedByValue},
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs.rt, dtnflowv1alpha1.GroupVersion.WithKind(remoteTransferKind))}}
+		OwnerReferences: []metav1.OwnerReference{owner}}
 	if err := rs.client.Create(ctx, remote); err != nil {
 		return fmt.Errorf("creating the job's secret at site %s: %w", rs.siteName, err)
 	}
