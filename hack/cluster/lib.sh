@@ -51,6 +51,16 @@ HOST_IP=10.77.0.1
 API_IP=10.77.0.2
 API_PORT=6443
 CP_NETNS=dtn-cp
+# DTN_CLUSTERS=2: two clusters, one per site (the site pair of docs/site-pairing.md).
+# Site A keeps the control plane above; site B gets its own, with its own PKI, in netns
+# dtn-cp-b: on the management network at API_IP_B (for site B's kubelets, its manager,
+# its coordinators and the host's kubectl) and on site B's LAN at API_WAN_IP_B, which is
+# where site A reaches it — through site A's router, the WAN and site B's router only.
+CLUSTERS=${DTN_CLUSTERS:-1}
+API_IP_B=10.77.0.3
+API_WAN_IP_B=10.78.2.2
+CP_NETNS_B=dtn-cp-b
+KUBECONFIG_ADMIN_B=$B/kubeconfigs-b/admin.kubeconfig
 SERVICE_CIDR=10.76.0.0/24
 MTU=9000
 
@@ -135,3 +145,13 @@ lock_cluster() {
 }
 
 kc() { "$KBIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
+kcb() { "$KBIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN_B" "$@"; }
+# cp_netns_of <node>: the network namespace of the control plane the node belongs to.
+cp_netns_of() {
+  if [ "$CLUSTERS" = 2 ] && [ "$(node_site "$1")" = "$SITE_B" ]; then echo "$CP_NETNS_B"; else echo "$CP_NETNS"; fi
+}
+# node_kc <node>: kubectl on the cluster the node belongs to.
+node_kc() {
+  local n=$1; shift
+  if [ "$CLUSTERS" = 2 ] && [ "$(node_site "$n")" = "$SITE_B" ]; then kcb "$@"; else kc "$@"; fi
+}
