@@ -41,16 +41,17 @@ vet: ## go vet every package.
 	go vet ./...
 
 .PHONY: build
-build: ## Build the manager and the agent into ./bin.
+build: ## Build the manager, the agent and the kubectl plugin (kubectl-dtnflow) into ./bin.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager .
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/dtnflow-agent ./agent/cmd/dtnflow-agent
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-dtnflow ./cmd/kubectl-dtnflow
 
 .PHONY: verify
 verify: manifests generate chart-sync ## Fail when generated files, formatting or go.mod are stale.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go mod tidy
-	@git diff --exit-code -- config api go.mod go.sum charts/dtnflow/crds charts/dtnflow/files || { echo "generated files or go.mod are stale: run 'make manifests generate' and 'go mod tidy', then commit"; exit 1; }
-	@untracked=$$(git ls-files --others --exclude-standard -- config api charts/dtnflow/crds charts/dtnflow/files); \
+	@git diff --exit-code -- config api go.mod go.sum charts/dtnflow/files || { echo "generated files or go.mod are stale: run 'make manifests generate' and 'go mod tidy', then commit"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- config api charts/dtnflow/files); \
 	  test -z "$$untracked" || { echo "generated files not committed: $$untracked"; exit 1; }
 
 ##@ Tests
@@ -90,9 +91,9 @@ images: ## Build the manager, agent and pause images as OCI archives in .cache/i
 	hack/images/build.sh
 
 .PHONY: chart-sync
-chart-sync: ## Copy the generated CRDs and the manager's RBAC rules into charts/dtnflow.
-	@mkdir -p charts/dtnflow/crds charts/dtnflow/files
-	@rm -f charts/dtnflow/crds/*.yaml; cp config/crd/bases/*.yaml charts/dtnflow/crds/
+chart-sync: ## Copy the generated CRDs (rendered by templates/crds.yaml) and the manager's RBAC rules into charts/dtnflow/files.
+	@mkdir -p charts/dtnflow/files/crds
+	@rm -f charts/dtnflow/files/crds/*.yaml; cp config/crd/bases/*.yaml charts/dtnflow/files/crds/
 	@if [ -f config/rbac/role.yaml ]; then cp config/rbac/role.yaml charts/dtnflow/files/manager-role.yaml; fi
 
 .PHONY: helm
@@ -146,6 +147,15 @@ bench-cluster: deps kube-cluster-assets images chart-sync $(HELM) ## bench-wan's
 	# (same namespace names) while this one is still being taken down.
 	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
 	  bash -c '$(BIN)/bench-cluster -json $(CACHE)/bench-cluster.jsonl $(BENCH_CLUSTER_FLAGS); rc=$$?; hack/cluster/down.sh >/dev/null || rc=1; exit $$rc'
+
+BENCH_SHARING_FLAGS ?= -rate 1G -rtt 50ms -jobs 3 -size 1GiB
+
+.PHONY: bench-sharing
+bench-sharing: deps kube-cluster-assets images chart-sync $(HELM) ## Jobs sharing one path through the operator on the local cluster: shares against weights, Jain's index, re-plan latency (BENCH_SHARING_FLAGS; JSON lines in .cache/).
+	@mkdir -p $(BIN) $(CACHE)
+	go build -o $(BIN)/bench-sharing ./test/e2e/cmd/bench-sharing
+	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
+	  bash -c '$(BIN)/bench-sharing -json $(CACHE)/bench-sharing.jsonl $(BENCH_SHARING_FLAGS); rc=$$?; hack/cluster/down.sh >/dev/null || rc=1; exit $$rc'
 
 ##@ Benchmarks
 

@@ -45,12 +45,27 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		return err
 	}
 	return indexer.IndexField(ctx, &dtnflowv1alpha1.TransferJob{}, IndexJobEndpoint, func(o client.Object) []string {
-		job := o.(*dtnflowv1alpha1.TransferJob)
-		if job.Spec.Source.Endpoint == job.Spec.Destination.Endpoint {
-			return []string{job.Spec.Source.Endpoint}
+		src, dst := jobEndpointKeys(o.(*dtnflowv1alpha1.TransferJob))
+		if src == dst {
+			return []string{src}
 		}
-		return []string{job.Spec.Source.Endpoint, job.Spec.Destination.Endpoint}
+		return []string{src, dst}
 	})
+}
+
+// jobEndpointKeys are the keys of a job's endpoints in IndexJobEndpoint and in the
+// sharing view: a local endpoint's name, or "site/name" for a peer site's endpoint
+// (a '/' is in no object name, so a peer's endpoint never shares with a local one of
+// the same name).
+func jobEndpointKeys(job *dtnflowv1alpha1.TransferJob) (src, dst string) {
+	return endpointKey(job.Spec.Source.Site, job.Spec.Source.Endpoint), endpointKey(job.Spec.Destination.Site, job.Spec.Destination.Endpoint)
+}
+
+func endpointKey(site, name string) string {
+	if site == "" {
+		return name
+	}
+	return site + "/" + name
 }
 
 func podOwnerJob(o client.Object) []string {

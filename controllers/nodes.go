@@ -35,6 +35,10 @@ type nodeView struct {
 	nicBitsPerSecond    int64
 	cpuBudgetMillicores int64
 	maxStripes          int32
+	// OthersBitsPerSecond and OthersMillicores are what other jobs' plans hold of the
+	// node: their planned rate through it and their agents' planned CPU (set by the
+	// pass's sharing view; the planner takes them off the node's budgets).
+	OthersBitsPerSecond, OthersMillicores int64
 }
 
 // Usable says whether new agent pods may go to the node.

@@ -71,6 +71,8 @@ type PlanRequest struct {
 	// RTT is the path's round-trip time as the stripes measure it; 0 when unknown.
 	RTT time.Duration
 	Now time.Time
+	// ShareBitsPerSecond is the job's share when it is held to it; 0 when not.
+	ShareBitsPerSecond int64
 }
 
 // RescaleRequest is one round of the rescale policy.
@@ -81,6 +83,8 @@ type RescaleRequest struct {
 	SourceNodes, DestinationNodes []PlanNode
 	ExternalDestination           bool
 	Now                           time.Time
+	// ShareBitsPerSecond is the job's share when it is held to it; 0 when not.
+	ShareBitsPerSecond int64
 }
 
 // RescaleDecision is the policy's answer: a new plan (nil to hold) and why.
@@ -111,7 +115,8 @@ func (planningPlanner) Plan(in PlanRequest) (dtnflowv1alpha1.TransferPlan, error
 	}
 	return planning.Plan(planning.Input{Tuning: in.Job.Spec.Tuning, Samples: in.Samples, Profile: profile,
 		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, ExternalDestination: in.ExternalDestination,
-		Dataset: in.Dataset, RTT: in.RTT, Encrypted: jobOptions(in.Job).InFlight == string(dtnflowv1alpha1.InFlightEncrypted)})
+		Dataset: in.Dataset, RTT: in.RTT, ShareBitsPerSecond: in.ShareBitsPerSecond,
+		Encrypted: jobOptions(in.Job).InFlight == string(dtnflowv1alpha1.InFlightEncrypted)})
 }
 
 func (planningPlanner) TransferDirective(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.TransferPlan) contract.Directive {
@@ -121,7 +126,8 @@ func (planningPlanner) TransferDirective(job *dtnflowv1alpha1.TransferJob, plan 
 func (planningPlanner) Rescale(state any, in RescaleRequest) (RescaleDecision, any) {
 	st, _ := state.(*planning.RescaleState)
 	d, next := planning.Rescale(st, planning.RescaleInput{Tuning: in.Job.Spec.Tuning, Plan: *in.Plan, Report: *in.Report,
-		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, ExternalDestination: in.ExternalDestination, Now: in.Now})
+		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, ExternalDestination: in.ExternalDestination, Now: in.Now,
+		ShareBitsPerSecond: in.ShareBitsPerSecond})
 	return RescaleDecision{Plan: d.Plan, Reason: d.Reason, Message: d.Message}, next
 }
 

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -105,7 +106,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 // SetupWithManager registers the TransferJob reconciler. It wakes on changes to a job's
 // spec, on every event of its pods (a report is an annotation change of the
 // coordinator pod), on spec changes of the endpoints it names, on nodes that change
-// readiness, and on namespaces whose labels change (endpoints select namespaces).
+// readiness, on namespaces whose labels change (endpoints select namespaces), and — for
+// what jobs share — on the jobs of its endpoints arriving, leaving or changing state,
+// plan or share, on its path's PathProfile, and on the priority classes jobs name.
 func (r *TransferJobReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.setDefaults()
 	if workers <= 0 {
@@ -119,6 +122,9 @@ func (r *TransferJobReconciler) SetupWithManager(mgr ctrl.Manager, workers int) 
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsForNode), builder.WithPredicates(nodeChanged())).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.jobsInNamespace), builder.WithPredicates(labelsChanged())).
+		Watches(&dtnflowv1alpha1.TransferJob{}, handler.EnqueueRequestsFromMapFunc(r.jobsSharingWith), builder.WithPredicates(sharingChanged())).
+		Watches(&dtnflowv1alpha1.PathProfile{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnPath)).
+		Watches(&dtnflowv1alpha1.TransferPriorityClass{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfClass)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -190,4 +196,84 @@ func labelsChanged() predicate.Predicate {
 			return !equality.Semantic.DeepEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
 		},
 	}
+}
+
+// jobsSharingWith maps a job to the other jobs of its endpoints: they share with it.
+func (r *TransferJobReconciler) jobsSharingWith(ctx context.Context, o client.Object) []reconcile.Request {
+	job := o.(*dtnflowv1alpha1.TransferJob)
+	var reqs []reconcile.Request
+	seen := map[types.NamespacedName]bool{{Namespace: job.Namespace, Name: job.Name}: true}
+	src, dst := jobEndpointKeys(job)
+	for _, ep := range []string{src, dst} {
+		var jobs dtnflowv1alpha1.TransferJobList
+		if err := r.Client.List(ctx, &jobs, client.MatchingFields{IndexJobEndpoint: ep}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing the jobs of an endpoint")
+			return nil
+		}
+		for _, req := range requestsFor(jobs.Items) {
+			if !seen[req.NamespacedName] {
+				seen[req.NamespacedName] = true
+				reqs = append(reqs, req)
+			}
+		}
+	}
+	return reqs
+}
+
+// jobsOnPath maps a PathProfile to the jobs of its path.
+func (r *TransferJobReconciler) jobsOnPath(ctx context.Context, o client.Object) []reconcile.Request {
+	pp := o.(*dtnflowv1alpha1.PathProfile)
+	var jobs dtnflowv1alpha1.TransferJobList
+	if err := r.Client.List(ctx, &jobs, client.MatchingFields{IndexJobEndpoint: pp.Spec.SourceEndpoint}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the jobs of a path")
+		return nil
+	}
+	var onPath []dtnflowv1alpha1.TransferJob
+	for _, j := range jobs.Items {
+		if PathProfileNameFor(&j) == pp.Name {
+			onPath = append(onPath, j)
+		}
+	}
+	return requestsFor(onPath)
+}
+
+// jobsOfClass maps a TransferPriorityClass to the jobs that name it.
+func (r *TransferJobReconciler) jobsOfClass(ctx context.Context, o client.Object) []reconcile.Request {
+	var jobs dtnflowv1alpha1.TransferJobList
+	if err := r.Client.List(ctx, &jobs); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the jobs of a priority class")
+		return nil
+	}
+	var named []dtnflowv1alpha1.TransferJob
+	for _, j := range jobs.Items {
+		if j.Spec.PriorityClassName == o.GetName() {
+			named = append(named, j)
+		}
+	}
+	return requestsFor(named)
+}
+
+// sharingChanged passes the job events that change what the job's peers share:
+// arrivals and departures, and updates of its suspension, priority class, state,
+// admission, or of the plan's nodes, stripes, rate, share or path capacity.
+func sharingChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return sharingSignature(e.ObjectOld.(*dtnflowv1alpha1.TransferJob)) != sharingSignature(e.ObjectNew.(*dtnflowv1alpha1.TransferJob))
+		},
+	}
+}
+
+func sharingSignature(j *dtnflowv1alpha1.TransferJob) string {
+	s := fmt.Sprintf("%v/%s/%s", j.Spec.Suspend, j.Spec.PriorityClassName, j.Status.State)
+	if c := meta.FindStatusCondition(j.Status.Conditions, dtnflowv1alpha1.ConditionProbing); c != nil {
+		s += "/" + string(c.Status) + c.Reason
+	}
+	if c := meta.FindStatusCondition(j.Status.Conditions, dtnflowv1alpha1.ConditionQueued); c != nil {
+		s += "/" + string(c.Status)
+	}
+	if p := j.Status.Plan; p != nil {
+		s += fmt.Sprintf("/%s/%d/%d/%d/%s", p.Hash, p.PredictedBitsPerSecond, p.ShareBitsPerSecond, p.PathBitsPerSecond, p.BindingResource)
+	}
+	return s
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -42,6 +43,9 @@ type TransferJobReconciler struct {
 	// remotes reaches peer sites (jobs with spec.source.site or spec.destination.site).
 	remotes *remoteClients
 	rescale rescaleMemory
+	// sharing serializes passes and remembers what they decided for the jobs that
+	// share paths and endpoints (sharing.go).
+	sharing *sharingLedger
 	// authReady holds the UIDs of jobs whose secret and coordinator RBAC were created.
 	authReady sync.Map
 }
@@ -50,6 +54,7 @@ type TransferJobReconciler struct {
 func (r *TransferJobReconciler) forget(uid types.UID) {
 	r.exp.Forget(uid)
 	r.rescale.forget(uid)
+	r.sharing.forget(uid)
 	r.authReady.Delete(uid)
 }
 
@@ -72,11 +77,13 @@ func (r *TransferJobReconciler) setDefaults() {
 	r.exp = newExpectations(r.Clock)
 	r.ports = newPortAllocator(r.Clock)
 	r.rescale = rescaleMemory{states: map[types.UID]any{}}
+	r.sharing = newSharingLedger()
 }
 
 // +kubebuilder:rbac:groups=dtnflow.io,resources=transferjobs,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=dtnflow.io,resources=transferjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=dtnflow.io,resources=transferendpoints,verbs=get;list;watch
+// +kubebuilder:rbac:groups=dtnflow.io,resources=transferpriorityclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=dtnflow.io,resources=pathprofiles,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=dtnflow.io,resources=pathprofiles/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
@@ -105,13 +112,22 @@ func (r *TransferJobReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// The controller's logger already carries the job (as "TransferJob", klog.KObj).
 	log := ctrl.LoggerFrom(ctx)
 
+	// One pass at a time decides what jobs share, through to its status write.
+	r.sharing.pass.Lock()
 	p := newPass(&job, r.Clock.Now())
 	err := r.reconcile(ctx, p)
 	if err == nil {
 		p.st.ObservedGeneration = job.Generation
 	}
+	r.runTriggers(p)
 	p.st.State = stateOf(p.st.Conditions)
-	if werr := r.writeStatus(ctx, &job, p.st); werr != nil {
+	setSummaryConditions(p.st, job.Generation, p.now)
+	recordRate(job.Status.Progress, p.st)
+	p.ended, p.endedAfter, p.endResult = finishedNow(&job.Status, p.st) // before the write replaces job.Status
+	r.sharing.record(job.UID, p.st)
+	werr := r.writeStatus(ctx, &job, p.st)
+	r.sharing.pass.Unlock()
+	if werr != nil {
 		return ctrl.Result{}, errors.Join(err, werr)
 	}
 	r.recordEvents(&job, p)
@@ -160,6 +176,7 @@ func (r *TransferJobReconciler) recordMetrics(job *dtnflowv1alpha1.TransferJob, 
 	src, dst := job.Spec.Source.Endpoint, job.Spec.Destination.Endpoint
 	if p.bytesMoved > 0 {
 		metrics.BytesMoved.WithLabelValues(src, dst).Add(float64(p.bytesMoved))
+		metrics.JobBytes.WithLabelValues(job.Namespace, job.Name).Add(float64(p.bytesMoved))
 	}
 	for _, reason := range p.replanReasons {
 		metrics.Replans.WithLabelValues(reason).Inc()
@@ -167,17 +184,46 @@ func (r *TransferJobReconciler) recordMetrics(job *dtnflowv1alpha1.TransferJob, 
 	for _, role := range p.failedRoles {
 		metrics.AgentFailures.WithLabelValues(role).Inc()
 	}
+	for _, trigger := range p.runsStarted {
+		metrics.RunsStarted.WithLabelValues(trigger).Inc()
+	}
+	if p.missedRuns > 0 {
+		metrics.MissedRuns.Add(float64(p.missedRuns))
+	}
+	if p.ended {
+		metrics.JobDuration.WithLabelValues(p.endResult).Observe(p.endedAfter.Seconds())
+	}
 	if finished(p.st) {
-		metrics.ForgetJob(job.Namespace, job.Name)
+		metrics.FinishJob(job.Namespace, job.Name)
 		return
 	}
 	if prog, plan := p.st.Progress, p.st.Plan; prog != nil && plan != nil && p.st.State == dtnflowv1alpha1.StateTransferring {
-		metrics.JobRate.WithLabelValues(job.Namespace, job.Name).Set(float64(prog.CurrentBitsPerSecond))
-		metrics.JobPredictedRate.WithLabelValues(job.Namespace, job.Name).Set(float64(plan.PredictedBitsPerSecond))
+		metrics.JobPredictedRate.WithLabelValues(job.Namespace, job.Name).Set(float64(plan.PredictedBitsPerSecond) / 8)
 		if p.newReport && plan.PredictedBitsPerSecond > 0 && prog.CurrentBitsPerSecond > 0 {
 			metrics.PredictionRatio.Observe(float64(prog.CurrentBitsPerSecond) / float64(plan.PredictedBitsPerSecond))
 		}
 	}
+}
+
+// finishedNow says whether the pass ended the job (or the run of a recurring job, whose
+// record it added), how long it took and with what result.
+func finishedNow(before, after *dtnflowv1alpha1.TransferJobStatus) (bool, time.Duration, string) {
+	if after.Run > 0 { // a recurring job: the record of a run says when it ended
+		n, m := len(after.Runs), len(before.Runs)
+		if n == 0 || (m > 0 && after.Runs[n-1].Number == before.Runs[m-1].Number) {
+			return false, 0, ""
+		}
+		r := after.Runs[n-1]
+		return true, r.CompletionTime.Sub(r.StartTime.Time), string(r.Result)
+	}
+	if !finished(after) || finished(before) || keptAfterFinish(after) || after.StartTime == nil || after.CompletionTime == nil {
+		return false, 0, ""
+	}
+	result := string(dtnflowv1alpha1.RunComplete)
+	if meta.IsStatusConditionTrue(after.Conditions, dtnflowv1alpha1.ConditionFailed) {
+		result = string(dtnflowv1alpha1.RunFailed)
+	}
+	return true, after.CompletionTime.Sub(after.StartTime.Time), result
 }
 
 // pass is one reconciliation of one job: what it read, the status it is building and
@@ -190,13 +236,24 @@ type pass struct {
 	// times): the timings are measured with it.
 	at  time.Time
 	obs *observed
+	// share is the job's place among the jobs it shares paths and endpoints with, once
+	// the pass has admitted it.
+	share *shareView
 
 	events        []jobEvent
 	replanReasons []string
 	failedRoles   []string
 	bytesMoved    int64
 	newReport     bool
+	runsStarted   []string // triggers of runs started (recurring jobs)
+	missedRuns    int64    // scheduled runs skipped
 	requeueAfter  time.Duration
+
+	// ended says the pass ended the job (or a run of a recurring one), after how long
+	// and with what result.
+	ended      bool
+	endedAfter time.Duration
+	endResult  string
 }
 
 type jobEvent struct{ Type, Reason, Action, Note string }

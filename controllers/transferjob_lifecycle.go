@@ -74,6 +74,9 @@ func (r *TransferJobReconciler) reconcileFinished(ctx context.Context, p *pass) 
 // deleteJob deletes a job whose ttlSecondsAfterFinished has passed; the garbage
 // collector takes what it owns.
 func (r *TransferJobReconciler) deleteJob(ctx context.Context, p *pass) error {
+	if err := r.recordExpired(ctx, p); err != nil {
+		return err // kept until the record is written: without it a GitOps tool's copy would run again
+	}
 	err := r.Client.Delete(ctx, p.job, client.Preconditions{UID: &p.job.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the job after spec.ttlSecondsAfterFinished: %w", err)

@@ -98,7 +98,13 @@ func (r *TransferJobReconciler) reconcileJob(ctx context.Context, p *pass) error
 		p.condition(dtnflowv1alpha1.ConditionSuspended, metav1.ConditionFalse, ReasonResumed, "spec.suspend is false: resuming from what was verified")
 		p.event(corev1.EventTypeNormal, ReasonResumed, "Resume", "Resuming from what was verified")
 	}
+	if goOn, err := r.admit(ctx, p); err != nil || !goOn {
+		return err
+	}
 	if p.st.StartTime == nil {
+		if rec := expiredRecord(p.job, obs.profile); rec != nil {
+			return r.completedBefore(p, rec) // a GitOps tool restored a job its TTL deleted
+		}
 		p.st.StartTime = &p.now
 	}
 	if err := r.ensureAuth(ctx, p); err != nil {
@@ -219,6 +225,11 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 	}
 	probe := r.Planner.ProbeDirective(ProbeRequest{Job: job, Profile: obs.profile, Now: p.now.Time,
 		NICBitsPerSecond: min(obs.endpoints.Source.Spec.NICBitsPerSecond, obs.endpoints.Destination.Spec.NICBitsPerSecond)})
+	if probe != nil {
+		if wait, err := r.waitForPathProbe(ctx, p); err != nil || wait {
+			return false, err
+		}
+	}
 	if probe == nil {
 		// Fixed mode, or a fresh profile: no probe, but the plan's size classes need
 		// the dataset, which the coordinator lists as it starts.
@@ -244,7 +255,11 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 		current = obs.remote.remoteDirective()
 	}
 	if rep != nil && rep.Probe == contract.PhaseProbed && current != nil && sameDirective(current, &want) && rep.Generation >= current.Generation {
-		return r.makePlan(p, rep.Dataset), nil
+		planned := r.makePlan(p, rep.Dataset)
+		if planned {
+			r.learnFromProbe(ctx, p)
+		}
+		return planned, nil
 	}
 	if err := r.syncPods(ctx, p, r.probeLayout(p, true), &want); err != nil {
 		return false, err
@@ -320,6 +335,7 @@ func (r *TransferJobReconciler) planRequest(p *pass, dataset *contract.Dataset) 
 		Dataset:             dataset,
 		RTT:                 rttOf(obs.report),
 		Now:                 p.now.Time,
+		ShareBitsPerSecond:  p.share.planShare(),
 	}
 }
 
@@ -335,6 +351,9 @@ func planNodes(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, job *dtnf
 			NICBitsPerSecond: ep.Spec.NICBitsPerSecond,
 			PlacedStripes:    n.StripesOfOthers(job.UID),
 			MaxStripes:       int(ep.Spec.MaxStripesPerNode),
+			// what other jobs' plans hold of the node (the sharing view)
+			OthersBitsPerSecond: n.OthersBitsPerSecond,
+			OthersMillicores:    n.OthersMillicores,
 			// keep the probe stripe (and any running stripe) where it is when another
 			// node would carry no more
 			Preferred: n.StripesByJob[job.UID] > 0,
@@ -371,11 +390,12 @@ func (r *TransferJobReconciler) run(ctx context.Context, p *pass) error {
 		r.replanForTuning(p)
 	}
 	r.moveOffLostNodes(p)
+	r.followShare(p)
 	if job.Spec.Tuning.Mode != dtnflowv1alpha1.TuningFixed && p.newReport && rep.Phase == contract.PhaseTransferring {
 		req := RescaleRequest{Job: job, Plan: p.st.Plan, Report: rep, Now: p.now.Time,
 			SourceNodes:         planNodes(obs.endpoints.Source, obs.endpoints.SourceNodes, job),
 			DestinationNodes:    planNodes(obs.endpoints.Destination, obs.endpoints.DestinationNodes, job),
-			ExternalDestination: obs.endpoints.Destination.Spec.ExternalAddress != ""}
+			ExternalDestination: obs.endpoints.Destination.Spec.ExternalAddress != "", ShareBitsPerSecond: p.share.planShare()}
 		decision, state := r.Planner.Rescale(r.rescale.get(job.UID), req)
 		r.rescale.set(job.UID, state)
 		if decision.Plan != nil {
@@ -392,6 +412,7 @@ func (r *TransferJobReconciler) run(ctx context.Context, p *pass) error {
 	}
 
 	r.progress(p)
+	r.learnAggregate(ctx, p)
 	reason := ReasonStartingAgents
 	if rep != nil && rep.Phase == contract.PhaseTransferring {
 		reason = ReasonTransferring
@@ -641,7 +662,7 @@ func stampPlanHash(plan *dtnflowv1alpha1.TransferPlan, job *dtnflowv1alpha1.Tran
 // woken then.
 func (r *TransferJobReconciler) expire(ctx context.Context, p *pass) error {
 	ttl := p.job.Spec.TTLSecondsAfterFinished
-	if ttl == nil || p.st.CompletionTime == nil {
+	if ttl == nil || p.st.CompletionTime == nil || keptAfterFinish(p.st) {
 		return nil
 	}
 	at := p.st.CompletionTime.Add(time.Duration(*ttl) * time.Second)

@@ -427,13 +427,6 @@ func (r *TransferJobReconciler) sweepRemote(ctx context.Context, key types.Names
 	}
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
-
 func containsString(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

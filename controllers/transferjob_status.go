@@ -50,6 +50,8 @@ func stateOf(conditions []metav1.Condition) dtnflowv1alpha1.TransferState {
 		return dtnflowv1alpha1.StateComplete
 	case is(dtnflowv1alpha1.ConditionSuspended):
 		return dtnflowv1alpha1.StateSuspended
+	case is(dtnflowv1alpha1.ConditionQueued):
+		return dtnflowv1alpha1.StateQueued
 	case is(dtnflowv1alpha1.ConditionTransferring):
 		return dtnflowv1alpha1.StateTransferring
 	case is(dtnflowv1alpha1.ConditionProbing):

@@ -32,10 +32,9 @@ var knownDynamic = map[string]knownCommand{
 	"test/e2e/framework/cluster.go: c.KubectlBin":                                            {why: "kubectl, built by hack/build-kube.sh"},
 	"test/e2e/framework/cluster.go: filepath.Join(RepoRoot(), \"hack/cluster/wan.sh\")":      {why: "a script of the repository (scanned)"},
 	"test/e2e/framework/cluster.go: filepath.Join(RepoRoot(), path)":                         {why: "hack/cluster's up.sh and down.sh (scanned)"},
-	"test/e2e/framework/sitepair.go: filepath.Join(RepoRoot(), \"hack\", \"pair-sites.sh\")": {why: "a script of the repository (scanned)"},
-	"test/e2e/framework/cluster.go: \"--net=/run/netns/\" + nsName":                          {why: "nsenter's option: what it runs is a control plane component's own command line read from /proc (kube-apiserver, built by hack/build-kube.sh)"},
 	"test/e2e/framework/helm.go: helm":                                                       {why: "helm, built into bin/ by the Makefile"},
 	"test/integration/controllers/bench_test.go: managerBinary(b)":                           {why: "the manager the benchmark builds"},
+	"test/integration/plugin/kubectl_test.go: kubectlBin()":                                  {why: "kubectl, built by hack/build-kube.sh"},
 	"test/topology/cmd/dfw-topo/main_test.go: os.Args[0]":                                    {why: "the test binary, run again as the command"},
 	"test/topology/topology.go: c.args[0]":                                                   {runs: []string{"ip", "sysctl", "tc"}, why: "the host's command lines listed just above it"},
 	"test/topology/topology.go: cmd.Path":                                                    {why: "re-runs a wanem.NetnsCommand (scanned) under the builder's context"},
@@ -44,6 +43,8 @@ var knownDynamic = map[string]knownCommand{
 	"test/wanem/helpers_linux_test.go: cmd.Path":                                             {why: "re-runs a NetnsCommand (scanned) with a deadline"},
 	"hack/deps_test.go: p":                                                                   {why: "looks the programs of hack/deps.txt up"},
 	"hack/deps_test.go: filepath.Join(dir, \"deps.sh\")":                                     {why: "a copy of hack/deps.sh (scanned)"},
+	"test/e2e/framework/sitepair.go: filepath.Join(RepoRoot(), \"hack\", \"pair-sites.sh\")": {why: "a script of the repository (scanned)"},
+	"test/e2e/framework/cluster.go: \"--net=/run/netns/\" + nsName":                          {why: "nsenter's option: what it runs is a control plane component's own command line read from /proc (kube-apiserver, built by hack/build-kube.sh)"},
 }
 
 // notFromDebian are programs the repository runs that make deps deliberately does not

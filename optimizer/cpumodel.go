@@ -66,9 +66,12 @@ func (m CPUModel) Millicores(bps float64) float64 {
 	return math.Max(0, m.InterceptMillicores+m.MillicoresPerGbps*bps/1e9)
 }
 
-// BitsPerSecond is the rate that millicores can sustain: (U − a)/b, +Inf when the
-// slope is 0 (CPU does not bind) and 0 when U does not cover the intercept.
+// BitsPerSecond is the rate that millicores can sustain: (U − a)/b, 0 when U does not
+// cover the intercept, and +Inf when it does and the slope is 0 (CPU does not bind).
 func (m CPUModel) BitsPerSecond(millicores float64) float64 {
+	if millicores < m.InterceptMillicores {
+		return 0
+	}
 	if !(m.MillicoresPerGbps > 0) {
 		return math.Inf(1)
 	}

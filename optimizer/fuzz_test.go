@@ -76,6 +76,9 @@ func (f *fuzzBytes) nodes(prefix string) []Node {
 		if f.byte()%2 == 0 {
 			out[i].DiskBitsPerSecond = f.rate()
 		}
+		if f.byte()%2 == 0 {
+			out[i].OthersBitsPerSecond, out[i].OthersMillicores = f.rate(), f.millicores()
+		}
 	}
 	return out
 }
@@ -201,8 +204,27 @@ func checkFlow(t *testing.T, p FlowPlan, in FlowInput) {
 			}
 			seen[name] = true
 			for _, nd := range nodes {
-				if nd.Name == name && nd.MaxStripes > 0 && max(nd.PlacedStripes, 0)+p.StripesPerNode > nd.MaxStripes {
+				if nd.Name != name {
+					continue
+				}
+				if nd.MaxStripes > 0 && max(nd.PlacedStripes, 0)+p.StripesPerNode > nd.MaxStripes {
 					t.Fatalf("%s node %s: %d placed + %d planned > %d slots", side, name, nd.PlacedStripes, p.StripesPerNode, nd.MaxStripes)
+				}
+				// the node's planned load, ours and others', within its budgets
+				rate := float64(p.StripesPerNode) * p.StripeBitsPerSecond
+				others := max(nd.OthersBitsPerSecond, 0)
+				if rate+others > nd.NICBitsPerSecond*(1+1e-9) {
+					t.Fatalf("%s node %s: %g planned + %g of others > NIC %g", side, name, rate, others, nd.NICBitsPerSecond)
+				}
+				if nd.DiskBitsPerSecond > 0 && rate+others > nd.DiskBitsPerSecond*(1+1e-9) {
+					t.Fatalf("%s node %s: %g planned + %g of others > disk %g", side, name, rate, others, nd.DiskBitsPerSecond)
+				}
+				cpu := p.SourceMillicoresPerStripe
+				if side == "destination" {
+					cpu = p.DestinationMillicoresPerStripe
+				}
+				if nd.CPUBudgetMillicores > 0 && rate > 0 && float64(p.StripesPerNode)*cpu+max(nd.OthersMillicores, 0) > nd.CPUBudgetMillicores*(1+1e-9) {
+					t.Fatalf("%s node %s: %d × %g m planned + %g m of others > budget %g m", side, name, p.StripesPerNode, cpu, nd.OthersMillicores, nd.CPUBudgetMillicores)
 				}
 			}
 		}

@@ -20,8 +20,17 @@ type Node struct {
 	// DiskBitsPerSecond is the rate the node's storage reads or writes; 0 means
 	// unknown, and disk does not bind.
 	DiskBitsPerSecond float64
-	// PlacedStripes counts stripes of other jobs already on the node.
+	// PlacedStripes counts stripes of other jobs already on the node; they use its
+	// stripe slots (MaxStripes), and nothing else: what they use of the node is
+	// OthersBitsPerSecond and OthersMillicores.
 	PlacedStripes int
+	// OthersBitsPerSecond is the rate other jobs' plans put through the node (their
+	// planned rate per stripe times their stripes here); it comes off the NIC's and
+	// the disk's capacity.
+	OthersBitsPerSecond float64
+	// OthersMillicores is the CPU other jobs' agents on the node are planned to use
+	// (their CPU requests); it comes off CPUBudgetMillicores.
+	OthersMillicores float64
 	// MaxStripes is the endpoint's cap on stripes per node over every job; 0: none.
 	MaxStripes int
 	// Preferred marks a node the job already runs agents on. Among nodes that carry
@@ -95,7 +104,7 @@ type FlowPlan struct {
 func (p FlowPlan) Stripes() int { return p.Nodes * p.StripesPerNode }
 
 // ErrNoNodes is returned when a side has no usable node.
-var ErrNoNodes = errors.New("optimizer: a side has no usable node (NIC capacity > 0 and a free stripe slot)")
+var ErrNoNodes = errors.New("optimizer: a side has no usable node (NIC capacity > 0 and a free stripe slot, with NIC, disk and CPU budget left by other jobs' plans)")
 
 // ErrNoCapacity is returned when every shape is predicted to move nothing (a stripe
 // curve at 0, or CPU budgets below the CPU model's intercept).
@@ -132,8 +141,12 @@ const planTolerance = 0.02
 // Where the slides are silent we choose:
 //   - Heterogeneous nodes (OPT_B assumes homogeneous ones): the N best nodes are used
 //     with the same number of stripes each, so the weakest of them sets the pace.
-//   - Stripes of other jobs already on a node take an equal share each of its NIC,
-//     disk and CPU budget, and use its stripe slots.
+//   - Other jobs on a node hold what their plans use of it — their planned rate off
+//     its NIC and disk, their agents' planned CPU off its CPU budget — and their
+//     stripes use its slots. A node is divided by planned rate and CPU, not by stripe
+//     count, so a job cannot take more of a node by asking for more stripes, and the
+//     planned load of a node never exceeds its budgets (issue 13). A node with
+//     nothing left of its NIC, disk or CPU budget is not used.
 //   - Both sides use the same number of nodes (a stripe is a sender and a receiver).
 func OptB(in FlowInput) (FlowPlan, error) {
 	if in.Curve == nil {
@@ -298,7 +311,8 @@ func (t *sideTable) weakest(n, k int) (float64, Binding) {
 // bindingStripes marks the per-stripe term (k·U_f) internally; it never leaves OptB.
 const bindingStripes Binding = "stripes"
 
-// nodeCapacity is what one node carries with k of the job's stripes (OPT_B step 2).
+// nodeCapacity is what one node carries with k of the job's stripes (OPT_B step 2),
+// within what other jobs' plans leave of its NIC, disk and CPU budget.
 func nodeCapacity(nd Node, cpu CPUModel, u float64, k int) (float64, Binding, bool) {
 	if !(nd.NICBitsPerSecond > 0) || math.IsNaN(nd.NICBitsPerSecond) {
 		return 0, "", false
@@ -307,21 +321,37 @@ func nodeCapacity(nd Node, cpu CPUModel, u float64, k int) (float64, Binding, bo
 	if nd.MaxStripes > 0 && placed+k > nd.MaxStripes {
 		return 0, "", false
 	}
-	share := float64(k) / float64(k+placed)
+	free := func(total, used float64) float64 {
+		if !(used > 0) { // none, or not a number
+			return total
+		}
+		return total - used
+	}
+	nic := free(nd.NICBitsPerSecond, nd.OthersBitsPerSecond)
+	if !(nic > 0) {
+		return 0, "", false
+	}
 	// On a tie a resource binds rather than the stripe count: another stripe would
 	// not add anything.
 	best, term := float64(k)*u, bindingStripes
-	if v := nd.NICBitsPerSecond * share; v <= best {
-		best, term = v, BindingNIC
+	if nic <= best {
+		best, term = nic, BindingNIC
 	}
 	if nd.DiskBitsPerSecond > 0 {
-		if v := nd.DiskBitsPerSecond * share; v <= best {
-			best, term = v, BindingDisk
+		disk := free(nd.DiskBitsPerSecond, nd.OthersBitsPerSecond)
+		if !(disk > 0) {
+			return 0, "", false
+		}
+		if disk <= best {
+			best, term = disk, BindingDisk
 		}
 	}
 	if nd.CPUBudgetMillicores > 0 {
-		perStripe := nd.CPUBudgetMillicores * share / float64(k)
-		if v := float64(k) * cpu.BitsPerSecond(perStripe); v <= best {
+		budget := free(nd.CPUBudgetMillicores, nd.OthersMillicores)
+		if !(budget > 0) {
+			return 0, "", false
+		}
+		if v := float64(k) * cpu.BitsPerSecond(budget/float64(k)); v <= best {
 			best, term = v, BindingCPU
 		}
 	}

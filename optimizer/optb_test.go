@@ -75,13 +75,28 @@ func TestOptBTable(t *testing.T) {
 			in:        FlowInput{Curve: flat, SourceNodes: nodes("s", 2, tenG), DestinationNodes: nodes("d", 2, tenG), PathBitsPerSecond: 5e9},
 			wantNodes: 1, wantStripes: 5, wantStreams: 4, wantRate: 5e9, wantBinding: BindingPath,
 		},
-		// other jobs' 2 stripes take an equal share: with k of ours the node gives us
-		// min(k, 10·k/(k+2)) Gbit/s, rising to the endpoint's 12 slots (k = 10:
-		// 8.33 Gbit/s, the best); k = 9 carries 8.18 Gbit/s, within 2 % of it, with a
-		// stripe less
-		"placed stripes share the node": {
-			in:        FlowInput{Curve: flat, SourceNodes: nodes("s", 1, Node{NICBitsPerSecond: 10e9, PlacedStripes: 2, MaxStripes: 12}), DestinationNodes: nodes("d", 1, tenG)},
-			wantNodes: 1, wantStripes: 9, wantStreams: 4, wantRate: 10e9 * 9 / 11, wantBinding: BindingNIC,
+		// other jobs' 2 stripes are planned at 3 Gbit/s through the node: we get the
+		// 7 Gbit/s they leave, with 7 stripes of 1 Gbit/s — more stripes would take
+		// no more of the node (with the old split by stripe count, k/(k+2) of it, 10
+		// stripes took 8.3 Gbit/s)
+		"other jobs' planned rate comes off the node": {
+			in: FlowInput{Curve: flat, SourceNodes: nodes("s", 1, Node{NICBitsPerSecond: 10e9, PlacedStripes: 2, OthersBitsPerSecond: 3e9, MaxStripes: 12}),
+				DestinationNodes: nodes("d", 1, tenG)},
+			wantNodes: 1, wantStripes: 7, wantStreams: 4, wantRate: 7e9, wantBinding: BindingNIC,
+		},
+		"other jobs' planned rate comes off the disk too": {
+			in: FlowInput{Curve: flat, SourceNodes: nodes("s", 1, tenG),
+				DestinationNodes: nodes("d", 1, Node{NICBitsPerSecond: 10e9, DiskBitsPerSecond: 4e9, OthersBitsPerSecond: 1.5e9})},
+			wantNodes: 1, wantStripes: 3, wantStreams: 3, wantRate: 2.5e9, wantBinding: BindingDisk,
+		},
+		// a 4-core budget with 3 cores planned for others: the 1000 m left carry
+		// (1000 − 100·k)/250 Gbit/s over k stripes with the CPU model 100 m + 250 m
+		// per Gbit/s, and a stripe carries 1 Gbit/s at most: 1, 2, 2.8, 2.4 Gbit/s
+		// with 1…4 stripes — 3, bound by CPU
+		"other jobs' planned CPU comes off the budget": {
+			in: FlowInput{Curve: flat, SourceCPU: CPUModel{InterceptMillicores: 100, MillicoresPerGbps: 250},
+				SourceNodes: nodes("s", 1, Node{NICBitsPerSecond: 10e9, CPUBudgetMillicores: 4000, OthersMillicores: 3000}), DestinationNodes: nodes("d", 1, tenG)},
+			wantNodes: 1, wantStripes: 3, wantStreams: 4, wantRate: 2.8e9, wantBinding: BindingCPU,
 		},
 		// the path carried 1 Gbit/s with one stripe and 1.8 with two, and four did not
 		// pay: two stripes, bound by the path, though the NIC would take ten
@@ -131,7 +146,7 @@ func TestOptBChoosesTheBestNodesAndSizesCPU(t *testing.T) {
 	cpu := CPUModel{InterceptMillicores: 50, MillicoresPerGbps: 200}
 	in := FlowInput{Curve: flat, SourceCPU: cpu, DestinationCPU: CPUModel{InterceptMillicores: 20, MillicoresPerGbps: 100},
 		SourceNodes:      []Node{{Name: "slow", NICBitsPerSecond: 1e9}, {Name: "fast-b", NICBitsPerSecond: 10e9}, {Name: "fast-a", NICBitsPerSecond: 10e9}},
-		DestinationNodes: []Node{{Name: "busy", NICBitsPerSecond: 10e9, PlacedStripes: 8}, {Name: "idle", NICBitsPerSecond: 10e9}},
+		DestinationNodes: []Node{{Name: "busy", NICBitsPerSecond: 10e9, PlacedStripes: 8, OthersBitsPerSecond: 8e9}, {Name: "idle", NICBitsPerSecond: 10e9}},
 		Limits:           Limits{MaxNodes: 1}}
 	p, err := OptB(in)
 	if err != nil {

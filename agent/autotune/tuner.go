@@ -65,25 +65,9 @@ type Stripes interface {
 	Transports() []mover.Transport
 }
 
-// Clock is time as the tuner sees it (a fake one in tests).
-type Clock interface {
-	Now() time.Time
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// Clock is time as the tuner sees it (a fake one in tests): the one an on-data sample
+// sees.
+type Clock = mover.SampleClock
 
 // Options bound the probe and the plan.
 type Options struct {
@@ -182,7 +166,7 @@ type measurer func(ctx context.Context, s sampleSpec) (measurement, error)
 
 func (t *Tuner) clock() Clock {
 	if t.Clock == nil {
-		return realClock{}
+		return mover.RealClock{}
 	}
 	return t.Clock
 }

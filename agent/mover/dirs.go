@@ -61,6 +61,13 @@ func (d *dirCache) get(dir string) (*os.Root, error) {
 	return r, nil
 }
 
+// forget drops dir from the cache: the next get resolves it again by name.
+func (d *dirCache) forget(dir string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.dirs, dir)
+}
+
 // cached returns the directory dir if it is in the cache, else nil (nothing created).
 func (d *dirCache) cached(dir string) *os.Root {
 	if dir == "." || dir == "" {

@@ -24,10 +24,11 @@ type SampleClock interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
-type realSampleClock struct{}
+// RealClock is the wall clock as a SampleClock.
+type RealClock struct{}
 
-func (realSampleClock) Now() time.Time { return time.Now() }
-func (realSampleClock) Sleep(ctx context.Context, d time.Duration) error {
+func (RealClock) Now() time.Time { return time.Now() }
+func (RealClock) Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -131,7 +132,7 @@ func (s *ssession) probeOnData(p wire.ProbeRequest) wire.ProbeResult {
 	fail := func(err error) wire.ProbeResult {
 		return wire.ProbeResult{Error: err.Error(), Sample: contract.Sample{Stripes: 1, Streams: p.Streams, BufferBytes: p.BufferBytes}}
 	}
-	clk := realSampleClock{}
+	clk := RealClock{}
 	configured := func() int64 {
 		s.mu.Lock()
 		defer s.mu.Unlock()

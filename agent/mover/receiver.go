@@ -149,7 +149,6 @@ func (r *Receiver) HandleConn(c *wire.Conn) {
 // rjob is one job as this receiver process sees it.
 type rjob struct {
 	name    string
-	dirs    *dirCache
 	state   *journal.State
 	journal *journal.Writer
 	commit  *committer
@@ -158,14 +157,14 @@ type rjob struct {
 	busy   map[string]chan struct{} // small files on their way to their final name
 }
 
-// lstat stats a path through the job's directory cache when its directory is there
-// (one syscall, not a walk from the root), without creating anything.
-func (j *rjob) lstat(p string) (fs.FileInfo, error) {
+// lstat stats a path through the session's directory cache when its directory is
+// there (one syscall, not a walk from the root), without creating anything.
+func (s *rsession) lstat(p string) (fs.FileInfo, error) {
 	dirName, base := split(p)
-	if dir := j.dirs.cached(dirName); dir != nil {
+	if dir := s.dirs.cached(dirName); dir != nil {
 		return dir.Lstat(base)
 	}
-	return j.dirs.root.Lstat(p)
+	return s.r.Root.Lstat(p)
 }
 
 // claim waits until no other copy of the small file at path is on its way to its final
@@ -227,7 +226,7 @@ func (r *Receiver) job(name string) (*rjob, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &rjob{name: name, state: st, journal: jw, dirs: newDirCache(r.Root, true)}
+	j := &rjob{name: name, state: st, journal: jw}
 	j.commit = newCommitter(r, j)
 	if r.jobs == nil {
 		r.jobs = map[string]*rjob{}
@@ -243,6 +242,11 @@ type rsession struct {
 	cfg  wire.Session
 	job  *rjob
 	ctrl *wire.Writer
+	// dirs holds the destination's directories this session has opened. It is the
+	// session's, not the job's: a receiver that stays up across runs must not write
+	// into, or count files as done in, a directory an earlier run opened that has since
+	// been moved or removed; each session resolves its directories afresh by name.
+	dirs *dirCache
 
 	mu       sync.Mutex
 	ctrlConn *wire.Conn
@@ -313,7 +317,7 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello,
 		return
 	}
 	s := &rsession{id: hello.Session, r: r, ctrl: w, ctrlConn: c, chunks: map[uint64]*rchunk{}, conns: map[*wire.Conn]struct{}{c: {}},
-		done: make(chan struct{}), memMore: make(chan struct{}, 1)}
+		done: make(chan struct{}), memMore: make(chan struct{}, 1), dirs: newDirCache(r.Root, true)}
 	if err := wire.DecodeJSON(meta, &s.cfg); err != nil {
 		return
 	}
@@ -636,7 +640,7 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	tmp := TempName(p, s.cfg.Job)
 	dirName, base := split(p)
 	_, tmpBase := split(tmp)
-	dir, err := s.job.dirs.get(dirName)
+	dir, err := s.dirs.get(dirName)
 	if err != nil {
 		res.Error = fsname.Message(fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", fsname.Show(dirName), err)))
 		res.Fatal, res.Retry = isFatal(err), isTransient(err)
@@ -644,6 +648,14 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 		return
 	}
 	f, err := dir.OpenFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The directory was removed while this session held it: resolve it again by
+		// name (recreating it) rather than fail every file that belongs there.
+		s.dirs.forget(dirName)
+		if dir, err = s.dirs.get(dirName); err == nil {
+			f, err = dir.OpenFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		}
+	}
 	if err != nil {
 		res.Error = fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(tmp), err)))
 		res.Fatal, res.Retry = isFatal(err), isTransient(err)
@@ -721,7 +733,7 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest, data []byte) (bool, s
 			return true, ""
 		}
 	}
-	fi, err := j.lstat(key.Path)
+	fi, err := s.lstat(key.Path)
 	if err != nil {
 		return false, ""
 	}
@@ -852,7 +864,10 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 	if s.onArrival() {
 		c.blockDigests = make([][]byte, c.nblocks)
 	}
-	if fst != nil && fst.ChunkSize == m.ChunkSize {
+	// A file made final and since lost at the destination (deleted, or not where its
+	// rename put it): its chunks' records describe a temporary file that is gone, so
+	// the file is received again from nothing.
+	if fst != nil && !fst.Final && fst.ChunkSize == m.ChunkSize {
 		if cs := fst.Chunks[m.Index]; cs != nil {
 			if cs.Verified {
 				if m.Chunks == 1 {
@@ -1143,7 +1158,18 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		}
 	})
 	var out wire.Manifest
-	lstat := j.lstat
+	// The manifest is the proof that each file is at its final name: every directory
+	// is resolved afresh from the root for it (one open per directory), not taken from
+	// a cache that may hold a directory since moved away from that name.
+	fresh := newDirCache(s.r.Root, false)
+	lstat := func(p string) (fs.FileInfo, error) {
+		dirName, base := split(p)
+		dir, err := fresh.get(dirName)
+		if err != nil {
+			return nil, err
+		}
+		return dir.Lstat(base)
+	}
 	// The temporary names of the final files in place, by directory: what is left of
 	// them is debris, found with one listing per directory.
 	temps := map[string]map[string]bool{}
@@ -1187,7 +1213,7 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		}
 	}
 	for dirName, names := range temps {
-		out.Debris += s.removeDebris(dirName, names)
+		out.Debris += removeDebris(fresh, dirName, names)
 	}
 	out.Last = true
 	s.send(wire.TypeManifest, out)
@@ -1197,8 +1223,8 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 // temporaries of final files: a copy that lost the race to the final name, or a crash
 // between a rename and the next run). One listing of the directory, not a removal
 // attempt per file.
-func (s *rsession) removeDebris(dirName string, temps map[string]bool) int64 {
-	dir, err := s.job.dirs.get(dirName)
+func removeDebris(dirs *dirCache, dirName string, temps map[string]bool) int64 {
+	dir, err := dirs.get(dirName)
 	if err != nil {
 		return 0
 	}

@@ -295,7 +295,7 @@ func TestReceiverManifest(t *testing.T) {
 	addr, dir := startReceiver(t)
 	h := connect(t, addr) // job evil-job, no run id
 	root := filepath.Join(dir, "root")
-	for i, name := range []string{"keep", "gone", "changed"} {
+	for i, name := range []string{"keep", "gone", "changed", "sub/moved"} {
 		data := []byte("content of " + name)
 		meta, _ := wire.FileMeta{Unit: uint64(i + 1), Size: uint64(len(data)), Mode: 0o644, MtimeNs: 1e18, Path: name}.Append(nil)
 		h.data.WriteFrame(wire.TypeFile, meta, data)
@@ -306,6 +306,9 @@ func TestReceiverManifest(t *testing.T) {
 	}
 	os.Remove(filepath.Join(root, "gone"))
 	os.WriteFile(filepath.Join(root, "changed"), []byte("other"), 0o644)
+	// A directory the session opened, moved away from its name: its file is not at its
+	// final name any more, whatever handle the session still holds.
+	os.Rename(filepath.Join(root, "sub"), filepath.Join(root, "sub.old"))
 	debris := filepath.Join(root, TempName("keep", "evil-job"))
 	os.WriteFile(debris, []byte("a second copy"), 0o600)
 
@@ -326,6 +329,9 @@ func TestReceiverManifest(t *testing.T) {
 	}
 	if f := got["changed"]; !strings.Contains(f.Problem, "size 5") {
 		t.Errorf("changed: %+v", f)
+	}
+	if f := got["sub/moved"]; !strings.Contains(f.Problem, "missing at its final name") {
+		t.Errorf("sub/moved, its directory moved away: %+v", f)
 	}
 	if m.Debris != 1 {
 		t.Errorf("debris %d, want 1", m.Debris)

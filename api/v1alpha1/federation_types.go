@@ -464,11 +464,11 @@ type RemoteTransferList struct {
 	Items           []RemoteTransfer `json:"items"`
 }
 
-// Condition types and reasons of the federation objects.
+// Condition types of the federation objects (with ConditionReady, which a
+// TransferPeer sets once its credential is issued).
 const (
 	ConditionAccepted  = "Accepted"
 	ConditionConnected = "Connected"
-	ConditionReady     = "Ready"
 )
 
 func init() {

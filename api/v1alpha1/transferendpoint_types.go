@@ -69,6 +69,30 @@ type TransferEndpointSpec struct {
 	// +kubebuilder:validation:XValidation:rule="int(self.substring(self.lastIndexOf(':') + 1)) >= 1 && int(self.substring(self.lastIndexOf(':') + 1)) <= 65535",message="spec.externalAddress must end in a port from 1 to 65535"
 	// +optional
 	ExternalAddress string `json:"externalAddress,omitempty"`
+
+	// sharing limits what the site's jobs take together, on every path through it.
+	// +optional
+	Sharing *EndpointSharing `json:"sharing,omitempty"`
+}
+
+// EndpointSharing limits the jobs that use a site, as source or destination, over every
+// path (FTS3's limits per storage; a site's WAN link).
+type EndpointSharing struct {
+	// maxActiveJobs is the most jobs that use the site at once; more wait in the
+	// Queued state, higher priority first and, at equal priority, first come first
+	// served. Lowering it stops no running job.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	MaxActiveJobs *int32 `json:"maxActiveJobs,omitempty"`
+
+	// maxBitsPerSecond is the most the site's jobs move together, in bits per second
+	// (the share of its WAN link dtnflow may use). The jobs divide it by weighted
+	// max-min fairness with the capacity of their paths, and their agents pace to
+	// their shares.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxBitsPerSecond *int64 `json:"maxBitsPerSecond,omitempty"`
 }
 
 // EndpointStorage is the storage root of a site on its DTN nodes.

@@ -8,6 +8,7 @@ import (
 // Only source and destination are fixed once set; tuning, suspend and the lifecycle
 // fields may change while the job runs, and the controller acts on the change.
 // +kubebuilder:validation:XValidation:rule="!has(self.source.site) || !has(self.destination.site)",message="spec.destination.site: only one side of a job may be at a remote site",fieldPath=".destination.site"
+// +kubebuilder:validation:XValidation:rule="!has(self.trigger) || !has(self.ttlSecondsAfterFinished)",message="spec.ttlSecondsAfterFinished may not be set with spec.trigger: a recurring job does not finish for good",fieldPath=".ttlSecondsAfterFinished"
 type TransferJobSpec struct {
 	// source names the endpoint to read from and the files and directories to move.
 	// It cannot change once set.
@@ -58,10 +59,26 @@ type TransferJobSpec struct {
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
 	// suspend stops the job's agents when set to true, keeping what was verified;
-	// setting it back to false resumes from there.
+	// setting it back to false resumes from there. A suspended recurring job starts no
+	// new run.
 	// +kubebuilder:default=false
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// priorityClassName names the TransferPriorityClass whose priority the job has: its
+	// weight in the shares of the path and the sites it uses with other jobs, and its
+	// place in their queues. The class's namespaceSelector must select the job's
+	// namespace, or the job does not run. Absent: priority 1, the lowest. It may change
+	// while the job runs; the shares follow.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// trigger makes the job recurring: after its first run it runs again on a cron
+	// schedule, when trigger.manual changes, or both; each run moves only what is
+	// missing or changed at the destination.
+	// +optional
+	Trigger *TransferTrigger `json:"trigger,omitempty"`
 }
 
 // RelativePath is a path under an endpoint's storage root: it has no leading '/', no
@@ -144,6 +161,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.fixed) || !has(self.limits) || !has(self.limits.maxStripesPerNode) || self.fixed.stripesPerNode <= self.limits.maxStripesPerNode",message="spec.tuning.fixed.stripesPerNode must not exceed spec.tuning.limits.maxStripesPerNode",fieldPath=".fixed.stripesPerNode"
 // +kubebuilder:validation:XValidation:rule="!has(self.fixed) || !has(self.limits) || !has(self.limits.maxStreamsPerStripe) || self.fixed.streamsPerStripe <= self.limits.maxStreamsPerStripe",message="spec.tuning.fixed.streamsPerStripe must not exceed spec.tuning.limits.maxStreamsPerStripe",fieldPath=".fixed.streamsPerStripe"
 // +kubebuilder:validation:XValidation:rule="!has(self.fixed) || !has(self.limits) || !has(self.limits.maxConcurrency) || self.fixed.concurrency <= self.limits.maxConcurrency",message="spec.tuning.fixed.concurrency must not exceed spec.tuning.limits.maxConcurrency",fieldPath=".fixed.concurrency"
+// +kubebuilder:validation:XValidation:rule="!has(self.fairness) || self.fairness != 'Strict' || self.mode != 'Fixed'",message="spec.tuning.fairness Strict plans the streams itself and cannot be combined with spec.tuning.mode Fixed",fieldPath=".fairness"
 type TransferTuning struct {
 	// mode is Auto (probe, fit, plan and re-plan) or Fixed (use fixed as given).
 	// +kubebuilder:default=Auto
@@ -160,7 +178,28 @@ type TransferTuning struct {
 	// the new limits.
 	// +optional
 	Limits *TuningLimits `json:"limits,omitempty"`
+
+	// fairness is how the job treats traffic it does not own on a shared bottleneck.
+	// Default takes the rate the model finds for the job's share, with as many
+	// parallel TCP streams as pay; other TCP flows on the bottleneck then get less than
+	// one flow's fair share while it runs. Strict moves the job as one TCP stream (one
+	// stripe of one stream, with the buffer the probe settled on), so that every
+	// competing flow keeps its fair share — at the cost of the rate one stream reaches.
+	// Absent means Default (no default is written, so that jobs stored before the
+	// field existed keep their tuning unchanged). status.sharing.fairness says which
+	// is in effect.
+	// +optional
+	Fairness FairnessMode `json:"fairness,omitempty"`
 }
+
+// FairnessMode is how a job treats traffic it does not own.
+// +kubebuilder:validation:Enum=Default;Strict
+type FairnessMode string
+
+const (
+	FairnessDefault FairnessMode = "Default"
+	FairnessStrict  FairnessMode = "Strict"
+)
 
 // FixedTuning is a complete set of transfer parameters chosen by hand.
 type FixedTuning struct {
@@ -340,14 +379,40 @@ const (
 	ConditionFailed = "Failed"
 	// ConditionSuspended is True while spec.suspend holds the job.
 	ConditionSuspended = "Suspended"
+	// ConditionQueued is True while the job waits for room on its path or endpoints
+	// (their maxActiveJobs) or was preempted, and False once it is admitted.
+	ConditionQueued = "Queued"
+
+	// The conditions kstatus reads (sigs.k8s.io/cli-utils/pkg/kstatus), and with it
+	// Flux, Argo CD's health check in docs/gitops.md and `kubectl wait`. They summarise
+	// the ones above; every job has all three once the controller has seen it, except
+	// that a suspended job has no Ready (kstatus would read a False one as in progress).
+
+	// ConditionReady is True once the job has completed: every file is at the
+	// destination and verified.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the controller is still working towards the
+	// end of the job: pending, probing, transferring, pausing, waiting for a node.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the job cannot go on without someone changing
+	// something: it failed, or its endpoints refuse it (an endpoint missing, its
+	// namespace not allowed, a read-only destination).
+	ConditionStalled = "Stalled"
 )
 
+// AnnotationRerun on a TransferJob is part of what makes two jobs the same transfer
+// for spec-hash purposes (see PathProfile status.expiredJobs): a job created again with
+// a new value runs again even though an identical job completed before.
+// `kubectl dtnflow rerun` sets it to the time of the rerun.
+const AnnotationRerun = "dtnflow.io/rerun"
+
 // TransferState is a one-word summary of a job's conditions, for `kubectl get`.
-// +kubebuilder:validation:Enum=Pending;Probing;Transferring;Suspended;Complete;Failed
+// +kubebuilder:validation:Enum=Pending;Queued;Probing;Transferring;Suspended;Complete;Failed
 type TransferState string
 
 const (
 	StatePending      TransferState = "Pending"
+	StateQueued       TransferState = "Queued"
 	StateProbing      TransferState = "Probing"
 	StateTransferring TransferState = "Transferring"
 	StateSuspended    TransferState = "Suspended"
@@ -362,7 +427,8 @@ type TransferJobStatus struct {
 	State TransferState `json:"state,omitempty"`
 
 	// conditions are Probing, Planned, Transferring, Complete, Failed and Suspended,
-	// each with a reason.
+	// each with a reason, and Ready, Reconciling and Stalled, which summarise them
+	// the way kstatus (Flux, Argo CD, kubectl wait) reads them.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -400,6 +466,15 @@ type TransferJobStatus struct {
 	// +optional
 	Replans []Replan `json:"replans,omitempty"`
 
+	// rateHistory is the job's aggregate rate over time, oldest first: a point per
+	// agent report while it transfers. When the list is full every other point is
+	// dropped, so it covers the whole run at a resolution that halves as the run grows
+	// (`kubectl dtnflow plot` draws it).
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=atomic
+	// +optional
+	RateHistory []RatePoint `json:"rateHistory,omitempty"`
+
 	// agentFailures counts agent pods that failed or vanished; it is compared with
 	// spec.backoffLimit.
 	// +optional
@@ -418,10 +493,146 @@ type TransferJobStatus struct {
 	// +optional
 	Timings *TransferTimings `json:"timings,omitempty"`
 
+	// run counts the runs of a recurring job (spec.trigger): 1 for the first. The
+	// fields above describe the current run (or the latest, between runs).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Run int64 `json:"run,omitempty"`
+
+	// runTrigger is what started the current run.
+	// +optional
+	RunTrigger RunTrigger `json:"runTrigger,omitempty"`
+
+	// lastRunTime is when the latest run of a recurring job started.
+	// +optional
+	LastRunTime *metav1.Time `json:"lastRunTime,omitempty"`
+
+	// nextRunTime is when spec.trigger.schedule starts the next run.
+	// +optional
+	NextRunTime *metav1.Time `json:"nextRunTime,omitempty"`
+
+	// lastManualTrigger is the value of spec.trigger.manual last acted on.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	LastManualTrigger string `json:"lastManualTrigger,omitempty"`
+
+	// missedRuns counts the scheduled times that found the previous run still going
+	// (skipped: runs never overlap), or passed while the controller was away.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MissedRuns int64 `json:"missedRuns,omitempty"`
+
+	// runs are the latest finished runs of a recurring job, oldest first, up to 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Runs []TransferRun `json:"runs,omitempty"`
+
+	// queue says where the job waits while it is Queued; absent otherwise.
+	// +optional
+	Queue *TransferQueue `json:"queue,omitempty"`
+
+	// sharing is the job's part of what it shares with other jobs: its priority, the
+	// jobs on its path and its share of the path's capacity.
+	// +optional
+	Sharing *TransferSharing `json:"sharing,omitempty"`
+
 	// remote is the side of the job that a peer site runs (spec.source.site or
 	// spec.destination.site), as that site last reported it.
 	// +optional
 	Remote *RemoteSideStatus `json:"remote,omitempty"`
+}
+
+// TransferQueue is a job's place in the queue of its path and endpoints.
+type TransferQueue struct {
+	// position is the job's place among the queued jobs it waits behind: 1 is next.
+	// Jobs of higher priority go first; of equal priority, first come first served.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Position int32 `json:"position"`
+
+	// reason says what the job waits for: PathLimit or EndpointLimit (the path's or an
+	// endpoint's maxActiveJobs is reached, or a job before it waits there), or
+	// Preempted (a job of higher priority whose class allows it took its place).
+	// +kubebuilder:validation:Enum=PathLimit;EndpointLimit;Preempted
+	// +required
+	Reason string `json:"reason"`
+
+	// message names the limit for people, for example "PathProfile a.b allows 2 jobs
+	// at once (spec.maxActiveJobs)".
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// since is when the job started waiting.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// ShareBound names what set a job's share.
+// +kubebuilder:validation:Enum=Path;SourceEndpoint;DestinationEndpoint;Demand;None
+type ShareBound string
+
+const (
+	// ShareBoundPath: the path's capacity (or its PathProfile's maxBitsPerSecond),
+	// divided between the path's jobs.
+	ShareBoundPath ShareBound = "Path"
+	// ShareBoundSourceEndpoint and ShareBoundDestinationEndpoint: an endpoint's
+	// spec.sharing.maxBitsPerSecond, divided between the jobs of every path through
+	// the site.
+	ShareBoundSourceEndpoint      ShareBound = "SourceEndpoint"
+	ShareBoundDestinationEndpoint ShareBound = "DestinationEndpoint"
+	// ShareBoundDemand: the job can use less than a share (its own maxBitsPerSecond,
+	// or what its nodes carry), and leaves the rest to the others.
+	ShareBoundDemand ShareBound = "Demand"
+	// ShareBoundNone: nothing of known capacity is shared (a path not yet measured).
+	ShareBoundNone ShareBound = "None"
+)
+
+// TransferSharing is a job's part of the path and sites it shares with other jobs.
+type TransferSharing struct {
+	// priority is the job's priority (from spec.priorityClassName; 1 without one): its
+	// weight in the shares and its place in the queues.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +required
+	Priority int32 `json:"priority"`
+
+	// jobsOnPath is the number of jobs admitted on the job's path and not suspended,
+	// this one included.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	JobsOnPath int32 `json:"jobsOnPath,omitempty"`
+
+	// pathCapacityBitsPerSecond is the path's capacity the shares divide: the larger of
+	// the plateau of the fitted curve and the highest aggregate measured, as its
+	// PathProfile and the jobs' plans know them (within the profile's
+	// spec.maxBitsPerSecond). Absent while the path is not measured.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PathCapacityBitsPerSecond int64 `json:"pathCapacityBitsPerSecond,omitempty"`
+
+	// shareBitsPerSecond is the job's share: weighted max-min fair over the path and
+	// the endpoints' rate limits. Absent when nothing of known capacity bounds it.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ShareBitsPerSecond int64 `json:"shareBitsPerSecond,omitempty"`
+
+	// boundBy is what set the share.
+	// +optional
+	BoundBy ShareBound `json:"boundBy,omitempty"`
+
+	// paced is true when the agents hold the job to its share (status.plan
+	// .shareBitsPerSecond): other jobs share what bounds it, or an admin's rate limit
+	// does. A job alone on a measured path is not held to the measurement.
+	// +optional
+	Paced bool `json:"paced,omitempty"`
+
+	// fairness is spec.tuning.fairness as the plan applies it: Strict plans one TCP
+	// stream.
+	// +optional
+	Fairness FairnessMode `json:"fairness,omitempty"`
 }
 
 // RemoteSideStatus is the peer site's side of a job, as last seen.
@@ -501,7 +712,7 @@ type TransferTimings struct {
 }
 
 // BindingResource names what limits a plan's predicted rate.
-// +kubebuilder:validation:Enum=Path;NIC;CPU;Disk;Nodes;UserLimit
+// +kubebuilder:validation:Enum=Path;NIC;CPU;Disk;Nodes;UserLimit;Share
 type BindingResource string
 
 const (
@@ -513,6 +724,9 @@ const (
 	// (the endpoint's maxStripesPerNode, less other jobs' stripes).
 	BindingNodes     BindingResource = "Nodes"
 	BindingUserLimit BindingResource = "UserLimit"
+	// BindingShare: the job's share of a path or site it shares with other jobs
+	// (status.sharing).
+	BindingShare BindingResource = "Share"
 )
 
 // TransferPlan is the planner's decision for a job (the OPT_B flow model of Yildirim &
@@ -582,6 +796,14 @@ type TransferPlan struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	PathBitsPerSecond int64 `json:"pathBitsPerSecond,omitempty"`
+
+	// shareBitsPerSecond is the rate the plan is sized for when the job is held to its
+	// share of a path or site it shares with other jobs (status.sharing): stripes,
+	// streams and CPU requests for that rate, and the agents pace to it. Absent when
+	// the job is not held to a share.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ShareBitsPerSecond int64 `json:"shareBitsPerSecond,omitempty"`
 
 	// model is the fitted throughput-vs-streams model of one stripe; absent in Fixed
 	// mode, which does not probe.
@@ -746,6 +968,23 @@ type StripeStatus struct {
 	BitsPerSecond int64 `json:"bitsPerSecond,omitempty"`
 }
 
+// RatePoint is the job's aggregate rate at one agent report.
+type RatePoint struct {
+	// time is when the agents reported.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// bitsPerSecond is the aggregate rate over the report's interval.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BitsPerSecond int64 `json:"bitsPerSecond,omitempty"`
+
+	// bytesDone is the number of bytes verified at the destination by then.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+}
+
 // PlanShape is the part of a plan a re-plan changes.
 type PlanShape struct {
 	// nodes is the number of nodes at each side.
@@ -793,11 +1032,16 @@ type Replan struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=tj,categories=dtnflow
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Queue",type=integer,JSONPath=`.status.queue.position`
 // +kubebuilder:printcolumn:name="Progress%",type=integer,JSONPath=`.status.progress.percent`
 // +kubebuilder:printcolumn:name="Rate",type=string,JSONPath=`.status.progress.rate`
 // +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.progress.eta`
 // +kubebuilder:printcolumn:name="Stripes",type=integer,JSONPath=`.status.plan.stripesPerNode`,priority=1
 // +kubebuilder:printcolumn:name="Streams",type=integer,JSONPath=`.status.plan.streamsPerStripe`,priority=1
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.status.sharing.priority`,priority=1
+// +kubebuilder:printcolumn:name="Share bit/s",type=integer,JSONPath=`.status.sharing.shareBitsPerSecond`,priority=1
+// +kubebuilder:printcolumn:name="Run",type=integer,JSONPath=`.status.run`,priority=1
+// +kubebuilder:printcolumn:name="Next Run",type=string,JSONPath=`.status.nextRunTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TransferJob struct {
 	metav1.TypeMeta `json:",inline"`

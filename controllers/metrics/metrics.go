@@ -1,8 +1,11 @@
 // Package metrics holds every Prometheus metric of the dtnflow manager, registered once
 // with controller-runtime's registry (served on the manager's metrics address next to
-// the controller-runtime and client-go metrics). Label sets are bounded: endpoint
-// names, condition types, states, roles and re-plan reasons are few; the per-job rate
-// gauges carry namespace and name and are deleted when the job finishes or goes.
+// the controller-runtime and client-go metrics). They follow Prometheus's conventions,
+// which a test checks with promlint: base units (bytes, seconds), counters for what
+// accumulates (rates are PromQL's rate()), no label name inside a metric name. Label sets
+// are bounded: endpoint names, condition types, states, roles, results, triggers and
+// re-plan reasons are few; the per-job series carry namespace and name and are deleted
+// when the job goes (the predicted rate already when it finishes).
 package metrics
 
 import (
@@ -24,17 +27,25 @@ var (
 		Help: "Bytes written and verified at the destination, by source and destination endpoint.",
 	}, []string{"source", "destination"})
 
-	// JobRate is each running job's aggregate rate over the latest report interval.
-	JobRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "dtnflow_transferjob_bits_per_second",
-		Help: "Aggregate rate of a running TransferJob over the latest report interval, in bits per second.",
+	// JobBytes counts each job's bytes verified at the destination: rate() of it is the
+	// job's rate.
+	JobBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dtnflow_transferjob_verified_bytes_total",
+		Help: "Bytes a TransferJob has written and verified at the destination (all its runs); rate() is its rate.",
 	}, []string{"namespace", "name"})
 
 	// JobPredictedRate is each running job's predicted aggregate rate.
 	JobPredictedRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "dtnflow_transferjob_predicted_bits_per_second",
-		Help: "Aggregate rate the current plan of a running TransferJob predicts, in bits per second.",
+		Name: "dtnflow_transferjob_predicted_bytes_per_second",
+		Help: "Aggregate rate the current plan of a running TransferJob predicts, in bytes per second.",
 	}, []string{"namespace", "name"})
+
+	// JobDuration is how long jobs (and runs of recurring jobs) took, by result.
+	JobDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "dtnflow_transferjob_duration_seconds",
+		Help:    "Time from a TransferJob's start (or a recurring job's run's) to its completion or failure, by result (Complete or Failed).",
+		Buckets: prometheus.ExponentialBuckets(10, 2, 14), // 10 s to about 23 h
+	}, []string{"result"})
 
 	// Replans counts changes of plan, by reason.
 	Replans = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -55,9 +66,22 @@ var (
 		Help: "Agent pods that failed or vanished, by role.",
 	}, []string{"role"})
 
-	jobsByCondition = prometheus.NewDesc("dtnflow_transferjobs",
-		"TransferJobs whose condition of the given type is True.", []string{"condition"}, nil)
-	jobsByState = prometheus.NewDesc("dtnflow_transferjobs_by_state",
+	// RunsStarted counts the runs of recurring jobs after their first, by trigger.
+	RunsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dtnflow_transferjob_runs_total",
+		Help: "Runs of recurring TransferJobs (spec.trigger) started after the first, by trigger (Schedule or Manual).",
+	}, []string{"trigger"})
+
+	// MissedRuns counts scheduled times of recurring jobs that started no run.
+	MissedRuns = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dtnflow_transferjob_missed_runs_total",
+		Help: "Scheduled runs of recurring TransferJobs skipped because the previous run was still going (runs never overlap) or the controller was away.",
+	})
+
+	// named as kube-state-metrics names what it reads from status (kube_pod_status_phase)
+	jobsByCondition = prometheus.NewDesc("dtnflow_transferjob_status_condition",
+		"TransferJobs whose status condition of the given type is True.", []string{"condition"}, nil)
+	jobsByState = prometheus.NewDesc("dtnflow_transferjob_status_state",
 		"TransferJobs by status.state.", []string{"state"}, nil)
 )
 
@@ -68,6 +92,7 @@ type JobLister func(ctx context.Context) ([]dtnflowv1alpha1.TransferJob, error)
 var conditionTypes = []string{
 	dtnflowv1alpha1.ConditionProbing, dtnflowv1alpha1.ConditionPlanned, dtnflowv1alpha1.ConditionTransferring,
 	dtnflowv1alpha1.ConditionComplete, dtnflowv1alpha1.ConditionFailed, dtnflowv1alpha1.ConditionSuspended,
+	dtnflowv1alpha1.ConditionReady, dtnflowv1alpha1.ConditionReconciling, dtnflowv1alpha1.ConditionStalled,
 }
 
 var states = []dtnflowv1alpha1.TransferState{
@@ -127,13 +152,18 @@ var (
 func Register(list JobLister) {
 	lister.Store(&list)
 	registerOnce.Do(func() {
-		ctrlmetrics.Registry.MustRegister(BytesMoved, JobRate, JobPredictedRate, Replans, PredictionRatio, AgentFailures,
+		ctrlmetrics.Registry.MustRegister(BytesMoved, JobBytes, JobPredictedRate, JobDuration, Replans, PredictionRatio, AgentFailures, RunsStarted, MissedRuns,
 			jobCollector{list: &lister})
 	})
 }
 
-// ForgetJob deletes the per-job series of a job that finished or is gone.
-func ForgetJob(namespace, name string) {
-	JobRate.DeleteLabelValues(namespace, name)
+// FinishJob deletes the series of a job that only mean something while it runs.
+func FinishJob(namespace, name string) {
 	JobPredictedRate.DeleteLabelValues(namespace, name)
+}
+
+// ForgetJob deletes every per-job series of a job that is gone.
+func ForgetJob(namespace, name string) {
+	FinishJob(namespace, name)
+	JobBytes.DeleteLabelValues(namespace, name)
 }

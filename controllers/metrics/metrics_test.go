@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -28,13 +30,14 @@ func TestRegisterOnceAndCountJobs(t *testing.T) {
 		return []dtnflowv1alpha1.TransferJob{
 			job(dtnflowv1alpha1.StateTransferring, dtnflowv1alpha1.ConditionPlanned, dtnflowv1alpha1.ConditionTransferring),
 			job(dtnflowv1alpha1.StateTransferring, dtnflowv1alpha1.ConditionPlanned, dtnflowv1alpha1.ConditionTransferring),
-			job(dtnflowv1alpha1.StateFailed, dtnflowv1alpha1.ConditionFailed),
+			job(dtnflowv1alpha1.StateFailed, dtnflowv1alpha1.ConditionFailed, dtnflowv1alpha1.ConditionStalled),
 			job(""),
 		}, nil
 	})
 	want := map[string]map[string]float64{
-		"dtnflow_transferjobs":          {"condition=Complete": 0, "condition=Failed": 1, "condition=Planned": 2, "condition=Probing": 0, "condition=Suspended": 0, "condition=Transferring": 2},
-		"dtnflow_transferjobs_by_state": {"state=Complete": 0, "state=Failed": 1, "state=Pending": 1, "state=Probing": 0, "state=Suspended": 0, "state=Transferring": 2},
+		"dtnflow_transferjob_status_condition": {"condition=Complete": 0, "condition=Failed": 1, "condition=Planned": 2, "condition=Probing": 0, "condition=Suspended": 0, "condition=Transferring": 2,
+			"condition=Ready": 0, "condition=Reconciling": 0, "condition=Stalled": 1},
+		"dtnflow_transferjob_status_state": {"state=Complete": 0, "state=Failed": 1, "state=Pending": 1, "state=Probing": 0, "state=Suspended": 0, "state=Transferring": 2},
 	}
 	got := gather(t)
 	for name, values := range want {
@@ -48,13 +51,64 @@ func TestRegisterOnceAndCountJobs(t *testing.T) {
 		}
 	}
 
-	JobRate.WithLabelValues("ns", "a").Set(941e6)
-	if got := gather(t)["dtnflow_transferjob_bits_per_second"]["name=a,namespace=ns"]; got != 941e6 {
-		t.Errorf("rate gauge %v", got)
+	JobBytes.WithLabelValues("ns", "a").Add(1 << 30)
+	JobPredictedRate.WithLabelValues("ns", "a").Set(117_625_000)
+	if got := gather(t)["dtnflow_transferjob_verified_bytes_total"]["name=a,namespace=ns"]; got != 1<<30 {
+		t.Errorf("bytes counter %v", got)
+	}
+	FinishJob("ns", "a")
+	if got := gather(t); len(got["dtnflow_transferjob_predicted_bytes_per_second"]) != 0 || len(got["dtnflow_transferjob_verified_bytes_total"]) != 1 {
+		t.Errorf("after FinishJob: predicted %v, bytes %v; want the prediction gone and the bytes kept", got["dtnflow_transferjob_predicted_bytes_per_second"], got["dtnflow_transferjob_verified_bytes_total"])
 	}
 	ForgetJob("ns", "a")
-	if got := gather(t)["dtnflow_transferjob_bits_per_second"]; len(got) != 0 {
-		t.Errorf("rate series left after ForgetJob: %v", got)
+	if got := gather(t)["dtnflow_transferjob_verified_bytes_total"]; len(got) != 0 {
+		t.Errorf("bytes series left after ForgetJob: %v", got)
+	}
+}
+
+// TestPrometheusConventions lints every metric of the manager with promlint (base units,
+// counters ending in _total, help text, no reserved suffixes) and checks that no metric
+// name holds the name of one of its labels after "by" (dtnflow_x_by_state).
+func TestPrometheusConventions(t *testing.T) {
+	Register(func(context.Context) ([]dtnflowv1alpha1.TransferJob, error) { return nil, nil })
+	// every vector needs a series to be gathered and linted
+	BytesMoved.WithLabelValues("a", "b").Add(1)
+	JobBytes.WithLabelValues("ns", "lint").Add(1)
+	JobPredictedRate.WithLabelValues("ns", "lint").Set(1)
+	JobDuration.WithLabelValues("Complete").Observe(1)
+	Replans.WithLabelValues("PathHasRoom").Inc()
+	AgentFailures.WithLabelValues("sender").Inc()
+	RunsStarted.WithLabelValues("Schedule").Inc()
+	defer ForgetJob("ns", "lint")
+
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ours []*dto.MetricFamily
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "dtnflow_") {
+			ours = append(ours, mf)
+		}
+	}
+	if len(ours) < 11 {
+		t.Fatalf("only %d dtnflow metrics gathered", len(ours))
+	}
+	problems, err := promlint.NewWithMetricFamilies(ours).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	for _, mf := range ours {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if strings.Contains(mf.GetName(), "_by_"+l.GetName()) {
+					t.Errorf("%s names its label %s", mf.GetName(), l.GetName())
+				}
+			}
+		}
 	}
 }
 

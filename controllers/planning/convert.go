@@ -18,8 +18,13 @@ type Node struct {
 	NICBitsPerSecond    int64
 	CPUBudgetMillicores int64 // 0: no budget, CPU does not bind
 	DiskBitsPerSecond   int64 // 0: unknown, disk does not bind
-	// PlacedStripes counts stripes of other jobs already on the node.
+	// PlacedStripes counts stripes of other jobs already on the node (they use its
+	// stripe slots).
 	PlacedStripes int
+	// OthersBitsPerSecond is the rate other jobs' plans put through the node, and
+	// OthersMillicores the CPU their agents there are planned to use: they come off
+	// its NIC, disk and CPU budget (optimizer.Node).
+	OthersBitsPerSecond, OthersMillicores int64
 	// MaxStripes is the endpoint's cap on stripes per node over every job; 0: none.
 	MaxStripes int
 	// Preferred marks a node the job already runs agents on (optimizer.Node.Preferred).
@@ -31,7 +36,7 @@ func toOptimizerNodes(nodes []Node) []optimizer.Node {
 	for i, n := range nodes {
 		out[i] = optimizer.Node{Name: n.Name, NICBitsPerSecond: float64(n.NICBitsPerSecond), CPUBudgetMillicores: float64(n.CPUBudgetMillicores),
 			DiskBitsPerSecond: float64(n.DiskBitsPerSecond), PlacedStripes: n.PlacedStripes, MaxStripes: n.MaxStripes,
-			Preferred: n.Preferred}
+			OthersBitsPerSecond: float64(n.OthersBitsPerSecond), OthersMillicores: float64(n.OthersMillicores), Preferred: n.Preferred}
 	}
 	return out
 }

@@ -34,7 +34,8 @@ func Stripes(p v1alpha1.TransferPlan) int32 {
 }
 
 // Directive is the coordinator's transfer directive for a plan (Generation left 0 for
-// the caller to set). limits supplies the rate cap. Each size class carries the
+// the caller to set). The rate cap is limits' maxBitsPerSecond or the plan's share
+// (TransferPlan.ShareBitsPerSecond), whichever is lower. Each size class carries the
 // planner's own upper bound (SizeClassPlan.MaxBytes), so the agents class every file
 // exactly as the planner counted it.
 func Directive(p v1alpha1.TransferPlan, limits *v1alpha1.TuningLimits) contract.Directive {
@@ -42,6 +43,9 @@ func Directive(p v1alpha1.TransferPlan, limits *v1alpha1.TuningLimits) contract.
 		Stripes: Stripes(p)}
 	if limits != nil && limits.MaxBitsPerSecond != nil {
 		d.MaxBitsPerSecond = *limits.MaxBitsPerSecond
+	}
+	if s := p.ShareBitsPerSecond; s > 0 && (d.MaxBitsPerSecond <= 0 || s < d.MaxBitsPerSecond) {
+		d.MaxBitsPerSecond = s
 	}
 	for i, c := range p.SizeClasses {
 		param := contract.SizeClassParam{Class: string(c.Class), Pipelining: c.Pipelining, Parallelism: c.Parallelism,

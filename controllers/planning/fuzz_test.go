@@ -73,7 +73,8 @@ func FuzzPlan(f *testing.F) {
 			out := make([]Node, in.next(5))
 			for i := range out {
 				out[i] = Node{Name: fmt.Sprintf("%s%d", prefix, i), NICBitsPerSecond: in.big(), CPUBudgetMillicores: in.big() % 100000,
-					DiskBitsPerSecond: in.big(), PlacedStripes: in.next(6), MaxStripes: in.next(10)}
+					DiskBitsPerSecond: in.big(), PlacedStripes: in.next(6), MaxStripes: in.next(10),
+					OthersBitsPerSecond: in.big() / 2, OthersMillicores: in.big() % 50000}
 			}
 			return out
 		}

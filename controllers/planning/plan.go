@@ -37,6 +37,11 @@ type Input struct {
 	// Encrypted says the job encrypts its data in flight: a side without a fitted or
 	// stored CPU model gets optimizer.EncryptedCPUModel.
 	Encrypted bool
+	// ShareBitsPerSecond is the job's share of a path or site it shares with other
+	// jobs when it is held to it (optimizer.JobShare.Paced); 0 when it is not. The
+	// plan is OPT_B for that rate: it caps the plan like spec.tuning.limits
+	// .maxBitsPerSecond, and the plan records it (TransferPlan.ShareBitsPerSecond).
+	ShareBitsPerSecond int64
 }
 
 // defaultCPU is the CPU model of a side the samples and the profile say nothing of.
@@ -45,6 +50,37 @@ func (in Input) defaultCPU() optimizer.CPUModel {
 		return optimizer.EncryptedCPUModel
 	}
 	return optimizer.DefaultCPUModel
+}
+
+// limits are the user's limits with the job's share as a rate cap when it is lower,
+// and one stream in all for Strict fairness; shareBinds says the share is the cap.
+func (in Input) limits() (optimizer.Limits, bool) {
+	return limitsWithShare(in.Tuning, in.ShareBitsPerSecond)
+}
+
+func limitsWithShare(t v1alpha1.TransferTuning, share int64) (optimizer.Limits, bool) {
+	limits := Limits(t.Limits)
+	if t.Fairness == v1alpha1.FairnessStrict {
+		// one TCP stream: on a bottleneck shared with other TCP flows the job is one
+		// flow among them, and each keeps its fair share
+		limits.MaxNodes, limits.MaxStripesPerNode, limits.MaxStreamsPerStripe = 1, 1, 1
+	}
+	if share > 0 && (limits.MaxBitsPerSecond <= 0 || float64(share) < limits.MaxBitsPerSecond) {
+		limits.MaxBitsPerSecond = float64(share)
+		return limits, true
+	}
+	return limits, false
+}
+
+// shareBinding names the share as what binds a plan held to it at its rate.
+func shareBinding(out *v1alpha1.TransferPlan, share int64, shareBinds bool) {
+	if share <= 0 {
+		return
+	}
+	out.ShareBitsPerSecond = share
+	if shareBinds && out.BindingResource == v1alpha1.BindingUserLimit && float64(out.PredictedBitsPerSecond) >= float64(share)*(1-1e-6) {
+		out.BindingResource = v1alpha1.BindingShare
+	}
 }
 
 // Plan returns the job's plan, every field of v1alpha1.TransferPlan filled:
@@ -152,7 +188,7 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	if in.Tuning.Fixed != nil {
 		return v1alpha1.TransferPlan{}, errors.New("spec.tuning.fixed may be set only when spec.tuning.mode is Fixed")
 	}
-	limits := Limits(in.Tuning.Limits)
+	limits, shareBinds := in.limits()
 	samples := in.samples()
 	warm, _ := in.warm()
 	src, dst := in.nodes()
@@ -169,6 +205,7 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	}
 	out.PathBitsPerSecond = roundNonNegative(p.Path.Max())
 	out.SizeClasses = sizeClasses(p.Chunks)
+	shareBinding(&out, in.ShareBitsPerSecond, shareBinds)
 	out.Hash = Hash(out)
 	return out, nil
 }
@@ -181,7 +218,7 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 	if f.Nodes < 1 || f.StripesPerNode < 1 || f.StreamsPerStripe < 1 || f.Concurrency < 1 || f.Pipelining < 1 || f.BufferBytes < 0 {
 		return v1alpha1.TransferPlan{}, fmt.Errorf("spec.tuning.fixed: nodes, stripesPerNode, streamsPerStripe, concurrency and pipelining must be at least 1 and bufferBytes at least 0, got %+v", *f)
 	}
-	limits := Limits(in.Tuning.Limits)
+	limits, shareBinds := in.limits()
 	samples := in.samples()
 	warm, _ := in.warm()
 	src, dst := in.nodes()
@@ -218,6 +255,7 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 				MaxBytes: c.MaxBytes, Pipelining: f.Pipelining, Parallelism: f.StreamsPerStripe, Concurrency: f.Concurrency})
 		}
 	}
+	shareBinding(&out, in.ShareBitsPerSecond, shareBinds)
 	out.Hash = Hash(out)
 	return out, nil
 }

@@ -28,6 +28,9 @@ type RescaleInput struct {
 	SourceNodes, DestinationNodes []Node
 	ExternalDestination           bool
 	Now                           time.Time
+	// ShareBitsPerSecond is the job's share when it is held to it (Input
+	// .ShareBitsPerSecond); the policy climbs no higher.
+	ShareBitsPerSecond int64
 }
 
 // RescaleDecision is the policy's answer.
@@ -67,7 +70,7 @@ func Rescale(state *RescaleState, in RescaleInput) (RescaleDecision, *RescaleSta
 		return hold("FixedTuning", "spec.tuning.mode is Fixed: the plan is not changed while the job runs")
 	}
 
-	limits := Limits(in.Tuning.Limits)
+	limits, _ := limitsWithShare(in.Tuning, in.ShareBitsPerSecond)
 	lim := limits.WithDefaults()
 	src := pick(toOptimizerNodes(in.SourceNodes), plan.SourceNodes)
 	dst := externalNodes(len(src))

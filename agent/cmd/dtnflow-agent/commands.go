@@ -214,6 +214,7 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 	if j.job == "" {
 		j.job = jobID(j.destPath, all)
 	}
+	log, bar := progressOutput(log) // a progress bar on a terminal (progressbar.go)
 	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
 		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log}, j.params())
 	if err != nil {
@@ -269,10 +270,11 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 			ls.add(ctx)
 		}
 	}
-	runner := &coord.Runner{Core: core, Channel: &coord.LogChannel{Log: log}, Interval: j.reportInterval, Grace: 30 * time.Second}
+	runner := &coord.Runner{Core: core, Channel: bar.channel(log), Interval: j.reportInterval, Grace: 30 * time.Second}
 	phase := runner.Run(ctx)
 	cancel()
 	ls.wg.Wait()
+	bar.finish()
 	rep := core.Report()
 	el := time.Since(start).Seconds()
 	switch phase {

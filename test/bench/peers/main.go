@@ -54,7 +54,12 @@ type Result struct {
 	BitsPerSecond   int64   `json:"bitsPerSecond"`
 	FilesPerSecond  float64 `json:"filesPerSecond"`
 	CPUSecondsPerGB float64 `json:"cpuSecondsPerGB"`
-	Command         string  `json:"command"`
+	// ClientCPUSecondsPerGB and ServerCPUSecondsPerGB split it: for dtnflow the
+	// client is the sender and the server the receiver (what each side's CPU model
+	// is fitted from).
+	ClientCPUSecondsPerGB float64 `json:"clientCpuSecondsPerGB"`
+	ServerCPUSecondsPerGB float64 `json:"serverCpuSecondsPerGB"`
+	Command               string  `json:"command"`
 }
 
 func main() {
@@ -335,7 +340,8 @@ func run() error {
 				}
 				scpu := c.srv.cpu() - s0
 				r := Result{Tool: c.tool, Case: c.name, Streams: c.streams, Verify: verify, Seconds: secs, BitsPerSecond: int64(float64(bytes) * 8 / secs),
-					CPUSecondsPerGB: (ccpu + scpu) / (float64(bytes) / 1e9), Command: strings.Join(cmd, " ")}
+					CPUSecondsPerGB: (ccpu + scpu) / (float64(bytes) / 1e9), Command: strings.Join(cmd, " "),
+					ClientCPUSecondsPerGB: ccpu / (float64(bytes) / 1e9), ServerCPUSecondsPerGB: scpu / (float64(bytes) / 1e9)}
 				if files > 0 {
 					r.FilesPerSecond = float64(files) / secs
 				}

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +21,10 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,8 +35,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/controllers/metrics"
 	"github.com/dtnflow/dtnflow/test/e2e/framework"
 )
 
@@ -49,6 +56,8 @@ var valueSets = map[string][]string{
 	"two replicas":          {"--set", "manager.replicas=2"},
 	"network policies":      {"--set", "networkPolicy.agents.namespaces[0]=e2e", "--set", "networkPolicy.agents.peerCIDRs[0]=10.78.1.0/24", "--set", "networkPolicy.manager.metricsFrom[0].namespaceSelector.matchLabels.monitoring=yes"},
 	"scheduling and extras": {"--set", "manager.nodeSelector.dtn=yes", "--set", "manager.tolerations[0].operator=Exists", "--set", "manager.extraArgs[0]=--foo", "--set", "manager.extraEnv[0].name=A", "--set", "manager.extraEnv[0].value=b", "--set", "imagePullSecrets[0].name=reg"},
+	"dashboard":             {"--set", "metrics.grafanaDashboard.enabled=true"},
+	"CRDs kept apart":       {"--set", "crds.install=false", "--set", "rbac.aggregateToDefaultRoles=false"},
 }
 
 func helm(t *testing.T, args ...string) string {
@@ -118,7 +127,7 @@ func TestRenderedObjects(t *testing.T) {
 			for _, o := range objs {
 				kinds[o.GetKind()+"/"+o.GetName()] = o
 				agentPolicy := o.GetKind() == "NetworkPolicy" && o.GetName() == "dtnflow-agents" // in the jobs' namespaces
-				if o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && !agentPolicy && o.GetNamespace() != namespace {
+				if o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "CustomResourceDefinition" && !agentPolicy && o.GetNamespace() != namespace {
 					t.Errorf("%s %s is in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), namespace)
 				}
 				if o.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" {
@@ -150,6 +159,27 @@ func TestRenderedObjects(t *testing.T) {
 			}
 			if wantMetrics && !strings.Contains(args, "--metrics-bind-address=:8443") {
 				t.Errorf("manager args %s do not serve metrics", args)
+			}
+			_, pdb := kinds["PodDisruptionBudget/dtnflow-manager"]
+			if pdb != (name == "two replicas") {
+				t.Errorf("PodDisruptionBudget rendered: %v in %q; want one exactly with more than one replica", pdb, name)
+			}
+			_, edit := kinds["ClusterRole/dtnflow-edit"]
+			_, view := kinds["ClusterRole/dtnflow-view"]
+			if edit != (name != "CRDs kept apart") || view != edit {
+				t.Errorf("aggregated edit/view ClusterRoles rendered: %v/%v in %q", edit, view, name)
+			}
+			if _, dash := kinds["ConfigMap/dtnflow-grafana-dashboard"]; dash != (name == "dashboard") {
+				t.Errorf("Grafana dashboard rendered: %v in %q", dash, name)
+			}
+			crds := 0
+			for k := range kinds {
+				if strings.HasPrefix(k, "CustomResourceDefinition/") {
+					crds++
+				}
+			}
+			if want := map[bool]int{true: 0, false: 7}[name == "CRDs kept apart"]; crds != want {
+				t.Errorf("%d CRDs rendered in %q, want %d", crds, name, want)
 			}
 			_, account := kinds["ServiceAccount/dtnflow"]
 			if account != (name != "existing account") {
@@ -246,16 +276,19 @@ func TestValuesDocumented(t *testing.T) {
 func TestGeneratedFilesAreCopies(t *testing.T) {
 	root := framework.RepoRoot()
 	bases, _ := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
-	copies, _ := filepath.Glob(filepath.Join(framework.ChartDir(), "crds", "*.yaml"))
+	copies, _ := filepath.Glob(filepath.Join(framework.ChartDir(), "files", "crds", "*.yaml"))
 	if len(bases) == 0 || len(bases) != len(copies) {
-		t.Fatalf("config/crd/bases has %d CRDs, charts/dtnflow/crds %d: run make chart-sync", len(bases), len(copies))
+		t.Fatalf("config/crd/bases has %d CRDs, charts/dtnflow/files/crds %d: run make chart-sync", len(bases), len(copies))
 	}
 	for _, b := range bases {
 		want, _ := os.ReadFile(b)
-		got, err := os.ReadFile(filepath.Join(framework.ChartDir(), "crds", filepath.Base(b)))
+		got, err := os.ReadFile(filepath.Join(framework.ChartDir(), "files", "crds", filepath.Base(b)))
 		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("charts/dtnflow/crds/%s differs from config/crd/bases: run make chart-sync", filepath.Base(b))
+			t.Errorf("charts/dtnflow/files/crds/%s differs from config/crd/bases: run make chart-sync", filepath.Base(b))
 		}
+	}
+	if old, _ := filepath.Glob(filepath.Join(framework.ChartDir(), "crds", "*")); len(old) > 0 {
+		t.Errorf("charts/dtnflow/crds holds %v: Helm would install those once and never upgrade them, and they would clash with templates/crds.yaml", old)
 	}
 	generated := filepath.Join(root, "config", "rbac", "role.yaml")
 	want, err := os.ReadFile(generated)
@@ -283,7 +316,12 @@ func TestLeastPrivilege(t *testing.T) {
 		if err := yaml.Unmarshal(b, &role); err != nil {
 			t.Fatal(err)
 		}
+		// the aggregated roles are users' rights on dtnflow's own kinds, not the manager's
+		forUsers := o.GetLabels()["rbac.authorization.k8s.io/aggregate-to-edit"] == "true" || o.GetLabels()["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
 		for _, rule := range role.Rules {
+			if forUsers && (len(rule.APIGroups) != 1 || rule.APIGroups[0] != "dtnflow.io" || hasAny(rule.Resources, "transferendpoints") && hasAny(rule.Verbs, "create", "update", "patch", "delete")) {
+				t.Errorf("%s %s, aggregated to users' roles, grants more than TransferJobs and reading dtnflow.io: %+v", o.GetKind(), o.GetName(), rule)
+			}
 			for _, v := range rule.Verbs {
 				if forbiddenVerbs[v] {
 					t.Errorf("%s %s grants verb %q: %+v", o.GetKind(), o.GetName(), v, rule)
@@ -301,7 +339,7 @@ func TestLeastPrivilege(t *testing.T) {
 					t.Errorf("%s %s may change %s: %+v", o.GetKind(), o.GetName(), r, rule)
 				case r == "secrets" && hasAny(rule.Verbs, "update", "patch", "deletecollection"):
 					t.Errorf("%s %s may rewrite secrets: %+v", o.GetKind(), o.GetName(), rule)
-				case r == "transferjobs" && hasAny(rule.Verbs, "create", "update", "patch"):
+				case r == "transferjobs" && hasAny(rule.Verbs, "create", "update", "patch") && !forUsers:
 					t.Errorf("%s %s may change users' TransferJob specs: %+v", o.GetKind(), o.GetName(), rule)
 				}
 			}
@@ -375,8 +413,8 @@ func TestServerSideDryRun(t *testing.T) {
 					crds++
 				}
 			}
-			if crds != 6 {
-				t.Errorf("the chart installs %d CRDs, want 6 (TransferJob, TransferEndpoint, PathProfile, TransferPeer, RemoteSite, RemoteTransfer)", crds)
+			if want := map[bool]int{true: 0, false: 7}[name == "CRDs kept apart"]; crds != want {
+				t.Errorf("the chart installs %d CRDs, want %d (TransferJob, TransferEndpoint, PathProfile, TransferPriorityClass, TransferPeer, RemoteSite, RemoteTransfer unless crds.install is false)", crds, want)
 			}
 		})
 	}
@@ -421,5 +459,175 @@ func checkNetworkPolicies(t *testing.T, valueSet string, kinds map[string]*unstr
 	from := rule["from"].([]any)[0].(map[string]any)["ipBlock"].(map[string]any)
 	if fmt.Sprint(port["port"], "-", port["endPort"]) != "47000-47099" || from["cidr"] != "10.78.1.0/24" {
 		t.Errorf("agents' policy rule %v, want ports 47000-47099 from 10.78.1.0/24", rule)
+	}
+}
+
+// helmFails runs helm and returns its error output, failing the test when helm succeeds.
+func helmFails(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := framework.HelmBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("helm %s succeeded:\n%s", strings.Join(args, " "), out)
+	}
+	return string(out)
+}
+
+// TestSchemaRefusesBadValues: values.schema.json makes helm refuse a value of the wrong
+// type or an unknown key, naming it, before anything reaches a cluster.
+func TestSchemaRefusesBadValues(t *testing.T) {
+	tests := map[string]struct{ set, want string }{
+		"replicas not a number":  {"manager.replicas=abc", "/manager/replicas"},
+		"negative replicas":      {"manager.replicas=-1", "/manager/replicas"},
+		"a misspelt key":         {"manager.replica=2", "'replica' not allowed"},
+		"an unknown pull policy": {"agent.image.pullPolicy=Sometimes", "/agent/image/pullPolicy"},
+		"a port out of range":    {"metrics.port=70000", "/metrics/port"},
+		"an unknown log format":  {"manager.logFormat=xml", "/manager/logFormat"},
+		"an unknown log level":   {"manager.logLevel=chatty", "/manager/logLevel"},
+		"a Service type typo":    {"metrics.service.type=Cluster", "/metrics/service/type"},
+		"a bad scrape interval":  {"metrics.serviceMonitor.interval=often", "/metrics/serviceMonitor/interval"},
+		"crds not a boolean":     {"crds.install=maybe", "/crds/install"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			out := helmFails(t, "template", framework.ReleaseName, framework.ChartDir(), "--namespace", namespace, "--set", tc.set)
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("helm's refusal does not name %s:\n%s", tc.want, out)
+			}
+		})
+	}
+	for _, ok := range []string{"manager.logLevel=4", "manager.image.tag=1.2", "manager.podDisruptionBudget.maxUnavailable=50%"} {
+		helm(t, "template", framework.ReleaseName, framework.ChartDir(), "--namespace", namespace, "--set", ok)
+	}
+}
+
+// TestRenderedCRDsAreTheGeneratedOnes: the CRDs the chart renders (so that helm upgrade
+// updates them) are the generated ones, field for field, with Helm's labels and the keep
+// policy unless crds.keep is false.
+func TestRenderedCRDsAreTheGeneratedOnes(t *testing.T) {
+	generated := map[string]apiextensionsv1.CustomResourceDefinition{}
+	bases, _ := filepath.Glob(filepath.Join(framework.RepoRoot(), "config", "crd", "bases", "*.yaml"))
+	for _, b := range bases {
+		raw, err := os.ReadFile(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
+			t.Fatal(err)
+		}
+		generated[crd.Name] = crd
+	}
+	for _, keep := range []bool{true, false} {
+		rendered := 0
+		for _, o := range render(t, false, "--set", fmt.Sprintf("crds.keep=%v", keep)) {
+			if o.GetKind() != "CustomResourceDefinition" {
+				continue
+			}
+			rendered++
+			b, _ := o.MarshalJSON()
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := yaml.UnmarshalStrict(b, &crd); err != nil {
+				t.Fatal(err)
+			}
+			want, ok := generated[crd.Name]
+			if !ok {
+				t.Errorf("the chart renders CRD %s, which make manifests did not generate", crd.Name)
+				continue
+			}
+			if !equality.Semantic.DeepEqual(crd.Spec, want.Spec) {
+				t.Errorf("the chart's CRD %s differs from config/crd/bases (a template round trip changed it)", crd.Name)
+			}
+			if crd.Labels["app.kubernetes.io/managed-by"] != "Helm" {
+				t.Errorf("CRD %s lacks Helm's labels: %v", crd.Name, crd.Labels)
+			}
+			if got := crd.Annotations["helm.sh/resource-policy"] == "keep"; got != keep {
+				t.Errorf("CRD %s with crds.keep=%v: keep policy %v", crd.Name, keep, got)
+			}
+		}
+		if rendered != len(generated) {
+			t.Errorf("%d CRDs rendered, %d generated", rendered, len(generated))
+		}
+	}
+}
+
+// TestMonitoring: the ServiceMonitor exists only where the Prometheus Operator's API
+// does, scrapes the metrics Service's port, and the Grafana dashboard asks only for
+// metrics the manager has.
+func TestMonitoring(t *testing.T) {
+	on := []string{"--set", "metrics.serviceMonitor.enabled=true"}
+	for _, o := range render(t, false, on...) {
+		if o.GetKind() == "ServiceMonitor" {
+			t.Errorf("a ServiceMonitor rendered for a cluster without monitoring.coreos.com/v1")
+		}
+	}
+	found := false
+	for _, o := range render(t, false, append(on, "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")...) {
+		if o.GetKind() != "ServiceMonitor" {
+			continue
+		}
+		found = true
+		endpoints, _, _ := unstructured.NestedSlice(o.Object, "spec", "endpoints")
+		if len(endpoints) != 1 {
+			t.Fatalf("ServiceMonitor endpoints %v", endpoints)
+		}
+		port := endpoints[0].(map[string]any)["port"].(string)
+		if port != "https-metrics" || endpoints[0].(map[string]any)["scheme"] != "https" {
+			t.Errorf("ServiceMonitor scrapes port %q with scheme %v, want https-metrics over https", port, endpoints[0].(map[string]any)["scheme"])
+		}
+	}
+	if !found {
+		t.Error("no ServiceMonitor rendered where monitoring.coreos.com/v1 exists")
+	}
+
+	raw, err := os.ReadFile(filepath.Join(framework.ChartDir(), "files", "grafana", "dtnflow-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dashboard struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dashboard); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	metrics.Register(func(context.Context) ([]dtnflowv1alpha1.TransferJob, error) { return nil, nil })
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, f := range families {
+		known[f.GetName()] = true
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			known[f.GetName()+suffix] = f.GetType() == dto.MetricType_HISTOGRAM
+		}
+	}
+	// vectors without a series are not gathered: name them from the package
+	for _, name := range []string{"dtnflow_bytes_moved_total", "dtnflow_transferjob_verified_bytes_total", "dtnflow_transferjob_predicted_bytes_per_second",
+		"dtnflow_replans_total", "dtnflow_agent_failures_total", "dtnflow_transferjob_runs_total", "dtnflow_transferjob_duration_seconds_bucket"} {
+		known[name] = true
+	}
+	name := regexp.MustCompile(`dtnflow_[a-z_]+`)
+	exprs := 0
+	for _, p := range dashboard.Panels {
+		for _, target := range p.Targets {
+			exprs++
+			for _, m := range name.FindAllString(target.Expr, -1) {
+				if !known[m] {
+					t.Errorf("panel %q asks for %s, which the manager does not export", p.Title, m)
+				}
+			}
+		}
+	}
+	if exprs < 10 {
+		t.Errorf("the dashboard has %d queries", exprs)
 	}
 }

@@ -81,7 +81,11 @@ const watchTimeout = 30 * time.Second
 const notCheckedNote = "some validation rules were not checked"
 
 func resourceOf(kind string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: "dtnflow.io", Version: "v1alpha1", Resource: strings.ToLower(kind) + "s"}
+	plural := strings.ToLower(kind) + "s"
+	if strings.HasSuffix(kind, "s") { // TransferPriorityClass
+		plural = strings.ToLower(kind) + "es"
+	}
+	return schema.GroupVersionResource{Group: "dtnflow.io", Version: "v1alpha1", Resource: plural}
 }
 
 func runValidationTable(t *testing.T, tbl validationTable) {

@@ -173,12 +173,18 @@ func transferJobStatusTable() validationTable {
 			"percent": 50, "currentBitsPerSecond": int64(941_000_000), "averageBitsPerSecond": int64(900_000_000),
 			"rate": "941 Mbit/s", "etaSeconds": int64(200), "eta": "3m20s", "lastUpdateTime": someTime,
 		},
-		"samples":       []any{validProbeSample()},
-		"stripes":       []any{stripe(0)},
-		"replans":       []any{replan(0)},
+		"samples":     []any{validProbeSample()},
+		"stripes":     []any{stripe(0)},
+		"replans":     []any{replan(0)},
+		"rateHistory": []any{ratePoint(0)},
+		"run":         int64(3), "runTrigger": "Schedule", "lastRunTime": someTime, "nextRunTime": someTime,
+		"lastManualTrigger": "2026-03-01", "missedRuns": int64(1), "runs": []any{transferRun(0)},
 		"agentFailures": 0,
 		"startTime":     someTime,
-		"timings":       object{"firstByteMilliseconds": int64(1200), "planMilliseconds": int64(4800), "completeMilliseconds": int64(61_000)},
+		"queue":         object{"position": 2, "reason": "PathLimit", "message": "PathProfile a.b allows 1 job(s) at once", "since": someTime},
+		"sharing": object{"priority": 2, "jobsOnPath": 3, "pathCapacityBitsPerSecond": int64(990_000_000),
+			"shareBitsPerSecond": int64(495_000_000), "boundBy": "Path", "paced": true},
+		"timings": object{"firstByteMilliseconds": int64(1200), "planMilliseconds": int64(4800), "completeMilliseconds": int64(61_000)},
 		"remote": object{"site": "site-b", "side": "Destination", "transfer": "peer-a/physics-job-1a2b3c", "accepted": "True",
 			"reason": "Granted", "message": "granted", "nodes": []any{"dtn-b1"}, "agentFailures": 0, "lastSeenTime": someTime},
 	}
@@ -262,6 +268,47 @@ func transferJobStatusTable() validationTable {
 			},
 			shapeCases("status.replans[0].from"),
 			shapeCases("status.replans[0].to"),
+			boundCases(p+".shareBitsPerSecond", nil, 0, nil),
+			[]validationCase{
+				required("status.queue.position", nil), required("status.queue.reason", nil),
+				int32Overflow("status.queue.position", nil),
+				notIn("status.queue.reason", "Bored"),
+				tooLong("status.queue.message", 1024),
+				dateTime("status.queue.since"),
+				required("status.sharing.priority", nil),
+				notIn("status.sharing.boundBy", "Luck"),
+				notIn("status.sharing.fairness", "Polite"),
+			},
+			boundCases("status.queue.position", nil, 1, nil),
+			boundCases("status.sharing.priority", nil, 1, upTo(1000)),
+			boundCases("status.sharing.jobsOnPath", nil, 0, upTo(100000)),
+			boundCases("status.sharing.pathCapacityBitsPerSecond", nil, 0, nil),
+			boundCases("status.sharing.shareBitsPerSecond", nil, 0, nil),
+			[]validationCase{
+				tooMany("status.rateHistory", 128, ratePoint),
+				required("status.rateHistory[0].time", nil),
+				dateTime("status.rateHistory[0].time"),
+			},
+			boundCases("status.rateHistory[0].bitsPerSecond", nil, 0, nil),
+			boundCases("status.rateHistory[0].bytesDone", nil, 0, nil),
+			boundCases("status.run", nil, 0, nil),
+			boundCases("status.missedRuns", nil, 0, nil),
+			[]validationCase{
+				notIn("status.runTrigger", "Cron"),
+				dateTime("status.lastRunTime"),
+				dateTime("status.nextRunTime"),
+				tooLong("status.lastManualTrigger", 63),
+				tooMany("status.runs", 16, transferRun),
+				required("status.runs[0].number", nil), required("status.runs[0].trigger", nil),
+				required("status.runs[0].startTime", nil), required("status.runs[0].completionTime", nil),
+				required("status.runs[0].result", nil),
+				notIn("status.runs[0].trigger", "Cron"), notIn("status.runs[0].result", "Partial"),
+				dateTime("status.runs[0].startTime"), dateTime("status.runs[0].completionTime"),
+				tooLong("status.runs[0].reason", 64), tooLong("status.runs[0].message", 1024),
+			},
+			boundCases("status.runs[0].number", nil, 1, nil),
+			boundCases("status.runs[0].filesDone", nil, 0, nil),
+			boundCases("status.runs[0].bytesDone", nil, 0, nil),
 			[]validationCase{
 				required("status.remote.site", nil), required("status.remote.side", nil),
 				tooLong("status.remote.site", 253), notIn("status.remote.side", "Both"),
@@ -280,6 +327,8 @@ func transferJobStatusTable() validationTable {
 				set(o, "status.samples", listOf(64, func(int) any { return validProbeSample() }))
 				set(o, "status.stripes", listOf(512, stripe))
 				set(o, "status.replans", listOf(32, replan))
+				set(o, "status.rateHistory", listOf(128, ratePoint))
+				set(o, "status.runs", listOf(16, transferRun))
 			}},
 			{"progress at 100 percent, complete", func(o object) {
 				set(o, "status.progress.percent", 100)
@@ -344,6 +393,14 @@ func pathProfileStatusTable() validationTable {
 		"samples":          []any{validProbeSample()},
 		"lastUpdateTime":   someTime,
 		"contributingJobs": []any{job(0)},
+		"capacity": object{"plateauBitsPerSecond": int64(990_000_000), "plateauTime": someTime,
+			"highestAggregateBitsPerSecond": int64(970_000_000), "highestAggregateJobs": 4, "highestAggregateTime": someTime},
+		"expiredJobs": []any{expiredJob(0)},
+	}
+	const e = "status.expiredJobs[0]"
+	empty := func(field string) validationCase {
+		return validationCase{name: field + " empty", mutate: func(o object) { set(o, field, "") },
+			check: "minLength", field: field, want: "at least 1 chars long"}
 	}
 	return validationTable{
 		kind: "PathProfile",
@@ -367,12 +424,48 @@ func pathProfileStatusTable() validationTable {
 				{name: "contributing job longer than namespace/name", mutate: func(o object) {
 					set(o, "status.contributingJobs", []any{dnsName(63) + "/" + dnsName(254)})
 				}, check: "maxLength", field: "status.contributingJobs[0]", want: "may not be more than 317 bytes"},
+				dateTime("status.capacity.plateauTime"),
+				dateTime("status.capacity.highestAggregateTime"),
+				tooMany("status.expiredJobs", 64, expiredJob),
+				required(e+".namespace", nil), required(e+".name", nil), required(e+".specHash", nil), required(e+".completionTime", nil),
+				empty(e + ".namespace"), empty(e + ".name"), empty(e + ".specHash"),
+				tooLong(e+".namespace", 63), tooLong(e+".name", 253), tooLong(e+".specHash", 64),
+				dateTime(e + ".completionTime"),
 			},
+			boundCases(e+".filesDone", nil, 0, nil),
+			boundCases(e+".bytesDone", nil, 0, nil),
+			boundCases("status.capacity.plateauBitsPerSecond", nil, 0, nil),
+			boundCases("status.capacity.highestAggregateBitsPerSecond", nil, 0, nil),
+			boundCases("status.capacity.highestAggregateJobs", nil, 0, upTo(100000)),
 		),
 		accepted: []acceptedCase{
 			{"16 contributing jobs of the longest names", func(o object) {
 				set(o, "status.contributingJobs", listOf(16, func(int) any { return dnsName(63) + "/" + dnsName(253) }))
 			}},
+			{"64 expired jobs of the longest names", func(o object) {
+				set(o, "status.expiredJobs", listOf(64, func(i int) any {
+					rec := expiredJob(i).(object)
+					rec["namespace"], rec["name"] = dnsName(63), dnsName(253)
+					return rec
+				}))
+			}},
 		},
 	}
+}
+
+// expiredJob is a valid PathProfile status.expiredJobs record.
+func expiredJob(i int) any {
+	return object{"namespace": "physics", "name": fmt.Sprintf("nightly-%d", i), "specHash": strings.Repeat("a", 32),
+		"completionTime": someTime, "filesDone": int64(40), "bytesDone": int64(40 << 30)}
+}
+
+// ratePoint is a valid TransferJob status.rateHistory point.
+func ratePoint(i int) any {
+	return object{"time": someTime, "bitsPerSecond": int64(900_000_000 + i), "bytesDone": int64(i) << 30}
+}
+
+// transferRun is a valid TransferJob status.runs entry.
+func transferRun(i int) any {
+	return object{"number": int64(i + 1), "trigger": "Schedule", "startTime": someTime, "completionTime": someTime,
+		"result": "Complete", "reason": "Verified", "message": "40 files verified", "filesDone": int64(40), "bytesDone": int64(40 << 30)}
 }

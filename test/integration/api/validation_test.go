@@ -205,6 +205,10 @@ func transferJobCreateTable() validationTable {
 					field: "spec.tuning.limits.maxBitsPerSecond", want: "must be of type integer"},
 				{name: "rate as a string", mutate: func(o object) { set(o, "spec.tuning.limits.maxBitsPerSecond", "1G") },
 					field: "spec.tuning.limits.maxBitsPerSecond", want: "must be of type integer"},
+				{name: "unknown fairness", mutate: func(o object) { set(o, "spec.tuning.fairness", "Polite") },
+					check: "enum", field: "spec.tuning.fairness", want: "Unsupported value"},
+				{name: "Strict fairness in Fixed mode", mutate: func(o object) { fixed(o); set(o, "spec.tuning.fairness", "Strict") },
+					check: "rule", field: "spec.tuning.fairness", want: "spec.tuning.fairness Strict plans the streams itself and cannot be combined with spec.tuning.mode Fixed"},
 				{name: "unknown checksum", mutate: func(o object) { set(o, "spec.integrity.checksum", "CRC32") },
 					check: "enum", field: "spec.integrity.checksum", want: "Unsupported value"},
 				{name: "unknown in-flight check", mutate: func(o object) { set(o, "spec.integrity.inFlight", "None") },
@@ -217,6 +221,28 @@ func transferJobCreateTable() validationTable {
 			},
 			boundCases("spec.backoffLimit", nil, 0, upTo(1000)),
 			boundCases("spec.ttlSecondsAfterFinished", nil, 0, nil),
+			[]validationCase{
+				{name: "priorityClassName longer than a name", mutate: func(o object) { set(o, "spec.priorityClassName", dnsName(254)) },
+					check: "maxLength", field: "spec.priorityClassName", want: "may not be more than 253 bytes"},
+				{name: "priorityClassName not a DNS name", mutate: func(o object) { set(o, "spec.priorityClassName", "Express_Lane") },
+					check: "pattern", field: "spec.priorityClassName", want: dnsPattern},
+				{name: "an empty trigger", mutate: func(o object) { set(o, "spec.trigger", object{}) },
+					check: "rule", field: "spec.trigger", want: "spec.trigger needs schedule, manual or both"},
+				{name: "a trigger with a TTL", mutate: func(o object) {
+					set(o, "spec.trigger", object{"schedule": "@daily"})
+					set(o, "spec.ttlSecondsAfterFinished", 60)
+				}, check: "rule", field: "spec.ttlSecondsAfterFinished", want: "spec.ttlSecondsAfterFinished may not be set with spec.trigger: a recurring job does not finish for good"},
+				{name: "an empty schedule", mutate: func(o object) { set(o, "spec.trigger", object{"schedule": "", "manual": "x"}) },
+					check: "minLength", field: "spec.trigger.schedule", want: "at least 1 chars long"},
+				{name: "a schedule of 129 bytes", mutate: func(o object) { set(o, "spec.trigger.schedule", "0 0 * * *"+strings.Repeat(",1", 60)) },
+					check: "maxLength", field: "spec.trigger.schedule", want: "may not be more than 128 bytes"},
+				{name: "a schedule of four fields", mutate: func(o object) { set(o, "spec.trigger.schedule", "0 0 * *") },
+					check: "pattern", field: "spec.trigger.schedule", want: "should match"},
+				{name: "an unknown descriptor", mutate: func(o object) { set(o, "spec.trigger.schedule", "@fortnightly") },
+					check: "pattern", field: "spec.trigger.schedule", want: "should match"},
+				{name: "a manual trigger of 64 bytes", mutate: func(o object) { set(o, "spec.trigger.manual", strings.Repeat("m", 64)) },
+					check: "maxLength", field: "spec.trigger.manual", want: "may not be more than 63 bytes"},
+			},
 		),
 		accepted: []acceptedCase{
 			{"name of 253 characters", func(o object) { set(o, "metadata.name", dnsName(253)) }},
@@ -242,10 +268,16 @@ func transferJobCreateTable() validationTable {
 				set(o, "spec.tuning.limits", object{"maxNodes": 64, "maxStripesPerNode": 64, "maxStreamsPerStripe": 128,
 					"maxConcurrency": 256, "maxBitsPerSecond": int64(1) << 62})
 			}},
+			{"triggers of every form", func(o object) {
+				set(o, "spec.trigger", object{"schedule": "CRON_TZ=Europe/Paris 30 2 * * 1-5", "manual": strings.Repeat("m", 63)})
+			}},
+			{"an @every schedule", func(o object) { set(o, "spec.trigger", object{"schedule": "@every 6h30m"}) }},
+			{"a manual trigger alone", func(o object) { set(o, "spec.trigger", object{"manual": "2026-03-01"}) }},
 			{"backoffLimit and ttlSecondsAfterFinished at their limits", func(o object) {
 				set(o, "spec.backoffLimit", 1000)
 				set(o, "spec.ttlSecondsAfterFinished", int64(1)<<31-1)
 			}},
+			{"priorityClassName of 253 characters", func(o object) { set(o, "spec.priorityClassName", dnsName(253)) }},
 		},
 	}
 }
@@ -274,6 +306,8 @@ func transferJobUpdateTable() validationTable {
 			{"backoffLimit", func(o object) { set(o, "spec.backoffLimit", 2) }},
 			{"ttlSecondsAfterFinished", func(o object) { set(o, "spec.ttlSecondsAfterFinished", 60) }},
 			{"overwrite", func(o object) { set(o, "spec.overwrite", "Always") }},
+			{"priorityClassName", func(o object) { set(o, "spec.priorityClassName", "express") }},
+			{"fairness", func(o object) { set(o, "spec.tuning.fairness", "Strict") }},
 		},
 	}
 }
@@ -325,6 +359,8 @@ func transferEndpointCreateTable() validationTable {
 					check: "pattern", field: "spec.cpuBudgetPerNode", want: "should match"},
 			},
 			boundCases("spec.maxStripesPerNode", nil, 1, upTo(64)),
+			boundCases("spec.sharing.maxActiveJobs", nil, 1, upTo(10000)),
+			boundCases("spec.sharing.maxBitsPerSecond", nil, 1, nil),
 			[]validationCase{
 				required("spec.namespaceSelector", nil),
 				{name: "namespaceSelector of 65 matchLabels", mutate: func(o object) {
@@ -377,6 +413,9 @@ func transferEndpointCreateTable() validationTable {
 			{"externalAddress of 255 characters at port 65535", func(o object) { set(o, "spec.externalAddress", dnsName(249)+":65535") }},
 			{"externalAddress of an IPv6 host at port 1", func(o object) { set(o, "spec.externalAddress", "[fd00::1]:1") }},
 			{"maxStripesPerNode at 64", func(o object) { set(o, "spec.maxStripesPerNode", 64) }},
+			{"sharing at its limits", func(o object) {
+				set(o, "spec.sharing", object{"maxActiveJobs": 10000, "maxBitsPerSecond": int64(1) << 62})
+			}},
 		},
 	}
 }
@@ -401,6 +440,8 @@ func pathProfileCreateTable() validationTable {
 			endpointNameCases("spec.sourceEndpoint"),
 			endpointNameCases("spec.destinationEndpoint"),
 			boundCases("spec.maxAgeSeconds", nil, 0, nil),
+			boundCases("spec.maxActiveJobs", nil, 1, upTo(10000)),
+			boundCases("spec.maxBitsPerSecond", nil, 1, nil),
 		),
 		accepted: []acceptedCase{
 			{"name of 253 characters", func(o object) { set(o, "metadata.name", dnsName(253)) }},
@@ -425,8 +466,67 @@ func pathProfileUpdateTable() validationTable {
 		},
 		accepted: []acceptedCase{
 			{"maxAgeSeconds", func(o object) { set(o, "spec.maxAgeSeconds", 600) }},
+			{"maxActiveJobs and maxBitsPerSecond", func(o object) {
+				set(o, "spec.maxActiveJobs", 1)
+				set(o, "spec.maxBitsPerSecond", int64(1))
+			}},
 		},
 	}
+}
+
+func validPriorityClass(name string) object {
+	return object{
+		"apiVersion": "dtnflow.io/v1alpha1",
+		"kind":       "TransferPriorityClass",
+		"metadata":   object{"name": name},
+		"spec":       object{"priority": int64(2), "namespaceSelector": object{}},
+	}
+}
+
+func transferPriorityClassCreateTable() validationTable {
+	expression := func(o object) {
+		set(o, "spec.namespaceSelector", object{"matchExpressions": []any{object{"key": "tier", "operator": "In", "values": []any{"express"}}}})
+	}
+	return validationTable{
+		kind: "TransferPriorityClass",
+		op:   opCreate,
+		base: func() object { return validPriorityClass("express-v") },
+		refused: concat(
+			metadataNameCases(),
+			[]validationCase{
+				required("spec", nil),
+				required("spec.priority", nil),
+			},
+			boundCases("spec.priority", nil, 1, upTo(1000)),
+			[]validationCase{
+				required("spec.namespaceSelector", nil),
+				{name: "namespaceSelector of 65 matchLabels", mutate: func(o object) {
+					set(o, "spec.namespaceSelector", object{"matchLabels": mapOf(65, func(i int) (string, any) { return fmt.Sprintf("l%02d", i), "x" })})
+				}, check: "rule", field: "spec.namespaceSelector.matchLabels", want: "spec.namespaceSelector.matchLabels must have at most 64 entries"},
+				{name: "namespaceSelector of 17 matchExpressions", mutate: func(o object) {
+					set(o, "spec.namespaceSelector", object{"matchExpressions": listOf(17, func(i int) any {
+						return object{"key": fmt.Sprintf("l%02d", i), "operator": "Exists"}
+					})})
+				}, check: "rule", field: "spec.namespaceSelector.matchExpressions", want: "spec.namespaceSelector.matchExpressions must have at most 16 items"},
+				required("spec.namespaceSelector.matchExpressions[0].key", expression),
+				required("spec.namespaceSelector.matchExpressions[0].operator", expression),
+				notIn("spec.preemption", "Always"),
+				tooLong("spec.description", 1024),
+			},
+		),
+		accepted: []acceptedCase{
+			{"name of 253 characters", func(o object) { set(o, "metadata.name", dnsName(253)) }},
+			{"priority 1000 that preempts, with the longest description", func(o object) {
+				set(o, "spec.priority", 1000)
+				set(o, "spec.preemption", "LowerPriority")
+				set(o, "spec.description", strings.Repeat("d", 1024))
+			}},
+		},
+	}
+}
+
+func TestTransferPriorityClassValidation(t *testing.T) {
+	t.Run("create", func(t *testing.T) { runValidationTable(t, transferPriorityClassCreateTable()) })
 }
 
 func TestTransferJobValidation(t *testing.T) {
@@ -455,5 +555,6 @@ func allTables() []validationTable {
 		pathProfileCreateTable(), pathProfileUpdateTable(), pathProfileStatusTable(),
 		transferPeerCreateTable(), transferPeerStatusTable(), remoteSiteCreateTable(), remoteSiteStatusTable(),
 		remoteTransferCreateTable(), remoteTransferUpdateTable(), remoteTransferStatusTable(),
+		transferPriorityClassCreateTable(),
 	}
 }

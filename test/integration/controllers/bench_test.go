@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -42,11 +43,14 @@ const steadyTimeout = 8 * time.Minute
 
 // BenchmarkManagerLoad measures the manager under load: it runs the real manager
 // binary (bin/manager, or a fresh build) as its own process against the test API
-// server, creates 500 Auto-mode TransferJobs at once (each limited to one stripe), and
-// plays kubelet and agents for all of them — pods start, coordinators list the dataset,
-// probe, and report transferring — until every job is Transferring with its stripe
-// Running. It reports the time to that steady state and the manager's resident memory
-// (peak, and at steady state), read from /proc.
+// server, creates 500 Auto-mode TransferJobs at once (each limited to one stripe) on 20
+// paths — four source sites and five destination sites of four nodes each, with a CPU
+// budget — and plays kubelet and agents for all of them — pods start, coordinators list
+// the dataset, probe (one job per path: the others plan from what it learns), and
+// report transferring at the rate their directive paces them to — until every job is
+// Transferring with its stripe Running. It reports the time to that steady state and
+// the manager's resident memory (peak, and at steady state), read from /proc, and fails
+// when any node's planned load (every job's plan on it) exceeds its NIC or CPU budget.
 //
 //	make bench-controller
 func BenchmarkManagerLoad(b *testing.B) {
@@ -62,8 +66,10 @@ func BenchmarkManagerLoad(b *testing.B) {
 		b.ReportMetric(float64(r.steadyRSS)/(1<<20), "MiB-steady-rss")
 		b.ReportMetric(r.reconciles, "reconciles")
 		b.ReportMetric(r.cpu, "manager-cpu-s")
-		b.Logf("%d jobs: all planned after %s, all Transferring after %s; manager RSS peak %.0f MiB, at steady state %.0f MiB; manager CPU %.1f s; %.0f TransferJob reconciles, %d pods",
-			n, r.planned.Round(100*time.Millisecond), r.steady.Round(100*time.Millisecond), float64(r.peakRSS)/(1<<20), float64(r.steadyRSS)/(1<<20), r.cpu, r.reconciles, r.pods)
+		b.ReportMetric(r.nicUse, "max-node-nic-use")
+		b.ReportMetric(r.cpuUse, "max-node-cpu-use")
+		b.Logf("%d jobs on %d paths: all planned after %s, all Transferring after %s; manager RSS peak %.0f MiB, at steady state %.0f MiB; manager CPU %.1f s; %.0f TransferJob reconciles, %d pods; the busiest node's planned NIC %.0f %%, CPU budget %.0f %%",
+			n, benchSources*benchDestinations, r.planned.Round(100*time.Millisecond), r.steady.Round(100*time.Millisecond), float64(r.peakRSS)/(1<<20), float64(r.steadyRSS)/(1<<20), r.cpu, r.reconciles, r.pods, 100*r.nicUse, 100*r.cpuUse)
 	}
 }
 
@@ -74,6 +80,8 @@ type loadResult struct {
 	pods               int
 	// cpu is the manager's CPU time (user + system) until steady state.
 	cpu float64
+	// nicUse and cpuUse are the highest planned use of a node's NIC and CPU budget.
+	nicUse, cpuUse float64
 }
 
 func runLoad(b *testing.B, n int) loadResult {
@@ -83,8 +91,13 @@ func runLoad(b *testing.B, n int) loadResult {
 	metricsAddr := freeAddr(b)
 	kubeconfig := writeKubeconfig(b)
 
-	src := newSite(b, "bsrc", siteOptions{nodes: 20, maxStripesPerNode: 64, ports: &dtnflowv1alpha1.PortRange{First: 40000, Last: 40999}})
-	dst := newSite(b, "bdst", siteOptions{nodes: 20, maxStripesPerNode: 64, ports: &dtnflowv1alpha1.PortRange{First: 40000, Last: 40999}})
+	var srcs, dsts []site
+	for range benchSources {
+		srcs = append(srcs, newSite(b, "bsrc", siteOptions{nodes: 4, budget: benchBudget, maxStripesPerNode: 64, ports: &dtnflowv1alpha1.PortRange{First: 40000, Last: 40999}}))
+	}
+	for range benchDestinations {
+		dsts = append(dsts, newSite(b, "bdst", siteOptions{nodes: 4, budget: benchBudget, maxStripesPerNode: 64, ports: &dtnflowv1alpha1.PortRange{First: 40000, Last: 40999}}))
+	}
 	ns := createNamespace(b, nil)
 
 	cmd := exec.CommandContext(ctx, bin, "--leader-elect=false", "--metrics-bind-address="+metricsAddr, "--metrics-secure=false",
@@ -103,7 +116,7 @@ func runLoad(b *testing.B, n int) loadResult {
 
 	b.ResetTimer()
 	start := time.Now()
-	createJobs(b, ns, n, src, dst)
+	createJobs(b, ns, n, srcs, dsts)
 
 	var res loadResult
 	var rss int64
@@ -126,6 +139,7 @@ func runLoad(b *testing.B, n int) loadResult {
 		}
 	}
 	b.StopTimer()
+	res.nicUse, res.cpuUse = nodeBudgets(b, ns, append(srcs, dsts...))
 	res.steadyRSS = rss
 	res.cpu = cpuSeconds(cmd.Process.Pid)
 	res.reconciles = scrape(b, metricsAddr, `controller_runtime_reconcile_total{controller="transferjob",result="success"}`)
@@ -157,9 +171,55 @@ func runLoad(b *testing.B, n int) loadResult {
 	return res
 }
 
-// createJobs creates n Auto-mode jobs, each limited to one node and one stripe, with
-// a few writers at once as a GitOps tool would.
-func createJobs(b *testing.B, ns string, n int, src, dst site) {
+// The load benchmark's topology: 4 × 5 = 20 paths, nodes of a 10 Gbit/s NIC and a
+// CPU budget.
+const (
+	benchSources      = 4
+	benchDestinations = 5
+	benchBudget       = "16"
+)
+
+// nodeBudgets sums every job's plan on each node — its stripes' planned rate and its
+// agents' CPU requests — fails the benchmark when a node's exceeds its NIC or CPU
+// budget, and returns the highest use of each, as fractions.
+func nodeBudgets(b *testing.B, ns string, sites []site) (nic, cpu float64) {
+	var jobs dtnflowv1alpha1.TransferJobList
+	if err := env.Client.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	rate, milli := map[string]int64{}, map[string]int64{}
+	for _, j := range jobs.Items {
+		p := j.Status.Plan
+		if p == nil {
+			continue
+		}
+		stripes := int64(max(len(p.SourceNodes), 1)) * int64(p.StripesPerNode)
+		for _, n := range p.SourceNodes {
+			rate[n] += p.PredictedBitsPerSecond / stripes * int64(p.StripesPerNode)
+			milli[n] += int64(p.StripesPerNode) * p.SourceCPUMillicores
+		}
+		for _, n := range p.DestinationNodes {
+			rate[n] += p.PredictedBitsPerSecond / stripes * int64(p.StripesPerNode)
+			milli[n] += int64(p.StripesPerNode) * p.DestinationCPUMillicores
+		}
+	}
+	budget := resource.MustParse(benchBudget)
+	for _, s := range sites {
+		for _, n := range s.nodes {
+			if rate[n] > 10_000_000_000 || milli[n] > budget.MilliValue() {
+				b.Errorf("node %s: planned %d bit/s over a 10 Gbit/s NIC, %d m over a %d m budget", n, rate[n], milli[n], budget.MilliValue())
+			}
+			nic = max(nic, float64(rate[n])/10e9)
+			cpu = max(cpu, float64(milli[n])/float64(budget.MilliValue()))
+		}
+	}
+	return nic, cpu
+}
+
+// createJobs creates n Auto-mode jobs, each limited to one node and one stripe, round
+// robin over the paths from srcs to dsts, with a few writers at once as a GitOps tool
+// would.
+func createJobs(b *testing.B, ns string, n int, srcs, dsts []site) {
 	var wg sync.WaitGroup
 	var next atomic.Int32
 	for range 8 {
@@ -167,7 +227,7 @@ func createJobs(b *testing.B, ns string, n int, src, dst site) {
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				spec := jobSpec(src, dst)
+				spec := jobSpec(srcs[i%len(srcs)], dsts[(i/len(srcs))%len(dsts)])
 				spec.Tuning.Limits = &dtnflowv1alpha1.TuningLimits{MaxNodes: ptr.To[int32](1), MaxStripesPerNode: ptr.To[int32](1)}
 				job := &dtnflowv1alpha1.TransferJob{}
 				job.Namespace, job.Name, job.Spec = ns, fmt.Sprintf("load-%03d", i), spec
@@ -294,12 +354,17 @@ func (s *agentSimulator) step(ctx context.Context, pod *corev1.Pod) {
 	case contract.ModeProbe:
 		rep.Phase, rep.Samples = contract.PhaseProbed, probeSamples(now.Add(-time.Minute))
 	case contract.ModeTransfer:
-		rep.Phase, rep.BitsPerSecond = contract.PhaseTransferring, 900_000_000
+		// the path's 900 Mbit/s, or the share the directive paces the job to
+		bps := int64(900_000_000)
+		if d.MaxBitsPerSecond > 0 {
+			bps = min(bps, d.MaxBitsPerSecond)
+		}
+		rep.Phase, rep.BitsPerSecond = contract.PhaseTransferring, bps
 		if d.Probe != nil {
 			rep.Probe, rep.Samples = contract.PhaseProbed, probeSamples(now.Add(-time.Minute))
 		}
 		for k := range d.Stripes {
-			rep.Stripes = append(rep.Stripes, contract.StripeReport{Index: k, Connected: true, Streams: d.StreamsPerStripe, BitsPerSecond: 900_000_000 / int64(d.Stripes)})
+			rep.Stripes = append(rep.Stripes, contract.StripeReport{Index: k, Connected: true, Streams: d.StreamsPerStripe, BitsPerSecond: bps / int64(d.Stripes)})
 		}
 	default:
 		return

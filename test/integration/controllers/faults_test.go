@@ -37,6 +37,9 @@ func transferring(t *testing.T, clk interface{ Now() time.Time }, job *dtnflowv1
 			BytesDone: 1 << 30, BytesTotal: 40 << 30, FilesTotal: 40, BitsPerSecond: 2e9})
 		j := getJob(g, job)
 		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StateTransferring))
+		// the report taken in, not only the pods running (a test that suspends next
+		// would otherwise find no progress: a paused job reads no more reports)
+		g.Expect(progressOf(g, j).BytesDone).To(BeNumerically(">=", int64(1<<30)))
 		g.Expect(j.Status.Stripes).To(HaveLen(int(int32(len(plan.SourceNodes)) * plan.StripesPerNode)))
 		for _, s := range j.Status.Stripes {
 			g.Expect(s.State).To(Equal(dtnflowv1alpha1.StripeRunning), "stripe %s", s.Name)

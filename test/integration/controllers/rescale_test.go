@@ -121,12 +121,13 @@ func TestRescaleOnFallingRate(t *testing.T) {
 		g.Expect(reasons).To(HaveKey(undone.Reason))
 	})
 
-	// The metrics saw it all: the rate of the job, the bytes, the re-plan, and how the
-	// achieved rate compared with the prediction.
+	// The metrics saw it all: the job's verified bytes (whose rate() is its rate), its
+	// predicted rate, the bytes of the path, the re-plan, and how the achieved rate
+	// compared with the prediction.
 	eventually(t, func(g Gomega) {
 		m := gatherMetrics(g)
-		g.Expect(m["dtnflow_transferjob_bits_per_second"]["name=elastic,namespace="+ns]).To(BeNumerically("~", float64(predicted/3), 1))
-		g.Expect(m["dtnflow_transferjob_predicted_bits_per_second"]["name=elastic,namespace="+ns]).To(BeNumerically(">", 0))
+		g.Expect(m["dtnflow_transferjob_verified_bytes_total"]["name=elastic,namespace="+ns]).To(BeNumerically("==", float64(done)))
+		g.Expect(m["dtnflow_transferjob_predicted_bytes_per_second"]["name=elastic,namespace="+ns]).To(BeNumerically("==", float64(planOf(g, getJob(g, job)).PredictedBitsPerSecond)/8))
 		g.Expect(m["dtnflow_bytes_moved_total"]["destination="+dst.name+",source="+src.name]).To(BeNumerically("==", float64(done)))
 		g.Expect(m["dtnflow_replans_total"]["reason="+replan.Reason]).To(BeNumerically(">=", 1))
 		g.Expect(m["dtnflow_prediction_achieved_ratio"][""]).To(BeNumerically(">=", len(noise)), "observations of achieved/predicted")

@@ -76,3 +76,7 @@ func Start() (*Env, error) {
 
 // Stop stops the API server and etcd.
 func (e *Env) Stop() error { return e.testEnv.Stop() }
+
+// KubeConfig is a kubeconfig file's content that reaches the API server as its admin,
+// for programs (the kubectl plugin) that load one the way kubectl does.
+func (e *Env) KubeConfig() []byte { return e.testEnv.KubeConfig }

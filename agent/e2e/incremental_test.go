@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestRunsAreIncremental is what a recurring TransferJob's runs rely on: the same
+// transfer run again (same paths and destination, so the same journal) sends exactly the
+// files that are new or changed at the source, or gone from the destination, and
+// nothing of the others, which the receiver's journal answers for without reading.
+func TestRunsAreIncremental(t *testing.T) {
+	for _, mode := range []string{"ReadBack", "OnArrival"} {
+		t.Run(mode, func(t *testing.T) { runsAreIncremental(t, mode) })
+	}
+}
+
+func runsAreIncremental(t *testing.T, verifyMode string) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 3, mixed("data", 60, 2, 3<<20))
+	key := writeSecret(t, dir, "key", secret)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	addr := recv.waitListening()
+	run := func(name string) int64 {
+		t.Helper()
+		p := start(t, nil, sendArgs(addr, src, key, "--stripes", "2", "--streams", "2", "--verify-mode", verifyMode, "data")...)
+		if err := p.wait(60 * time.Second); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, p.output())
+		}
+		m := regexp.MustCompile(`this run sent ([0-9]+) bytes`).FindStringSubmatch(p.stdoutText())
+		if m == nil {
+			t.Fatalf("%s: no summary in %q", name, p.stdoutText())
+		}
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		return n
+	}
+	run("run 1")
+	assertSameTree(t, src, dst, "data")
+
+	// Between runs: a small file rewritten, a large one grown, a file added at the
+	// source, and a file lost at the destination.
+	rewrite := func(rel string, b []byte) int64 {
+		p := filepath.Join(src, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mt := time.Date(2025, 6, 7, 8, 9, 10, 0, time.UTC)
+		os.Chtimes(p, mt, mt)
+		return int64(len(b))
+	}
+	want := rewrite("data/small/d1/f001.dat", []byte("a new version of a small file"))
+	big, err := os.ReadFile(filepath.Join(src, "data/large/L1.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want += rewrite("data/large/L1.bin", append(big, make([]byte, 100_000)...))
+	want += rewrite("data/new/added.dat", make([]byte, 12345))
+	lost, err := os.Stat(filepath.Join(dst, "data/large/L0.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dst, "data/large/L0.bin"))
+	want += lost.Size()
+
+	if sent := run("run 2"); sent != want {
+		t.Errorf("run 2 sent %d bytes, want %d: the changed, added and lost files and nothing else", sent, want)
+	}
+	assertSameTree(t, src, dst, "data")
+	if sent := run("run 3"); sent != 0 {
+		t.Errorf("run 3, with nothing changed, sent %d bytes", sent)
+	}
+}
+
+// TestDestinationDirectoriesChangedBetweenRuns: a receiver that stays up across runs
+// (a site's long-lived receive daemon) while someone reorganises the destination
+// between them. A directory moved aside and another removed must be written again at
+// their names: the receiver may not keep writing into, or counting as done, a
+// directory it opened in an earlier run that is no longer at that name.
+func TestDestinationDirectoriesChangedBetweenRuns(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 5, mixed("data", 60, 1, 2<<20))
+	key := writeSecret(t, dir, "key", secret)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	addr := recv.waitListening()
+	run := func(name string) {
+		t.Helper()
+		p := start(t, nil, sendArgs(addr, src, key, "--streams", "2", "data")...)
+		if err := p.wait(60 * time.Second); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, p.output())
+		}
+	}
+	run("run 1")
+	assertSameTree(t, src, dst, "data")
+
+	moved := filepath.Join(dir, "moved-d1")
+	if err := os.Rename(filepath.Join(dst, "data/small/d1"), moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dst, "data/small/d2")); err != nil {
+		t.Fatal(err)
+	}
+	run("run 2")
+	assertSameTree(t, src, dst, "data")
+	// What was moved aside is left as it was: nothing written into it again.
+	if a, b := tree(t, src, "data/small/d1"), tree(t, dir, "moved-d1"); len(a) != len(b) {
+		t.Errorf("the directory moved aside holds %d files, it had %d", len(b), len(a))
+	}
+}

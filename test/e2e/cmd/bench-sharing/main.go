@@ -1,0 +1,574 @@
+// Command bench-sharing measures jobs sharing one path through the operator on the
+// local cluster (make bench-sharing, issue 13): it sets the WAN (1 Gbit/s, 50 ms by
+// default), runs one job alone on the cold path (its rate is the reference the shared
+// runs are compared with, and it teaches the PathProfile), then starts -jobs jobs
+// together with the priorities of -weights (a TransferPriorityClass per weight above
+// 1), and, with -late, one more job that arrives -late-after later. It reads every job's
+// status each second and reports, over the time all of them were transferring
+// together, each job's rate (bytes verified over that time), its share as the operator
+// planned it, its rate per unit of weight, Jain's fairness index of those, and the
+// aggregate against the link and against the job alone; and for the late job, how long
+// the running jobs took to re-plan for it (their Replan of reason PathJobArrived) and
+// how long until it moved at 90 % of its share. Every file's SHA-256 is compared at
+// site B afterwards. A table goes to stdout, one JSON line per run to -json.
+//
+//	bench-sharing -jobs 3 -weights 1,1,1 -size 1GiB
+//	bench-sharing -jobs 2 -weights 2,1 -size 1GiB -late -late-after 20s
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/test/bench/wan"
+	"github.com/dtnflow/dtnflow/test/e2e/framework"
+	"github.com/dtnflow/dtnflow/test/wanem"
+)
+
+// JobResult is one job of a shared run.
+type JobResult struct {
+	Name   string `json:"name"`
+	Weight int    `json:"weight"`
+	Late   bool   `json:"late,omitempty"`
+	// OverlapBitsPerSecond is the job's bytes verified while every job transferred, over
+	// that time.
+	OverlapBitsPerSecond int64 `json:"overlapBitsPerSecond"`
+	// ShareBitsPerSecond is status.sharing.shareBitsPerSecond then.
+	ShareBitsPerSecond int64 `json:"shareBitsPerSecond"`
+	// Timeline is the job's reports as read: seconds since the shared jobs were
+	// created, bytes verified, the current rate and the share.
+	Timeline [][4]int64 `json:"timeline"`
+	Seconds  float64    `json:"seconds"`
+	Plan     string     `json:"plan"`
+	Replans  []string   `json:"replans"`
+	State    string     `json:"state"`
+}
+
+// Result is one run.
+type Result struct {
+	Rate    int64  `json:"rateBitsPerSecond"`
+	RTT     string `json:"rtt"`
+	Bytes   int64  `json:"bytesPerJob"`
+	Weights []int  `json:"weights"`
+	// AloneBitsPerSecond is the job alone on the path: its bytes over its time from
+	// Transferring to Complete, and its plan's predicted rate.
+	AloneBitsPerSecond          int64 `json:"aloneBitsPerSecond"`
+	AlonePredictedBitsPerSecond int64 `json:"alonePredictedBitsPerSecond"`
+	Jobs                        []JobResult
+	OverlapSeconds              float64 `json:"overlapSeconds"`
+	AggregateBitsPerSecond      int64   `json:"aggregateBitsPerSecond"`
+	Jain                        float64 `json:"jain"`
+	// ReplanSeconds are, for each job running when the late one arrived, the time from
+	// its creation to their Replan for it; LateShareSeconds is until the late job moved
+	// at 90 % of its share.
+	ReplanSeconds    []float64 `json:"replanSeconds,omitempty"`
+	LateShareSeconds float64   `json:"lateShareSeconds,omitempty"`
+	Error            string    `json:"error,omitempty"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-sharing:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	rate := flag.String("rate", "1G", "bottleneck rate (bits/s)")
+	rtt := flag.Duration("rtt", 50*time.Millisecond, "round-trip time")
+	jobs := flag.Int("jobs", 3, "jobs started together")
+	weights := flag.String("weights", "", "the jobs' priorities, comma-separated (default all 1)")
+	size := flag.String("size", "1GiB", "each job's one file")
+	aloneSize := flag.String("alone-size", "", "the file of the job alone (default -size)")
+	late := flag.Bool("late", false, "one more job (priority 1) arrives -late-after after the others")
+	lateAfter := flag.Duration("late-after", 20*time.Second, "when the late job arrives")
+	jsonOut := flag.String("json", "", "append one JSON line per run to this file")
+	reuse := flag.Bool("reuse", false, "use the running local cluster instead of starting one")
+	keep := flag.Bool("keep", false, "leave the cluster running at the end")
+	timeout := flag.Duration("timeout", 15*time.Minute, "bound of each phase")
+	flag.Parse()
+
+	linkRate, err := wanem.ParseRate(*rate)
+	if err != nil {
+		return err
+	}
+	fileBytes, err := wanem.ParseBytes(*size)
+	if err != nil {
+		return err
+	}
+	aloneBytes := fileBytes
+	if *aloneSize != "" {
+		if aloneBytes, err = wanem.ParseBytes(*aloneSize); err != nil {
+			return err
+		}
+	}
+	ws := make([]int, *jobs)
+	for i := range ws {
+		ws[i] = 1
+	}
+	if *weights != "" {
+		parts := strings.Split(*weights, ",")
+		if len(parts) != *jobs {
+			return fmt.Errorf("-weights has %d values for %d jobs", len(parts), *jobs)
+		}
+		for i, p := range parts {
+			if ws[i], err = strconv.Atoi(strings.TrimSpace(p)); err != nil || ws[i] < 1 {
+				return fmt.Errorf("-weights %q: want integers ≥ 1", *weights)
+			}
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var c *framework.Cluster
+	if *reuse {
+		c, err = framework.Load(framework.Dir())
+	} else {
+		c, err = framework.Up(ctx, os.Stderr)
+		if err == nil && !*keep {
+			defer func() { _ = framework.Down(context.Background(), os.Stderr) }()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if out, err := c.InstallDtnflow(ctx); err != nil {
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	if err := applyEndpoints(ctx, c); err != nil {
+		return err
+	}
+	if err := c.SetWAN(ctx, linkRate, *rtt/2, 0, 0); err != nil {
+		return err
+	}
+	res := Result{Rate: linkRate, RTT: rtt.String(), Bytes: fileBytes, Weights: ws}
+	b := &bench{c: c, fileBytes: fileBytes, aloneBytes: aloneBytes, timeout: *timeout}
+	defer b.cleanup()
+	if err := b.measure(ctx, &res, ws, *late, *lateAfter); err != nil {
+		res.Error = err.Error()
+	}
+	report(os.Stdout, &res)
+	if *jsonOut != "" {
+		f, err := os.OpenFile(*jsonOut, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		line, _ := json.Marshal(res)
+		fmt.Fprintln(f, string(line))
+	}
+	if res.Error != "" {
+		return fmt.Errorf("%s", res.Error)
+	}
+	return nil
+}
+
+type bench struct {
+	c                     *framework.Cluster
+	fileBytes, aloneBytes int64
+	timeout               time.Duration
+	dirs                  []string
+	objects               []client.Object
+}
+
+func (b *bench) cleanup() {
+	for _, o := range b.objects {
+		_ = b.c.Client.Delete(context.Background(), o)
+	}
+	for _, d := range b.dirs {
+		_ = os.RemoveAll(d)
+	}
+}
+
+// job writes a job's file of size bytes at site A and returns the job (not created).
+func (b *bench) job(name string, class string, size int64) (*dtnflowv1alpha1.TransferJob, error) {
+	rel := "sharing/" + name
+	dir := filepath.Join(b.c.Source().Storage, rel)
+	_ = os.RemoveAll(dir)
+	if _, err := wan.Generate(wan.DatasetSpec{Kind: wan.Large, LargeBytes: size, Seed: uint64(len(b.dirs) + 1)}, dir); err != nil {
+		return nil, err
+	}
+	dest := filepath.Join(b.c.Destination().Storage, "incoming-sharing")
+	b.dirs = append(b.dirs, dir, filepath.Join(dest, rel))
+	verify := false
+	j := &dtnflowv1alpha1.TransferJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bench"},
+		Spec: dtnflowv1alpha1.TransferJobSpec{
+			Source:            dtnflowv1alpha1.TransferSource{Endpoint: b.c.Source().Name, Paths: []dtnflowv1alpha1.RelativePath{dtnflowv1alpha1.RelativePath(rel)}},
+			Destination:       dtnflowv1alpha1.TransferDestination{Endpoint: b.c.Destination().Name, Path: "incoming-sharing"},
+			Integrity:         dtnflowv1alpha1.TransferIntegrity{Checksum: dtnflowv1alpha1.ChecksumSHA256, Verify: &verify},
+			PriorityClassName: class,
+		},
+	}
+	_ = b.c.Client.Delete(context.Background(), j)
+	for i := 0; i < 120; i++ {
+		if err := b.c.Client.Get(context.Background(), client.ObjectKeyFromObject(j), &dtnflowv1alpha1.TransferJob{}); apierrors.IsNotFound(err) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return j, nil
+}
+
+func (b *bench) create(ctx context.Context, o client.Object) error {
+	if err := b.c.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	b.objects = append(b.objects, o)
+	return nil
+}
+
+// sample is one reading of a job's status.
+type sample struct {
+	at       time.Time
+	state    dtnflowv1alpha1.TransferState
+	bytes    int64
+	current  int64
+	share    int64
+	reported time.Time
+}
+
+func (b *bench) read(ctx context.Context, j *dtnflowv1alpha1.TransferJob) (*dtnflowv1alpha1.TransferJob, sample, error) {
+	var got dtnflowv1alpha1.TransferJob
+	if err := b.c.Client.Get(ctx, client.ObjectKeyFromObject(j), &got); err != nil {
+		return nil, sample{}, err
+	}
+	s := sample{at: time.Now(), state: got.Status.State}
+	if p := got.Status.Progress; p != nil {
+		s.bytes, s.current = p.BytesDone, p.CurrentBitsPerSecond
+		if p.LastUpdateTime != nil {
+			s.reported = p.LastUpdateTime.Time
+		}
+	}
+	if sh := got.Status.Sharing; sh != nil {
+		s.share = sh.ShareBitsPerSecond
+	}
+	return &got, s, nil
+}
+
+func done(s dtnflowv1alpha1.TransferState) bool {
+	return s == dtnflowv1alpha1.StateComplete || s == dtnflowv1alpha1.StateFailed
+}
+
+func (b *bench) measure(ctx context.Context, res *Result, weights []int, late bool, lateAfter time.Duration) error {
+	// the path cold, then one job alone
+	profile := &dtnflowv1alpha1.PathProfile{ObjectMeta: metav1.ObjectMeta{Name: b.c.Source().Name + "." + b.c.Destination().Name}}
+	if err := b.c.Client.Delete(ctx, profile); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	alone, err := b.job("alone", "", b.aloneBytes)
+	if err != nil {
+		return err
+	}
+	if err := b.create(ctx, alone); err != nil {
+		return err
+	}
+	var first, last sample
+	deadline := time.Now().Add(b.timeout)
+	for {
+		got, s, err := b.read(ctx, alone)
+		if err != nil {
+			return err
+		}
+		if s.state == dtnflowv1alpha1.StateTransferring && first.at.IsZero() {
+			first = s
+		}
+		if done(s.state) {
+			if s.state != dtnflowv1alpha1.StateComplete {
+				return fmt.Errorf("the job alone ended %s", s.state)
+			}
+			last = s
+			if got.Status.Plan != nil {
+				res.AlonePredictedBitsPerSecond = got.Status.Plan.PredictedBitsPerSecond
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the job alone is not complete after %s", b.timeout)
+		}
+		time.Sleep(time.Second)
+	}
+	res.AloneBitsPerSecond = int64(float64(last.bytes-first.bytes) * 8 / last.at.Sub(first.at).Seconds())
+	// its files make room for the shared jobs' (the storage is tmpfs)
+	_ = os.RemoveAll(filepath.Join(b.c.Source().Storage, "sharing", alone.Name))
+	_ = os.RemoveAll(filepath.Join(b.c.Destination().Storage, "incoming-sharing", "sharing", alone.Name))
+
+	// the priority classes, then the jobs together
+	classes := map[int]string{}
+	for _, w := range weights {
+		if w == 1 || classes[w] != "" {
+			continue
+		}
+		pc := &dtnflowv1alpha1.TransferPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-priority-%d", w)},
+			Spec: dtnflowv1alpha1.TransferPriorityClassSpec{Priority: int32(w), NamespaceSelector: &metav1.LabelSelector{}}}
+		if err := b.create(ctx, pc); err != nil {
+			return err
+		}
+		classes[w] = pc.Name
+	}
+	var jobs []*dtnflowv1alpha1.TransferJob
+	for i, w := range weights {
+		j, err := b.job(fmt.Sprintf("shared-%d", i), classes[w], b.fileBytes)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, j)
+		res.Jobs = append(res.Jobs, JobResult{Name: j.Name, Weight: w})
+	}
+	var lateJob *dtnflowv1alpha1.TransferJob
+	if late {
+		if lateJob, err = b.job("late", "", b.fileBytes); err != nil {
+			return err
+		}
+		res.Jobs = append(res.Jobs, JobResult{Name: lateJob.Name, Weight: 1, Late: true})
+	}
+	start := time.Now()
+	for _, j := range jobs {
+		if err := b.create(ctx, j); err != nil {
+			return err
+		}
+	}
+	all := append([]*dtnflowv1alpha1.TransferJob(nil), jobs...)
+	samples := make([][]sample, len(weights)+1)
+	var lateCreated time.Time
+	finished := map[int]*dtnflowv1alpha1.TransferJob{}
+	deadline = time.Now().Add(b.timeout)
+	for len(finished) < len(all) || (late && lateCreated.IsZero()) {
+		if late && lateCreated.IsZero() && time.Since(start) >= lateAfter {
+			if err := b.create(ctx, lateJob); err != nil {
+				return err
+			}
+			lateCreated = time.Now()
+			all = append(all, lateJob)
+		}
+		for i, j := range all {
+			if finished[i] != nil {
+				continue
+			}
+			got, s, err := b.read(ctx, j)
+			if err != nil {
+				return err
+			}
+			samples[i] = append(samples[i], s)
+			if done(s.state) {
+				finished[i] = got
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the shared jobs are not complete after %s", b.timeout)
+		}
+		time.Sleep(time.Second)
+	}
+
+	// the window where every job transferred: from the last one's first report of
+	// bytes moved to the first one's last report before it completed (report times,
+	// as the coordinators stamped them)
+	var from, to time.Time
+	for i := range all {
+		pts := reports(samples[i])
+		if len(pts) == 0 {
+			return fmt.Errorf("job %s never reported bytes moved", all[i].Name)
+		}
+		if f := pts[0].reported; f.After(from) {
+			from = f
+		}
+		if e := pts[len(pts)-1].reported; to.IsZero() || e.Before(to) {
+			to = e
+		}
+	}
+	res.OverlapSeconds = to.Sub(from).Seconds()
+	var perWeight []float64
+	for i := range all {
+		jr := &res.Jobs[i]
+		got := finished[i]
+		jr.State = string(got.Status.State)
+		jr.Seconds = got.Status.CompletionTime.Sub(got.CreationTimestamp.Time).Seconds()
+		if p := got.Status.Plan; p != nil {
+			jr.Plan = fmt.Sprintf("%d × %d × %d", len(p.SourceNodes), p.StripesPerNode, p.StreamsPerStripe)
+		}
+		for _, r := range got.Status.Replans {
+			jr.Replans = append(jr.Replans, fmt.Sprintf("%s@%s", r.Reason, r.Time.Sub(got.CreationTimestamp.Time).Round(time.Second)))
+		}
+		pts := reports(samples[i])
+		if secs := to.Sub(from).Seconds(); secs > 0 {
+			jr.OverlapBitsPerSecond = int64((bytesAt(pts, to) - bytesAt(pts, from)) * 8 / secs)
+		}
+		jr.ShareBitsPerSecond = at(samples[i], from.Add(to.Sub(from)/2)).share
+		for _, s := range samples[i] {
+			jr.Timeline = append(jr.Timeline, [4]int64{int64(s.at.Sub(start) / time.Second), s.bytes, s.current, s.share})
+		}
+		res.AggregateBitsPerSecond += jr.OverlapBitsPerSecond
+		perWeight = append(perWeight, float64(jr.OverlapBitsPerSecond)/float64(jr.Weight))
+		if jr.State != string(dtnflowv1alpha1.StateComplete) {
+			return fmt.Errorf("job %s ended %s", jr.Name, jr.State)
+		}
+	}
+	res.Jain = jain(perWeight)
+	if late {
+		li := len(all) - 1
+		for i := range jobs {
+			got := finished[i]
+			for _, r := range got.Status.Replans {
+				if r.Reason == "PathJobArrived" && !r.Time.Time.Before(lateCreated.Truncate(time.Second)) {
+					res.ReplanSeconds = append(res.ReplanSeconds, r.Time.Sub(lateCreated.Truncate(time.Second)).Seconds())
+					break
+				}
+			}
+		}
+		res.LateShareSeconds = -1 // not reached
+		for _, s := range samples[li] {
+			if s.reported.After(lateCreated) && s.share > 0 && s.current >= s.share*9/10 {
+				res.LateShareSeconds = s.reported.Sub(lateCreated).Seconds()
+				break
+			}
+		}
+	}
+	// every file as it was
+	for _, j := range all {
+		src := filepath.Join(b.c.Source().Storage, string(j.Spec.Source.Paths[0]))
+		dst := filepath.Join(b.c.Destination().Storage, "incoming-sharing", string(j.Spec.Source.Paths[0]))
+		a, err := framework.Digests(src)
+		if err != nil {
+			return err
+		}
+		z, err := framework.Digests(dst)
+		if err != nil {
+			return err
+		}
+		if diff := framework.CompareDigests(a, z); diff != "" {
+			return fmt.Errorf("job %s: the copy differs: %s", j.Name, strings.SplitN(diff, "\n", 2)[0])
+		}
+	}
+	return nil
+}
+
+// reports are a job's distinct reports while it moved data: the first sample of each
+// report time with bytes verified.
+func reports(ss []sample) []sample {
+	var out []sample
+	for _, s := range ss {
+		if s.bytes <= 0 || s.reported.IsZero() || (len(out) > 0 && !s.reported.After(out[len(out)-1].reported)) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// bytesAt is the bytes verified at t, interpolated linearly between reports.
+func bytesAt(pts []sample, t time.Time) float64 {
+	if !t.After(pts[0].reported) {
+		return float64(pts[0].bytes)
+	}
+	for i := 1; i < len(pts); i++ {
+		if !t.After(pts[i].reported) {
+			a, z := pts[i-1], pts[i]
+			f := t.Sub(a.reported).Seconds() / z.reported.Sub(a.reported).Seconds()
+			return float64(a.bytes) + f*float64(z.bytes-a.bytes)
+		}
+	}
+	return float64(pts[len(pts)-1].bytes)
+}
+
+// at is the latest sample at or before t (the first one when none is).
+func at(ss []sample, t time.Time) sample {
+	i := sort.Search(len(ss), func(i int) bool { return ss[i].at.After(t) })
+	if i == 0 {
+		return ss[0]
+	}
+	return ss[i-1]
+}
+
+// jain is Jain's fairness index: (Σx)² / (n·Σx²), 1 when all are equal.
+func jain(xs []float64) float64 {
+	var s, s2 float64
+	for _, x := range xs {
+		s += x
+		s2 += x * x
+	}
+	if s2 == 0 {
+		return 0
+	}
+	return s * s / (float64(len(xs)) * s2)
+}
+
+func report(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "link %s, RTT %s, %d MiB per job; alone: %.0f Mbit/s (plan predicted %.0f)\n\n", wanem.FormatRate(float64(r.Rate)), r.RTT, r.Bytes>>20,
+		float64(r.AloneBitsPerSecond)/1e6, float64(r.AlonePredictedBitsPerSecond)/1e6)
+	fmt.Fprintf(w, "| job | weight | share Mbit/s | measured Mbit/s | measured / weight | plan | time s | re-plans (reason@since creation) |\n|---|---|---|---|---|---|---|---|\n")
+	for _, j := range r.Jobs {
+		name := j.Name
+		if j.Late {
+			name += " (late)"
+		}
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.0f | %s | %.0f | %s |\n", name, j.Weight, float64(j.ShareBitsPerSecond)/1e6,
+			float64(j.OverlapBitsPerSecond)/1e6, float64(j.OverlapBitsPerSecond)/1e6/float64(j.Weight), j.Plan, j.Seconds, strings.Join(j.Replans, " "))
+	}
+	fmt.Fprintf(w, "\nall together for %.0f s: aggregate %.0f Mbit/s = %.2f of the link, %.2f of the job alone; Jain's index of rate per weight %.3f\n",
+		r.OverlapSeconds, float64(r.AggregateBitsPerSecond)/1e6, float64(r.AggregateBitsPerSecond)/float64(r.Rate),
+		float64(r.AggregateBitsPerSecond)/math.Max(1, float64(r.AloneBitsPerSecond)), r.Jain)
+	if len(r.ReplanSeconds) > 0 || r.LateShareSeconds != 0 {
+		moved := fmt.Sprintf("it moved at 90 %% of its share %.0f s after its creation", r.LateShareSeconds)
+		if r.LateShareSeconds < 0 {
+			moved = "it never reported 90 % of its share while the others ran"
+		}
+		fmt.Fprintf(w, "late job: the running jobs re-planned for it %v s after its creation; %s\n", r.ReplanSeconds, moved)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", r.Error)
+	}
+}
+
+func applyEndpoints(ctx context.Context, c *framework.Cluster) error {
+	raw, err := os.ReadFile(c.Endpoints)
+	if err != nil {
+		return err
+	}
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		var ep dtnflowv1alpha1.TransferEndpoint
+		if err := yaml.Unmarshal([]byte(doc), &ep); err != nil || ep.Name == "" {
+			continue
+		}
+		if err := c.Client.Create(ctx, &ep); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench", Labels: map[string]string{"dtnflow.io/transfers": "allowed"}}}
+	if err := c.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, site := range c.Sites {
+		for {
+			var ep dtnflowv1alpha1.TransferEndpoint
+			if err := c.Client.Get(ctx, client.ObjectKey{Name: site.Name}, &ep); err == nil && meta.IsStatusConditionTrue(ep.Status.Conditions, "Ready") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("TransferEndpoint %s is not Ready", site.Name)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	return nil
+}
