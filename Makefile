@@ -85,6 +85,10 @@ KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 KUBE_CLUSTER_COMPONENTS := kube-apiserver etcd kubectl kubelet kube-scheduler kube-controller-manager
 CLUSTER_DIR ?= $(ROOT)/.local-cluster
 E2E_TIMEOUT ?= 45m
+# The host holds one local cluster at a time (hack/cluster/lib.sh, claim_host): unattended
+# runs wait this long for another folder's live cluster to go down; `make cluster-up` and
+# `make demo` refuse at once, naming it.
+CLUSTER_WAIT ?= 1200
 
 .PHONY: images
 images: ## Build the manager, agent and pause images as OCI archives in .cache/images (no registry, no daemon).
@@ -119,7 +123,7 @@ cluster-down: ## Stop the local cluster and remove everything it created.
 .PHONY: test-e2e
 test-e2e: deps kube-cluster-assets images chart-sync $(HELM) ## e2e on the local cluster: chart, Helm install, transfers, failures, re-plans; then the site pair (two clusters).
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -count=1 ./test/e2e/chart/...
-	rc=0; DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/cluster/... $(E2E_FLAGS) || rc=$$?; \
+	rc=0; DTN_CLUSTER_WAIT=$(CLUSTER_WAIT) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/cluster/... $(E2E_FLAGS) || rc=$$?; \
 	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
 	$(MAKE) test-e2e-federation
 
@@ -145,7 +149,7 @@ bench-cluster: deps kube-cluster-assets images chart-sync $(HELM) ## bench-wan's
 	go build -o $(BIN)/bench-cluster ./test/e2e/cmd/bench-cluster
 	# down.sh inside the lock: the next benchmark waiting for it must not start its cluster
 	# (same namespace names) while this one is still being taken down.
-	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
+	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_WAIT=$(CLUSTER_WAIT) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
 	  bash -c '$(BIN)/bench-cluster -json $(CACHE)/bench-cluster.jsonl $(BENCH_CLUSTER_FLAGS); rc=$$?; hack/cluster/down.sh >/dev/null || rc=1; exit $$rc'
 
 BENCH_SHARING_FLAGS ?= -rate 1G -rtt 50ms -jobs 3 -size 1GiB
@@ -154,7 +158,7 @@ BENCH_SHARING_FLAGS ?= -rate 1G -rtt 50ms -jobs 3 -size 1GiB
 bench-sharing: deps kube-cluster-assets images chart-sync $(HELM) ## Jobs sharing one path through the operator on the local cluster: shares against weights, Jain's index, re-plan latency (BENCH_SHARING_FLAGS; JSON lines in .cache/).
 	@mkdir -p $(BIN) $(CACHE)
 	go build -o $(BIN)/bench-sharing ./test/e2e/cmd/bench-sharing
-	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
+	env $(BENCH_CLUSTER_ENV) DTN_CLUSTER_WAIT=$(CLUSTER_WAIT) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) flock /tmp/dtnflow-bench.lock \
 	  bash -c '$(BIN)/bench-sharing -json $(CACHE)/bench-sharing.jsonl $(BENCH_SHARING_FLAGS); rc=$$?; hack/cluster/down.sh >/dev/null || rc=1; exit $$rc'
 
 ##@ Benchmarks

@@ -7,6 +7,7 @@ import (
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/controllers/planning"
+	"github.com/dtnflow/dtnflow/optimizer"
 )
 
 // Planner is everything the TransferJob reconciler asks of the optimizer. The
@@ -116,7 +117,7 @@ func (planningPlanner) Plan(in PlanRequest) (dtnflowv1alpha1.TransferPlan, error
 	return planning.Plan(planning.Input{Tuning: in.Job.Spec.Tuning, Samples: in.Samples, Profile: profile,
 		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, ExternalDestination: in.ExternalDestination,
 		Dataset: in.Dataset, RTT: in.RTT, ShareBitsPerSecond: in.ShareBitsPerSecond,
-		Encrypted: jobOptions(in.Job).InFlight == string(dtnflowv1alpha1.InFlightEncrypted)})
+		DataPlane: dataPlane(jobOptions(in.Job))})
 }
 
 func (planningPlanner) TransferDirective(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.TransferPlan) contract.Directive {
@@ -160,4 +161,9 @@ func rttOf(rep *contract.Report) time.Duration {
 	}
 	sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
 	return time.Duration(rtts[len(rtts)/2]) * time.Microsecond
+}
+
+// dataPlane is what the job's agents do to each byte, for the CPU priors.
+func dataPlane(o contract.JobOptions) optimizer.DataPlane {
+	return optimizer.DataPlane{Verify: o.Verify, Encrypted: o.InFlight == string(dtnflowv1alpha1.InFlightEncrypted)}
 }

@@ -122,10 +122,13 @@ func (r *TransferJobReconciler) reconcileJob(ctx context.Context, p *pass) error
 		p.timing(func(t *dtnflowv1alpha1.TransferTimings) **int64 { return &t.FirstByteMilliseconds }, *rep.FirstByteTime)
 	}
 	if rep := obs.report; rep != nil {
+		p.st.FailedFiles = failedFilesFrom(p.st.FailedFiles, rep)
 		switch rep.Phase {
 		case contract.PhaseComplete:
 			return r.complete(ctx, p)
 		case contract.PhaseFailed:
+			// the last counts (files done and failed) before the job ends on them
+			p.st.Progress = progressFrom(p.st.Progress, rep, p.st.StartTime, p.now.Time)
 			return r.fail(ctx, p, ReasonTransferFailed, "the coordinator reported: "+rep.Error)
 		}
 	}

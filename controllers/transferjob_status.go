@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -82,6 +83,7 @@ func progressFrom(prev *dtnflowv1alpha1.TransferProgress, rep *contract.Report, 
 		// less for a moment than was already verified; verified bytes never go back.
 		p.BytesDone = max(p.BytesDone, rep.BytesDone)
 		p.FilesDone = max(p.FilesDone, rep.FilesDone)
+		p.FilesFailed = max(p.FilesFailed, rep.FilesFailed)
 		if rep.BytesTotal > 0 || rep.FilesTotal > 0 {
 			p.BytesTotal, p.FilesTotal = rep.BytesTotal, rep.FilesTotal
 		}
@@ -211,3 +213,26 @@ func millisecondsSince(from, t time.Time) *int64 {
 func describeShape(s dtnflowv1alpha1.PlanShape) string {
 	return fmt.Sprintf("%d node(s) × %d stripe(s) × %d stream(s)", s.Nodes, s.Stripes, s.StreamsPerStripe)
 }
+
+// failedFilesFrom adds a report's failed files to those the status lists: a replaced
+// coordinator starts its list again, so the union by path, in the order first seen,
+// bounded like the API field, each text cut to the field's length.
+func failedFilesFrom(prev []dtnflowv1alpha1.FailedFile, rep *contract.Report) []dtnflowv1alpha1.FailedFile {
+	if rep == nil || len(rep.FailedFiles) == 0 {
+		return prev
+	}
+	out := slices.Clone(prev)
+	for _, f := range rep.FailedFiles {
+		if len(out) >= contract.MaxFailedFiles {
+			break
+		}
+		ff := dtnflowv1alpha1.FailedFile{Path: truncate(f.Path, maxFailedPath), Error: truncate(f.Error, maxFailedError)}
+		if !slices.ContainsFunc(out, func(o dtnflowv1alpha1.FailedFile) bool { return o.Path == ff.Path }) {
+			out = append(out, ff)
+		}
+	}
+	return out
+}
+
+// The bounds of FailedFile's fields in the API (kubebuilder MaxLength).
+const maxFailedPath, maxFailedError = 1024, 512

@@ -1,8 +1,12 @@
 package controllers
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -193,6 +197,62 @@ func TestMillisecondsSince(t *testing.T) {
 	} {
 		if got := *millisecondsSince(created, c.at); got != c.want {
 			t.Errorf("%s: %d ms, want %d", name, got, c.want)
+		}
+	}
+}
+
+// TestFailedFilesFrom: the status lists the union of what the coordinators reported,
+// by path in the order first seen (a replaced coordinator reports again from its start),
+// never more than the API allows, each text within its field's bound.
+func TestFailedFilesFrom(t *testing.T) {
+	ff := func(paths ...string) []contract.FailedFile {
+		var out []contract.FailedFile
+		for _, p := range paths {
+			out = append(out, contract.FailedFile{Path: p, Error: "read " + p + ": input/output error"})
+		}
+		return out
+	}
+	paths := func(fs []dtnflowv1alpha1.FailedFile) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.Path)
+		}
+		return out
+	}
+	first := failedFilesFrom(nil, &contract.Report{FailedFiles: ff("a", "b")})
+	if got := paths(first); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("first report: %v", got)
+	}
+	if first[0].Error != "read a: input/output error" {
+		t.Errorf("error %q", first[0].Error)
+	}
+	// a replaced coordinator reports b again, then c
+	second := failedFilesFrom(first, &contract.Report{FailedFiles: ff("b", "c")})
+	if got := paths(second); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("after a replaced coordinator: %v", got)
+	}
+	if got := paths(failedFilesFrom(second, nil)); !slices.Equal(got, paths(second)) {
+		t.Errorf("no report changed the list: %v", got)
+	}
+	var many []string
+	for i := range 2 * contract.MaxFailedFiles {
+		many = append(many, fmt.Sprintf("f%03d", i))
+	}
+	bounded := failedFilesFrom(second, &contract.Report{FailedFiles: ff(many...)})
+	if len(bounded) != contract.MaxFailedFiles || bounded[3].Path != "f000" {
+		t.Fatalf("bounded list %v, want %d starting a b c f000", paths(bounded), contract.MaxFailedFiles)
+	}
+	long := failedFilesFrom(nil, &contract.Report{FailedFiles: []contract.FailedFile{{Path: strings.Repeat("p", 5000), Error: strings.Repeat("e", 5000)}}})
+	if len(long[0].Path) != maxFailedPath || len(long[0].Error) != maxFailedError || !strings.HasSuffix(long[0].Path, "...") {
+		t.Errorf("long texts cut to %d/%d bytes, want %d/%d ending in ...", len(long[0].Path), len(long[0].Error), maxFailedPath, maxFailedError)
+	}
+}
+
+func TestTruncateKeepsUTF8(t *testing.T) {
+	for _, s := range []string{strings.Repeat("é", 600), strings.Repeat("a", 509) + "日本語", "short"} {
+		got := truncate(s, 512)
+		if len(got) > 512 || !utf8.ValidString(got) || (len(s) > 512 && !strings.HasSuffix(got, "...")) {
+			t.Errorf("truncate(%d bytes) = %d bytes, valid %v", len(s), len(got), utf8.ValidString(got))
 		}
 	}
 }

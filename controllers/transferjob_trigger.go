@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -141,11 +142,17 @@ func runRecord(st *dtnflowv1alpha1.TransferJobStatus, now metav1.Time) dtnflowv1
 	return rec
 }
 
+// truncate cuts s to at most n bytes, ending in "..." when cut, on a rune boundary
+// (a status string cut inside a UTF-8 sequence would not be valid UTF-8).
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	cut := n - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // appendRun adds a finished run to the history, keeping the newest maxRuns.

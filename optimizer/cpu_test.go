@@ -74,9 +74,10 @@ func TestCPUModelInverse(t *testing.T) {
 	if got := (CPUModel{}).BitsPerSecond(10); !math.IsInf(got, 1) {
 		t.Errorf("a model without slope is not CPU bound: got %g", got)
 	}
-	// the documented default: one core (1000 m) moves (1000−100)/250 = 3.6 Gbit/s
-	if got := DefaultCPUModel.BitsPerSecond(1000); !relClose(got, 3.6e9, 1e-12) {
-		t.Errorf("default model: one core moves %g bit/s, want 3.6e9", got)
+	// the documented default (the verified destination's prior): one core (1000 m)
+	// moves (1000−100)/290 Gbit/s
+	if got := DefaultCPUModel.BitsPerSecond(1000); !relClose(got, 900.0/290*1e9, 1e-12) {
+		t.Errorf("default model: one core moves %g bit/s, want %g", got, 900.0/290*1e9)
 	}
 }
 

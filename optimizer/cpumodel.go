@@ -24,27 +24,12 @@ type CPUModel struct {
 	Samples int
 }
 
-// DefaultCPUModel is what the planner assumes for a side it has no CPU samples of:
-// 100 millicores at rest and 250 millicores per Gbit/s, that is, one core moves
-// 4 Gbit/s with in-flight CRC32C and an end-to-end SHA-256. The papers give no
-// default; this figure is conservative against NDM'13's operational DTNs (NERSC
-// needed 154 and SLAC 51 millicores per Gbit/s without checksums, from 97 % and 32 %
-// of a core at 6.3 Gbit/s), because a CPU request that is too small slows a transfer
-// while one that is too large only reserves idle CPU.
-var DefaultCPUModel = CPUModel{InterceptMillicores: 100, MillicoresPerGbps: 250}
-
-// EncryptionMillicoresPerGbps is what encrypting data in flight (AES-256-CTR at the
-// sender, the same at the receiver, besides the AES-GMAC tag every mode pays) adds per
-// side: bench-peers measured 0.27–0.36 CPU seconds per GB more for a whole transfer,
-// both sides together, on this loaded 2-core machine (docs/benchmarks.md), that is up
-// to 0.18 s per GB per side, 22.5 millicores per Gbit/s; doubled, as DefaultCPUModel is
-// conservative. A job that encrypts and probes fits its CPU models on its own data,
-// encrypted (Liu et al.'s regression with encryption on); this is only the prior.
-const EncryptionMillicoresPerGbps = 45
-
-// EncryptedCPUModel is DefaultCPUModel for a job that encrypts its data in flight.
-var EncryptedCPUModel = CPUModel{InterceptMillicores: DefaultCPUModel.InterceptMillicores,
-	MillicoresPerGbps: DefaultCPUModel.MillicoresPerGbps + EncryptionMillicoresPerGbps}
+// DefaultCPUModel is the prior of a side when nothing says what its agents do to each
+// byte: PriorCPUModel's dearest source/destination slope of the clear data plane with
+// verification, the default of a TransferJob (spec.integrity.verify). The papers give no
+// default; NDM'13's operational DTNs needed 51 (SLAC) to 154 (NERSC) millicores per
+// Gbit/s without checksums, from 32 % and 97 % of a core at 6.3 Gbit/s.
+var DefaultCPUModel = PriorCPUModel(Destination, DataPlane{Verify: true})
 
 // sanitized replaces parts that are not finite and non-negative by 0, so that a
 // corrupt stored model cannot turn a plan's numbers into NaN.

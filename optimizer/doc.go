@@ -58,7 +58,7 @@
 // MakePlan chains the steps: buffer (Prober.Buffer), stream model (FitStreams: BestCmb,
 // else the measured plateau, FitPlateau, when no model of the papers fits; a stored
 // model only when the samples give neither), CPU model per side (FitCPUModel, falling
-// back to a stored model or DefaultCPUModel), the path's capacity as far as the
+// back to a stored model or the data plane's PriorCPUModel), the path's capacity as far as the
 // samples show it (PathCapacity: the stream curve's plateau, raised only by stripe
 // counts measured to pay), nodes × stripes × streams within it and CPU per agent
 // (OptB: the fewest stripes, nodes and streams within 2 % of the best rate), and size

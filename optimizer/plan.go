@@ -23,9 +23,9 @@ type PlanInput struct {
 	Prober Prober
 	// Warm holds what a PathProfile learned, used where the samples fall short.
 	Warm Warm
-	// DefaultCPU is the CPU model of a side with neither samples nor a stored model;
-	// nil is DefaultCPUModel (EncryptedCPUModel for a job that encrypts).
-	DefaultCPU *CPUModel
+	// DataPlane is what the job's agents do to each byte: a side with neither samples
+	// nor a stored model gets PriorCPUModel for it.
+	DataPlane DataPlane
 	// SourceNodes and DestinationNodes are the nodes available at each side.
 	SourceNodes, DestinationNodes []Node
 	// Limits are the user's limits.
@@ -153,8 +153,8 @@ func MakePlan(in PlanInput) (Plan, error) {
 	}
 
 	// 3. CPU models
-	plan.SourceCPU = cpuModelFor(in.Samples, Source, in.Warm.SourceCPU, in.DefaultCPU, &plan.Notes)
-	plan.DestinationCPU = cpuModelFor(in.Samples, Destination, in.Warm.DestinationCPU, in.DefaultCPU, &plan.Notes)
+	plan.SourceCPU = cpuModelFor(in.Samples, Source, in.Warm.SourceCPU, in.DataPlane, &plan.Notes)
+	plan.DestinationCPU = cpuModelFor(in.Samples, Destination, in.Warm.DestinationCPU, in.DataPlane, &plan.Notes)
 
 	// 4. the path's capacity as far as the samples show it, then OPT_B within it
 	plan.Path = NewPathCapacity(plan.Curve, lim.MaxStreamsPerStripe, in.StripeRates, in.StripeAccuracy)
@@ -222,7 +222,7 @@ func PlanChunks(h Histogram, stripeBitsPerSecond, bdpBytes float64, bufferBytes 
 	return out
 }
 
-func cpuModelFor(samples []Sample, side CPUSide, warm *CPUModel, def *CPUModel, notes *[]string) CPUModel {
+func cpuModelFor(samples []Sample, side CPUSide, warm *CPUModel, dp DataPlane, notes *[]string) CPUModel {
 	m, err := FitCPUModel(samples, side)
 	if err == nil {
 		return m
@@ -231,11 +231,8 @@ func cpuModelFor(samples []Sample, side CPUSide, warm *CPUModel, def *CPUModel, 
 		*notes = append(*notes, fmt.Sprintf("no %s CPU model from the samples: using the stored model", side))
 		return *warm
 	}
-	d := DefaultCPUModel
-	if def != nil {
-		d = *def
-	}
-	*notes = append(*notes, fmt.Sprintf("no %s CPU model from the samples: using the default (%g millicores + %g millicores per Gbit/s)",
+	d := PriorCPUModel(side, dp)
+	*notes = append(*notes, fmt.Sprintf("no %s CPU model from the samples: using the prior (%g millicores + %g millicores per Gbit/s)",
 		side, d.InterceptMillicores, d.MillicoresPerGbps))
 	return d
 }

@@ -186,11 +186,30 @@ type Report struct {
 	BytesTotal int64 `json:"bytesTotal"`
 	FilesDone  int64 `json:"filesDone"`
 	FilesTotal int64 `json:"filesTotal"`
+	// FilesFailed counts the files that failed (moving them, or the final check at the
+	// destination); FailedFiles lists the first MaxFailedFiles of them with why.
+	FilesFailed int64        `json:"filesFailed,omitempty"`
+	FailedFiles []FailedFile `json:"failedFiles,omitempty"`
 	// BitsPerSecond is the aggregate rate over the last report interval.
 	BitsPerSecond int64 `json:"bitsPerSecond"`
 
 	Stripes []StripeReport `json:"stripes,omitempty"`
 }
+
+// MaxFailedFiles bounds the failed files a report lists (and the job's status keeps):
+// enough to act on, and a report stays small however many files fail.
+const MaxFailedFiles = 20
+
+// FailedFile is a file that failed and why.
+type FailedFile struct {
+	// Path is the file's path under the job's root, as people read it (fsname.Show:
+	// quoted with escapes when it is not valid UTF-8).
+	Path string `json:"path"`
+	// Error is why, for example "open data/a.bin: permission denied".
+	Error string `json:"error"`
+}
+
+func (f FailedFile) String() string { return f.Path + ": " + f.Error }
 
 // Dataset summarises the files to move: totals and a histogram by size, enough for the
 // planner's size classes without listing every file.

@@ -13,6 +13,7 @@ import (
 	"math/bits"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -95,6 +96,11 @@ type Core struct {
 	errMsg     string
 	errCount   int
 	fatal      bool
+	// failedFiles are the first contract.MaxFailedFiles files that failed, with why,
+	// for the job's status (the error message names only the first).
+	failedFiles []contract.FailedFile
+	// rejected counts the files the final check found wrong at the destination.
+	rejected int64
 
 	files   []*cfile
 	byDest  map[string]*cfile
@@ -580,6 +586,7 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 			if !u.file.failed && !u.file.done {
 				u.file.failed = true
 				c.filesFailed++
+				c.listFailureLocked(contract.FailedFile{Path: fsname.Show(string(u.u.Source)), Error: r.Error})
 			}
 			if r.Fatal {
 				c.fatal = true
@@ -650,6 +657,13 @@ func (c *Core) checkDoneLocked() {
 	}
 }
 
+// listFailureLocked keeps a failed file for the report while the list has room.
+func (c *Core) listFailureLocked(f contract.FailedFile) {
+	if len(c.failedFiles) < contract.MaxFailedFiles {
+		c.failedFiles = append(c.failedFiles, f)
+	}
+}
+
 // leave gives a departing stripe's units back.
 func (c *Core) leave(m *Member) {
 	c.mu.Lock()
@@ -698,7 +712,8 @@ func (c *Core) Report() contract.Report {
 	ds := c.dataset
 	r := contract.Report{Generation: c.generation, Phase: c.phase, Time: time.Now().UTC(), Error: c.errMsg, Dataset: &ds,
 		Samples: append([]contract.Sample(nil), c.samples...), BytesDone: c.bytesDone, BytesTotal: c.dataset.Bytes,
-		FilesDone: c.filesDone, FilesTotal: c.dataset.Files, Probe: c.probe}
+		FilesDone: c.filesDone, FilesTotal: c.dataset.Files, Probe: c.probe,
+		FilesFailed: c.filesFailed + c.rejected, FailedFiles: slices.Clone(c.failedFiles)}
 	if !c.firstByte.IsZero() {
 		t := c.firstByte
 		r.FirstByteTime = &t

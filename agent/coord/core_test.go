@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
@@ -127,6 +128,49 @@ func TestErrorsFailTheJobNamingThePath(t *testing.T) {
 	r := c.Report()
 	if r.Phase != contract.PhaseFailed || r.Error != "destination file exists: out/d/a (overwrite: Never)" {
 		t.Fatalf("report %+v", r)
+	}
+}
+
+// TestFailedFilesAreListedBounded: every failed file is counted, the first
+// contract.MaxFailedFiles are listed with their own error, in the order they failed,
+// each once however many of its units fail.
+func TestFailedFilesAreListedBounded(t *testing.T) {
+	files := map[string]int{}
+	const n = contract.MaxFailedFiles + 7
+	for i := range n {
+		files[fmt.Sprintf("d/f%02d", i)] = 10
+	}
+	files["d/ok"] = 10
+	c := newCore(t, files)
+	m := c.Join(0)
+	m.Summary(wire.Summary{Last: true})
+	g := request(t, m, n+1)
+	var results []wire.UnitResult
+	var want []string
+	for _, u := range g.Units {
+		if string(u.Source) == "d/ok" {
+			results = append(results, wire.UnitResult{ID: u.ID, OK: true})
+			continue
+		}
+		msg := "open " + string(u.Source) + ": permission denied"
+		results = append(results, wire.UnitResult{ID: u.ID, Error: msg})
+		want = append(want, string(u.Source)+": "+msg)
+	}
+	m.Done(results)
+	r := c.Report()
+	if r.Phase != contract.PhaseFailed || r.FilesFailed != n || r.FilesDone != 1 {
+		t.Fatalf("phase %s, files failed %d done %d: want Failed, %d, 1", r.Phase, r.FilesFailed, r.FilesDone, n)
+	}
+	if len(r.FailedFiles) != contract.MaxFailedFiles {
+		t.Fatalf("%d failed files listed, want %d", len(r.FailedFiles), contract.MaxFailedFiles)
+	}
+	for i, f := range r.FailedFiles {
+		if f.String() != want[i] {
+			t.Errorf("failed file %d: %q, want %q", i, f, want[i])
+		}
+	}
+	if !strings.Contains(r.Error, fmt.Sprintf("and %d more errors", n-1)) {
+		t.Errorf("error %q does not count the others", r.Error)
 	}
 }
 

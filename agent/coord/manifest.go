@@ -92,9 +92,9 @@ func (c *Core) finishCheckLocked() {
 		c.log.Info("Job finished", "phase", c.phase, "files", c.filesDone, "bytes", c.bytesDone)
 		return
 	}
-	shown := problems
-	if len(shown) > 5 {
-		shown = shown[:5]
+	shown := make([]string, 0, 5)
+	for _, p := range problems[:min(len(problems), 5)] {
+		shown = append(shown, p.String())
 	}
 	c.errMsg = fmt.Sprintf("the destination does not match the source listing (%d files): %s", len(problems), strings.Join(shown, "; "))
 	if len(problems) > len(shown) {
@@ -102,36 +102,38 @@ func (c *Core) finishCheckLocked() {
 	}
 	c.errCount++
 	c.phase = contract.PhaseFailed
+	c.rejected = int64(len(problems))
 	for _, p := range problems {
-		c.log.Error("The destination does not match the source", "problem", p)
+		c.log.Error("The destination does not match the source", "path", p.Path, "problem", p.Error)
+		c.listFailureLocked(p)
 	}
 	c.log.Info("Job finished", "phase", c.phase, "files", c.filesDone, "bytes", c.bytesDone, "error", c.errMsg)
 }
 
 // compareLocked lists what differs between the listing and the manifests.
-func (c *Core) compareLocked() []string {
-	var problems []string
+func (c *Core) compareLocked() []contract.FailedFile {
+	var problems []contract.FailedFile
 	for _, f := range c.files {
 		name := fsname.Show(f.dest)
 		e, ok := c.manifest[manifestKey{f.dest, f.f.Size, f.f.MtimeNs}]
 		switch {
 		case !ok:
-			problems = append(problems, name+": no receiver holds it as final")
+			problems = append(problems, contract.FailedFile{Path: name, Error: "no receiver holds it as final"})
 		case e.Problem != "":
-			problems = append(problems, name+": "+e.Problem)
+			problems = append(problems, contract.FailedFile{Path: name, Error: e.Problem})
 		default:
 			if d := digestMismatch(f, e); d != "" {
-				problems = append(problems, name+": "+d)
+				problems = append(problems, contract.FailedFile{Path: name, Error: d})
 			}
 		}
 	}
-	var extra []string
+	var extra []contract.FailedFile
 	for k, e := range c.manifest {
 		if e.ThisRun && c.byDest[k.path] == nil {
-			extra = append(extra, fsname.Show(k.path)+": made final by this run but not in the source listing")
+			extra = append(extra, contract.FailedFile{Path: fsname.Show(k.path), Error: "made final by this run but not in the source listing"})
 		}
 	}
-	sort.Strings(extra)
+	sort.Slice(extra, func(i, j int) bool { return extra[i].Path < extra[j].Path })
 	return append(problems, extra...)
 }
 

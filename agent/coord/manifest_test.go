@@ -117,6 +117,15 @@ func TestFinalCheck(t *testing.T) {
 					t.Errorf("error %q does not say %q", r.Error, w)
 				}
 			}
+			// and the report lists the rejected file by itself, path and reason apart
+			if r.FilesFailed != int64(len(tc.want)) || len(r.FailedFiles) != len(tc.want) {
+				t.Fatalf("filesFailed %d, failedFiles %+v: want %d", r.FilesFailed, r.FailedFiles, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if got := r.FailedFiles[i].String(); !strings.HasPrefix(got, w) {
+					t.Errorf("failed file %q, want %q", got, w)
+				}
+			}
 		})
 	}
 }

@@ -475,6 +475,15 @@ type TransferJobStatus struct {
 	// +optional
 	RateHistory []RatePoint `json:"rateHistory,omitempty"`
 
+	// failedFiles lists the first 20 files that failed in this run — moving them, or
+	// the final check at the destination (missing, another size or digest, not in the
+	// source) — each with why; progress.filesFailed counts them all. The Failed
+	// condition's message names only the first.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	FailedFiles []FailedFile `json:"failedFiles,omitempty"`
+
 	// agentFailures counts agent pods that failed or vanished; it is compared with
 	// spec.backoffLimit.
 	// +optional
@@ -880,6 +889,18 @@ type SizeClassPlan struct {
 	Channels int32 `json:"channels,omitempty"`
 }
 
+// FailedFile is a file that failed in a run, and why.
+type FailedFile struct {
+	// path is the file's path under the job's source root (destination root for a
+	// file only the destination has), quoted with escapes when it is not valid UTF-8.
+	// +kubebuilder:validation:MaxLength=1024
+	Path string `json:"path"`
+
+	// error is why it failed, for example "open data/a.bin: permission denied".
+	// +kubebuilder:validation:MaxLength=512
+	Error string `json:"error"`
+}
+
 // TransferProgress is a job's measured progress.
 type TransferProgress struct {
 	// bytesDone is the number of bytes written and verified at the destination.
@@ -897,6 +918,12 @@ type TransferProgress struct {
 	// filesTotal is the number of files in the dataset.
 	// +optional
 	FilesTotal int64 `json:"filesTotal,omitempty"`
+
+	// filesFailed is the number of files that failed in this run, moving them or at
+	// the final check (a file the check rejects was written, and stays in filesDone);
+	// status.failedFiles lists the first of them.
+	// +optional
+	FilesFailed int64 `json:"filesFailed,omitempty"`
 
 	// percent is bytesDone as a percentage of bytesTotal, rounded down.
 	// +kubebuilder:validation:Minimum=0

@@ -34,22 +34,14 @@ type Input struct {
 	Dataset *contract.Dataset
 	// RTT is the path's round-trip time when known (a stripe report's RTTMicros).
 	RTT time.Duration
-	// Encrypted says the job encrypts its data in flight: a side without a fitted or
-	// stored CPU model gets optimizer.EncryptedCPUModel.
-	Encrypted bool
 	// ShareBitsPerSecond is the job's share of a path or site it shares with other
 	// jobs when it is held to it (optimizer.JobShare.Paced); 0 when it is not. The
 	// plan is OPT_B for that rate: it caps the plan like spec.tuning.limits
 	// .maxBitsPerSecond, and the plan records it (TransferPlan.ShareBitsPerSecond).
 	ShareBitsPerSecond int64
-}
-
-// defaultCPU is the CPU model of a side the samples and the profile say nothing of.
-func (in Input) defaultCPU() optimizer.CPUModel {
-	if in.Encrypted {
-		return optimizer.EncryptedCPUModel
-	}
-	return optimizer.DefaultCPUModel
+	// DataPlane is what the job's agents do to each byte (verification, encryption): a
+	// side without a fitted or stored CPU model gets optimizer.PriorCPUModel for it.
+	DataPlane optimizer.DataPlane
 }
 
 // limits are the user's limits with the job's share as a rate cap when it is lower,
@@ -83,6 +75,11 @@ func shareBinding(out *v1alpha1.TransferPlan, share int64, shareBinds bool) {
 	}
 }
 
+// priorCPU is the CPU model of a side the samples and the profile say nothing of.
+func (in Input) priorCPU(side optimizer.CPUSide) optimizer.CPUModel {
+	return optimizer.PriorCPUModel(side, in.DataPlane)
+}
+
 // Plan returns the job's plan, every field of v1alpha1.TransferPlan filled:
 //
 //   - Auto: optimizer.MakePlan over the job's samples (and a fresh profile's), with
@@ -99,7 +96,7 @@ func shareBinding(out *v1alpha1.TransferPlan, share int64, shareBinds bool) {
 //     is sized at the rate the shape is predicted to carry: from the samples when there
 //     are any, otherwise from what the nodes allow (NIC, disk, CPU budget), with the
 //     CPU model fitted from the samples, else the profile's, else
-//     optimizer.DefaultCPUModel (100 millicores + 250 millicores per Gbit/s). Fixed
+//     optimizer.PriorCPUModel (100 millicores + the data plane's measured slope per side). Fixed
 //     mode needs no probe, has no stream model and never re-plans.
 //
 // CPU requests are rounded up to whole millicores. Hash identifies the plan's
@@ -194,7 +191,7 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	src, dst := in.nodes()
 	p, err := optimizer.MakePlan(optimizer.PlanInput{Samples: samples, Prober: sampledProber(samples, limits), Warm: warm,
 		SourceNodes: src, DestinationNodes: dst, Limits: limits, Dataset: Histogram(in.Dataset), RTT: in.RTT,
-		StripeRates: in.stripeRates(), DefaultCPU: new(in.defaultCPU())})
+		StripeRates: in.stripeRates(), DataPlane: in.DataPlane})
 	if err != nil {
 		return v1alpha1.TransferPlan{}, err
 	}
@@ -240,8 +237,8 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 	} else if warm.Fit != nil && warm.BufferBytes == f.BufferBytes {
 		curve = *warm.Fit
 	}
-	srcCPU := cpuModel(samples, optimizer.Source, warm.SourceCPU, in.defaultCPU())
-	dstCPU := cpuModel(samples, optimizer.Destination, warm.DestinationCPU, in.defaultCPU())
+	srcCPU := cpuModel(samples, optimizer.Source, warm.SourceCPU, in.priorCPU(optimizer.Source))
+	dstCPU := cpuModel(samples, optimizer.Destination, warm.DestinationCPU, in.priorCPU(optimizer.Destination))
 	flow, err := optimizer.EvaluateShape(optimizer.FlowInput{Curve: curve, SourceCPU: srcCPU, DestinationCPU: dstCPU,
 		SourceNodes: src, DestinationNodes: dst, Limits: limits}, int(f.Nodes), int(f.StripesPerNode), int(f.StreamsPerStripe))
 	if err != nil {

@@ -189,14 +189,15 @@ func TestPlanFixed(t *testing.T) {
 			t.Errorf("class %+v: want the fixed pipelining 20, concurrency 6, parallelism 8", c)
 		}
 	}
-	// No samples: the default CPU model at what the nodes allow. 3 stripes on a
-	// 10 Gbit/s, 4000 m node: CPU-bound at (4000 − 3·100)/250 = 14.8 Gbit/s > NIC, so
-	// 10/3 Gbit/s per stripe and 100 + 250·3.33 = 933.3 → 934 millicores per agent.
-	if plan.SourceCPU == nil || plan.SourceCPU.InterceptMillicores != 100 || plan.SourceCPU.MillicoresPerGbps != 250 || plan.SourceCPU.Samples != 0 {
-		t.Errorf("CPU model %+v, want the default", plan.SourceCPU)
+	// No samples: the clear data plane's prior per side at what the nodes allow. 3
+	// stripes on a 10 Gbit/s, 4000 m node: the destination is CPU-bound at
+	// (4000 − 3·100)/230 = 16.1 Gbit/s > NIC, so 10/3 Gbit/s per stripe: 100 + 130·3.33 =
+	// 533.3 → 534 millicores per sender, 100 + 230·3.33 = 866.7 → 867 per receiver.
+	if plan.SourceCPU == nil || plan.SourceCPU.InterceptMillicores != 100 || plan.SourceCPU.MillicoresPerGbps != 130 || plan.SourceCPU.Samples != 0 {
+		t.Errorf("CPU model %+v, want the source's prior", plan.SourceCPU)
 	}
-	if plan.SourceCPUMillicores != 934 || plan.PredictedBitsPerSecond != 20e9 || plan.BindingResource != v1alpha1.BindingNIC {
-		t.Errorf("CPU %d millicores, predicted %d (%s): want 934, 20 Gbit/s, NIC", plan.SourceCPUMillicores, plan.PredictedBitsPerSecond, plan.BindingResource)
+	if plan.SourceCPUMillicores != 534 || plan.DestinationCPUMillicores != 867 || plan.PredictedBitsPerSecond != 20e9 || plan.BindingResource != v1alpha1.BindingNIC {
+		t.Errorf("CPU %d/%d millicores, predicted %d (%s): want 534/867, 20 Gbit/s, NIC", plan.SourceCPUMillicores, plan.DestinationCPUMillicores, plan.PredictedBitsPerSecond, plan.BindingResource)
 	}
 
 	// with samples at the fixed streams and buffer, the stripe's measured rate sets
@@ -368,30 +369,34 @@ func TestStripeRates(t *testing.T) {
 	}
 }
 
-// TestPlanEncryptedPrior checks that a job that encrypts, with nothing measured yet,
-// asks for CPU by the encrypted default (encryption's cost per Gbit/s added at both
-// sides), in Fixed and Auto mode alike, and that a fit from samples still wins.
-func TestPlanEncryptedPrior(t *testing.T) {
+// TestPlanCPUPriors checks that a job with nothing measured yet asks for CPU by the prior
+// of its data plane, per side (verification and encryption cost more; the receiver more
+// than the sender), and that its agents' requests follow.
+func TestPlanCPUPriors(t *testing.T) {
 	fixed := &v1alpha1.FixedTuning{Nodes: 1, StripesPerNode: 1, StreamsPerStripe: 4, Concurrency: 2, Pipelining: 4}
 	in := Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningFixed, Fixed: fixed},
 		SourceNodes: tenGigNodes("s", 1), DestinationNodes: tenGigNodes("d", 1), Dataset: dataset(t)}
-	clear, err := Plan(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.Encrypted = true
-	enc, err := Plan(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := int64(250 + optimizer.EncryptionMillicoresPerGbps)
-	for _, m := range []*v1alpha1.CPUModel{enc.SourceCPU, enc.DestinationCPU} {
-		if m == nil || m.MillicoresPerGbps != want || m.Samples != 0 {
-			t.Errorf("encrypted prior %+v, want %d millicores per Gbit/s", m, want)
+	var cheapest v1alpha1.TransferPlan
+	for i, dp := range []optimizer.DataPlane{{}, {Verify: true}, {Encrypted: true}, {Verify: true, Encrypted: true}} {
+		in.DataPlane = dp
+		p, err := Plan(in)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if enc.SourceCPUMillicores <= clear.SourceCPUMillicores || enc.DestinationCPUMillicores <= clear.DestinationCPUMillicores {
-		t.Errorf("encrypted agents ask %d/%d millicores, clear ones %d/%d: encryption must cost CPU",
-			enc.SourceCPUMillicores, enc.DestinationCPUMillicores, clear.SourceCPUMillicores, clear.DestinationCPUMillicores)
+		for side, m := range map[optimizer.CPUSide]*v1alpha1.CPUModel{optimizer.Source: p.SourceCPU, optimizer.Destination: p.DestinationCPU} {
+			want := optimizer.PriorCPUModel(side, dp)
+			if m == nil || float64(m.MillicoresPerGbps) != want.MillicoresPerGbps || m.Samples != 0 {
+				t.Errorf("%+v %v: CPU model %+v, want the prior %+v", dp, side, m, want)
+			}
+		}
+		if p.DestinationCPUMillicores <= p.SourceCPUMillicores {
+			t.Errorf("%+v: receivers ask %d millicores, senders %d: the receiver is the dearer side", dp, p.DestinationCPUMillicores, p.SourceCPUMillicores)
+		}
+		if i == 0 {
+			cheapest = p
+		} else if p.SourceCPUMillicores <= cheapest.SourceCPUMillicores || p.DestinationCPUMillicores <= cheapest.DestinationCPUMillicores {
+			t.Errorf("%+v asks %d/%d millicores, the clear unverified plane %d/%d: it must cost more",
+				dp, p.SourceCPUMillicores, p.DestinationCPUMillicores, cheapest.SourceCPUMillicores, cheapest.DestinationCPUMillicores)
+		}
 	}
 }

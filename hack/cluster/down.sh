@@ -13,6 +13,7 @@ purge=false; [ "${1:-}" = --purge ] && purge=true
 lock_cluster 300   # wait for an up.sh that is still starting (its trap may be cleaning up)
 
 if [ ! -s "$RUN/pids" ] && [ ! -s "$RUN/created" ]; then
+  release_host
   $purge && rm -rf "$B"
   echo "down: nothing running"; exit 0
 fi
@@ -133,5 +134,6 @@ if [ ${#left[@]} -gt 0 ]; then
   exit 1
 fi
 rm -f "$RUN/pids" "$RUN/created" "$RUN/wan.json" "$B/cluster.json"
+release_host
 $purge && rm -rf "$B"
 echo "down: clean"

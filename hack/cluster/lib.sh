@@ -144,6 +144,108 @@ lock_cluster() {
   export DTN_CLUSTER_LOCKED=$B
 }
 
+# ---- one local cluster per host ---------------------------------------------------------
+# The names up.sh gives the host — the management bridge and its subnet, the network
+# namespaces, the host ends of the veths, the nodes' cgroups, /run/<netns>.uts — belong to
+# the host, not to the state folder: two clusters from two folders (two clones, a CI run
+# beside a developer's cluster) would collide on them, and a cluster whose processes were
+# killed without down.sh (a killed CI job) leaves them behind for the next up.sh to trip
+# over ("RTNETLINK answers: File exists"). So the host has one claim: HOST_CLAIM holds the
+# state folder of the cluster that has the names, and up.sh takes the claim first.
+HOST_CLAIM=${DTN_HOST_CLAIM:-/run/dtnflow-local-cluster.claim}
+HOST_CLAIM_LOCK=$HOST_CLAIM.lock
+HOST_PREFIX=${DTN_HOST_PREFIX:-dtn-}   # every host-global name up.sh makes starts with it (tests use another)
+
+# host_names: the host-global things named $HOST_PREFIX* that exist now, one "<kind> <name>"
+# per line (whoever made them).
+host_names() {
+  ip netns list 2>/dev/null | awk -v p="$HOST_PREFIX" 'index($1, p) == 1 {print "netns " $1}'
+  ip -o link show 2>/dev/null | awk -F': ' -v p="$HOST_PREFIX" '{sub(/@.*/, "", $2)} index($2, p) == 1 {print "link " $2}'
+  local f; for f in /run/"$HOST_PREFIX"*.uts; do [ -e "$f" ] && echo "nsfile $f"; done
+  ls /sys/fs/cgroup/cpu 2>/dev/null | awk -v p="$HOST_PREFIX" 'index($1, p) == 1 {print "cgroup " $1}'
+}
+
+# host_cluster_processes: the processes that make a cluster on this host live — any process
+# in one of the $HOST_PREFIX* network namespaces (every kubelet, containerd, API server and
+# hostNetwork pod runs in one) or in one of the nodes' cgroups. One "<pid> <command>" each.
+host_cluster_processes() {
+  local kind name p
+  while read -r kind name; do
+    case $kind in
+      netns) ip netns pids "$name" 2>/dev/null ;;
+      cgroup) find "/sys/fs/cgroup/pids/$name" -name cgroup.procs -exec cat {} + 2>/dev/null ;;
+    esac
+  done < <(host_names) | sort -un | while read -r p; do
+    [ -r "/proc/$p/cmdline" ] && echo "$p $(tr '\0' ' ' < "/proc/$p/cmdline" | cut -c1-60)"
+  done
+}
+
+# folder_busy <state folder>: an up.sh or down.sh holds that folder's lock right now (it may
+# be between taking the claim and starting its first process).
+folder_busy() {
+  [ -n "$1" ] && [ -e "$1/.lock" ] || return 1
+  ! flock -n "$1/.lock" true 2>/dev/null
+}
+
+# sweep_host_names: remove every $HOST_PREFIX* name on the host; only called when nothing
+# runs in them (host_cluster_processes is empty), so they are a dead cluster's debris.
+sweep_host_names() {
+  local kind name h
+  while read -r kind name; do
+    case $kind in
+      netns) ip netns del "$name" 2>/dev/null ;;
+      link) ip link del "$name" 2>/dev/null ;;   # (a veth's peer goes with it)
+      nsfile) umount "$name" 2>/dev/null; rm -f "$name" ;;
+      cgroup) for h in /sys/fs/cgroup/*/; do [ -d "$h$name" ] && find "$h$name" -depth -type d -exec rmdir {} \; 2>/dev/null; done ;;
+    esac && log "removed a dead cluster's $kind $name"
+  done < <(host_names | sort -r)   # links and nsfiles before the netns they belong to
+}
+
+# claim_host: take the host's names for $B. Waits up to DTN_CLUSTER_WAIT seconds (default 0:
+# refuse at once, naming the other cluster) while another live cluster has them; a dead
+# one (no process left in its namespaces and cgroups, no up/down running on its folder) is
+# taken down — by its own record when its folder is readable, by name otherwise.
+claim_host() {
+  local wait=${DTN_CLUSTER_WAIT:-0} deadline owner live said=false
+  deadline=$(( $(date +%s) + wait ))
+  while :; do
+    exec 8>"$HOST_CLAIM_LOCK"
+    flock -w 60 8 || die "could not lock $HOST_CLAIM_LOCK"
+    owner=$(cat "$HOST_CLAIM" 2>/dev/null || true)
+    if [ "$owner" = "$B" ]; then break; fi
+    live=$(host_cluster_processes)
+    if [ -z "$live" ] && ! folder_busy "$owner"; then
+      if [ -n "$owner" ] && [ -s "$owner/run/created" ]; then
+        log "the host's cluster names are held by a dead cluster (state in $owner): taking it down"
+        DTN_CLUSTER_DIR=$owner DTN_CLUSTER_LOCKED= DTN_HOST_CLAIM_LOCKED=1 "$DTN_ROOT/hack/cluster/down.sh" >&2 || true
+      fi
+      [ -z "$(host_names)" ] || { log "the host has a dead cluster's names${owner:+ (state in $owner)}: removing them"; sweep_host_names; }
+      [ -z "$(host_names)" ] || die "could not remove a dead cluster's names: $(host_names | tr '\n' ' ')"
+      break
+    fi
+    exec 8>&-
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      die "another local cluster is running on this host${owner:+ (state in $owner)}; its processes: $(echo "$live" | head -3 | tr '\n' ';')
+  Take it down first (DTN_CLUSTER_DIR=${owner:-<its folder>} hack/cluster/down.sh), or set DTN_CLUSTER_WAIT=<seconds> to wait for it."
+    fi
+    $said || log "another local cluster is running on this host${owner:+ (state in $owner)}: waiting up to ${wait}s for it to go down"
+    said=true; sleep 5
+  done
+  echo "$B" > "$HOST_CLAIM"
+  exec 8>&-
+}
+
+# release_host: give the host's names back (down.sh, once nothing of $B is left).
+release_host() {
+  if [ "${DTN_HOST_CLAIM_LOCKED:-}" = 1 ]; then   # called from claim_host, which holds the lock
+    [ "$(cat "$HOST_CLAIM" 2>/dev/null)" != "$B" ] || rm -f "$HOST_CLAIM"
+    return 0
+  fi
+  exec 8>"$HOST_CLAIM_LOCK"; flock -w 60 8 || true
+  [ "$(cat "$HOST_CLAIM" 2>/dev/null)" != "$B" ] || rm -f "$HOST_CLAIM"
+  exec 8>&-
+}
+
 kc() { "$KBIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 kcb() { "$KBIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN_B" "$@"; }
 # cp_netns_of <node>: the network namespace of the control plane the node belongs to.

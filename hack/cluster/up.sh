@@ -26,6 +26,10 @@ done
 [ -f "$DTN_IMAGES_DIR/images.env" ] && [ -f "$DTN_IMAGES_DIR/pause.tar" ] || die "no images in $DTN_IMAGES_DIR: run hack/images/build.sh"
 source "$DTN_IMAGES_DIR/images.env"
 
+# The host's names (bridge, namespaces, cgroups) are one cluster's at a time: take them,
+# waiting for or refusing a live cluster of another folder and removing a dead one's.
+claim_host
+
 mkdir -p "$RUN" "$LOG"
 if [ -s "$RUN/pids" ] || [ -s "$RUN/created" ]; then
   log "a previous cluster left state in $RUN: taking it down first"

@@ -138,9 +138,29 @@ func describe(w io.Writer, job *dtnflowv1alpha1.TransferJob, events []eventsv1.E
 	describeSamples(w, st.Samples)
 	describeRuns(w, st.Runs)
 	describeReplans(w, st.Replans, now)
+	describeFailedFiles(w, st)
 	describeStripes(w, st.Stripes)
 	describeConditions(w, st.Conditions, now)
 	describeEvents(w, events, evErr, now)
+}
+
+// describeFailedFiles lists the files that failed in this run, with why.
+func describeFailedFiles(w io.Writer, st *dtnflowv1alpha1.TransferJobStatus) {
+	if len(st.FailedFiles) == 0 {
+		return
+	}
+	total := int64(len(st.FailedFiles))
+	if st.Progress != nil && st.Progress.FilesFailed > total {
+		total = st.Progress.FilesFailed
+	}
+	fmt.Fprintf(w, "Failed files (%d", total)
+	if total > int64(len(st.FailedFiles)) {
+		fmt.Fprintf(w, "; the first %d", len(st.FailedFiles))
+	}
+	fmt.Fprintln(w, "):")
+	for _, f := range st.FailedFiles {
+		fmt.Fprintf(w, "  %s: %s\n", f.Path, f.Error)
+	}
 }
 
 func backoffLimitOf(job *dtnflowv1alpha1.TransferJob) int32 {

@@ -47,6 +47,11 @@ func notIn(field, value string) validationCase {
 		check: "enum", field: field, want: "Unsupported value"}
 }
 
+// failedFile is a valid status.failedFiles item.
+func failedFile(i int) any {
+	return object{"path": fmt.Sprintf("runs/%03d.dat", i), "error": "read: input/output error"}
+}
+
 func tooMany(field string, max int, item func(i int) any) validationCase {
 	return validationCase{name: fmt.Sprintf("%s of %d", field, max+1),
 		mutate: func(o object) { set(o, field, listOf(max+1, item)) },
@@ -177,6 +182,7 @@ func transferJobStatusTable() validationTable {
 		"stripes":     []any{stripe(0)},
 		"replans":     []any{replan(0)},
 		"rateHistory": []any{ratePoint(0)},
+		"failedFiles": []any{failedFile(0)},
 		"run":         int64(3), "runTrigger": "Schedule", "lastRunTime": someTime, "nextRunTime": someTime,
 		"lastManualTrigger": "2026-03-01", "missedRuns": int64(1), "runs": []any{transferRun(0)},
 		"agentFailures": 0,
@@ -265,6 +271,10 @@ func transferJobStatusTable() validationTable {
 				dateTime("status.replans[0].time"),
 				tooLong("status.replans[0].reason", 64),
 				tooLong("status.replans[0].message", 1024),
+				tooMany("status.failedFiles", 20, failedFile),
+				required("status.failedFiles[0].path", nil), required("status.failedFiles[0].error", nil),
+				tooLong("status.failedFiles[0].path", 1024),
+				tooLong("status.failedFiles[0].error", 512),
 			},
 			shapeCases("status.replans[0].from"),
 			shapeCases("status.replans[0].to"),

@@ -169,7 +169,7 @@ func createJob(t *testing.T, ns, name string) *dtnflowv1alpha1.TransferJob {
 			SourceCPU:   &dtnflowv1alpha1.CPUModel{InterceptMillicores: 50, MillicoresPerGbps: 300, Samples: 4},
 			SizeClasses: []dtnflowv1alpha1.SizeClassPlan{{Class: dtnflowv1alpha1.SizeClassLarge, Files: 100, Bytes: 10 << 30, Pipelining: 2, Parallelism: 8, Concurrency: 2, Channels: 4}},
 		},
-		Progress: &dtnflowv1alpha1.TransferProgress{BytesDone: 4608 << 20, BytesTotal: 10 << 30, FilesDone: 40, FilesTotal: 100, Percent: 45,
+		Progress: &dtnflowv1alpha1.TransferProgress{BytesDone: 4608 << 20, BytesTotal: 10 << 30, FilesDone: 40, FilesTotal: 100, FilesFailed: 3, Percent: 45,
 			CurrentBitsPerSecond: 941_000_000, AverageBitsPerSecond: 800_000_000, Rate: "941 Mbit/s", ETASeconds: ptr.To[int64](200), ETA: "3m20s", LastUpdateTime: at(150)},
 		Samples: samples,
 		Stripes: []dtnflowv1alpha1.StripeStatus{
@@ -180,6 +180,8 @@ func createJob(t *testing.T, ns, name string) *dtnflowv1alpha1.TransferJob {
 		},
 		Replans: []dtnflowv1alpha1.Replan{{Time: *at(100), Reason: "PathHasRoom", Message: "1.9 Gbit/s over 2 stripes, 95 % of the predicted: adding stripes",
 			From: dtnflowv1alpha1.PlanShape{Nodes: 2, Stripes: 2, StreamsPerStripe: 8}, To: dtnflowv1alpha1.PlanShape{Nodes: 2, Stripes: 4, StreamsPerStripe: 8}}},
+		FailedFiles: []dtnflowv1alpha1.FailedFile{{Path: "runs/0427/raw/b17.dat", Error: "read: input/output error"},
+			{Path: `"runs/0427/raw/\xfe.dat"`, Error: "open: permission denied"}},
 		RateHistory: history,
 		StartTime:   at(0),
 	}
@@ -284,6 +286,7 @@ func TestDescribe(t *testing.T) {
 		"Dinda (a′=1.25e-18 b′=4e-20): 990 Mbit/s per stripe at 8 stream(s)", "least error of the papers' models",
 		"Probe samples (4):", "991 Mbit/s",
 		"Re-plans (1;", "PathHasRoom", "2×2×8", "2×4×8", "adding stripes",
+		"Failed files (3; the first 2):", "  runs/0427/raw/b17.dat: read: input/output error", `  "runs/0427/raw/\xfe.dat": open: permission denied`,
 		"Stripes (4):", "run-0427-s1", "Conditions:", "Reconciling", "Events:", "2 stripes → 4 stripes",
 	} {
 		if !strings.Contains(r.out, want) {

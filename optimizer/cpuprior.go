@@ -1,0 +1,57 @@
+package optimizer
+
+// The CPU priors: what a side's agents are assumed to need before they have measured
+// themselves. A job that probes fits seed 002's regression (U_cpu = a + b·Th) on its own
+// samples, and a path's profile keeps the fit for the next job; the prior only sizes the
+// first pods' CPU requests. It is taken from the data plane as measured, per side,
+// because the two ends cost differently (Liu et al., NDM'13 §5.1: a slope per side) and
+// because what a job asks of each byte (a digest, encryption) changes the slope.
+
+// DataPlane is what a job's agents do to each byte besides moving it, as far as it
+// decides their CPU per byte.
+type DataPlane struct {
+	// Verify: every file's SHA-256 at both ends (spec.integrity.verify, the default).
+	Verify bool
+	// Encrypted: AES-256-CTR at both ends besides the per-frame tag
+	// (spec.integrity.inFlight Encrypted).
+	Encrypted bool
+}
+
+// measuredCPUHundredthsPerGB is each side's CPU in hundredths of a CPU second per GB
+// moved, {source, destination}, as make bench-peers measured them (rusage of the
+// sender, /proc of the receiver; docs/benchmarks.md, "CPU priors"): the small-files case
+// (2000 × 64 KiB over 4 streams, the dearest shape per byte — an open, a rename and an
+// mtime per 64 KiB), in-flight Authenticated (the default), verification by read-back
+// (the default). A dataset of large files costs less (0.41/0.76 without verification),
+// so the prior errs on the side of a request too large, which only reserves idle CPU,
+// rather than one too small, which throttles the transfer.
+var measuredCPUHundredthsPerGB = map[DataPlane][2]int{
+	{}:                              {79, 145},
+	{Verify: true}:                  {119, 183},
+	{Encrypted: true}:               {93, 160},
+	{Verify: true, Encrypted: true}: {135, 206},
+}
+
+// priorMarginPercent is the head-room over the measurement: the measuring machine was
+// shared and a DTN's file system and NIC driver may cost more than tmpfs and loopback.
+const priorMarginPercent = 125
+
+// priorInterceptMillicores is a, what an idle agent uses (its keepalives, reports and
+// metrics), which the benchmarks cannot separate from b at one rate.
+const priorInterceptMillicores = 100
+
+// PriorCPUModel is the CPU model a side is assumed to have before it has measured:
+// a = 100 millicores, b = the measured CPU per GB of its data plane × 125 %, in
+// millicores per Gbit/s (1 CPU s/GB = 125 millicores per Gbit/s: 1 Gbit/s is 0.125
+// GB/s), rounded up to 10 millicores.
+func PriorCPUModel(side CPUSide, dp DataPlane) CPUModel {
+	m := measuredCPUHundredthsPerGB[dp]
+	h := m[0]
+	if side == Destination {
+		h = m[1]
+	}
+	// h/100 s/GB × 125 mc per (s/GB · Gbit/s) × 125 % = h × 15625 / 10000 mc per Gbit/s
+	millicores := (h*125*priorMarginPercent + 9_999) / 10_000
+	millicores = (millicores + 9) / 10 * 10
+	return CPUModel{InterceptMillicores: priorInterceptMillicores, MillicoresPerGbps: float64(millicores)}
+}
