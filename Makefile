@@ -128,8 +128,8 @@ test-e2e: deps kube-cluster-assets images chart-sync $(HELM) ## e2e on the local
 	$(MAKE) test-e2e-federation
 
 .PHONY: test-e2e-federation
-test-e2e-federation: deps kube-cluster-assets images chart-sync $(HELM) ## e2e of a site pair: two clusters (DTN_CLUSTERS=2), dtnflow at each, paired; both directions, refusals, kills, a control plane restart, revocation.
-	rc=0; DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/federation/... $(E2E_FEDERATION_FLAGS) || rc=$$?; \
+test-e2e-federation: deps kube-cluster-assets images chart-sync $(HELM) ## e2e of a site pair: two clusters (DTN_CLUSTERS=2), dtnflow at each, paired; both directions, refusals, kills, a control plane restart, a cut link, revocation.
+	rc=0; DTN_CLUSTER_WAIT=$(CLUSTER_WAIT) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/federation/... $(E2E_FEDERATION_FLAGS) || rc=$$?; \
 	  DTN_CLUSTERS=2 DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
 
 .PHONY: demo

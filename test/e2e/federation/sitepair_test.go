@@ -36,7 +36,9 @@ const (
 //     with B's reason, and nothing is written at B;
 //  4. agents-killed: B's receiver and A's sender SIGKILLed mid-transfer;
 //  5. control-plane-b-restarted: B's API server stopped and started mid-transfer;
-//  6. revoked: B deletes its TransferPeer mid-transfer: the job stops at both sites
+//  6. link-cut: the WAN between the sites drops everything for 30 s mid-transfer (the
+//     data and A's manager's calls to B's API server alike);
+//  7. revoked: B deletes its TransferPeer mid-transfer: the job stops at both sites
 //     with a clear reason.
 func TestSitePair(t *testing.T) {
 	steps := []struct {
@@ -48,6 +50,7 @@ func TestSitePair(t *testing.T) {
 		{"not-allowed", testNotAllowed},
 		{"agents-killed", testAgentsKilled},
 		{"control-plane-b-restarted", testControlPlaneRestarted},
+		{"link-cut", testLinkCut},
 		{"revoked", testRevoked},
 	}
 	for _, step := range steps {
@@ -371,6 +374,44 @@ func testControlPlaneRestarted(t *testing.T) {
 	done := waitComplete(ctx, g, job)
 	t.Logf("complete after B's API server came back: %s", describe(done))
 	expectCopy(t, source, filepath.Join(destRoot, "fed/cp"), b)
+}
+
+// linkCut is how long the WAN drops everything in testLinkCut.
+const linkCut = 30 * time.Second
+
+func testLinkCut(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	a, b := siteA.Site("site-a"), siteA.Site("site-b")
+	spec := framework.DatasetSpec{Seed: 27, Large: 10, LargeBytes: 16 << 20, Small: 20}
+	source := writeDataset(t, a, "fed/cut", spec)
+	slowWAN(t, g)
+	job := toB("link-cut", "fed/cut", "cut")
+	destRoot := filepath.Join(b.Storage, grantedIn, "cut")
+	create(ctx, t, job, destRoot)
+	waitProgress(ctx, g, job, 0.15)
+	w := siteA.WAN
+	delay := time.Duration(w.DelayMillis) * time.Millisecond
+	g.Expect(siteA.SetWAN(ctx, w.RateBitsPerSecond, delay, 1, 0)).To(Succeed())
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			g.Expect(siteA.SetWAN(context.Background(), w.RateBitsPerSecond, delay, w.Loss, 0)).To(Succeed())
+		}
+	}
+	t.Cleanup(restore)
+	t.Logf("the WAN drops everything for %s", linkCut)
+	// the job waits through the cut: it neither fails nor completes
+	g.Consistently(func(g Gomega) {
+		got, err := getJob(ctx, job)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got.Status.State).NotTo(BeElementOf(dtnflowv1alpha1.StateFailed, dtnflowv1alpha1.StateComplete), describe(got))
+	}).WithTimeout(linkCut).WithPolling(time.Second).Should(Succeed())
+	restore()
+	done := waitComplete(ctx, g, job)
+	t.Logf("complete after the link came back: %s", describe(done))
+	expectCopy(t, source, filepath.Join(destRoot, "fed/cut"), b)
 }
 
 func testRevoked(t *testing.T) {
