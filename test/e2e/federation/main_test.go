@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -165,15 +166,20 @@ func setup(ctx context.Context, log io.Writer) error {
 			return err
 		}
 	}
-	// site B's storage: what A may read, and where A may write, belong to B's owner
+	// site B's storage: what A may read, and where A may write, belong to B's owner —
+	// every folder on the way too (incoming/ is where the one-cluster e2e's jobs write
+	// as B's owner, on the same storage)
 	b := siteA.Site("site-b")
 	for _, dir := range []string{grantedIn, grantedOut} {
-		p := filepath.Join(b.Storage, dir)
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			return err
-		}
-		if err := os.Chown(p, int(b.Owner.User), int(b.Owner.Group)); err != nil {
-			return err
+		p := b.Storage
+		for _, part := range strings.Split(dir, "/") {
+			p = filepath.Join(p, part)
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return err
+			}
+			if err := os.Chown(p, int(b.Owner.User), int(b.Owner.Group)); err != nil {
+				return err
+			}
 		}
 	}
 	return pair(ctx, log)

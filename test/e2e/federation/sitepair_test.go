@@ -24,8 +24,12 @@ const (
 	transferTimeout = 5 * time.Minute
 	refusalTimeout  = time.Minute
 	// slowWANRate is the WAN's rate while agents are killed, the control plane restarts
-	// or the pairing is revoked: the job must still be moving data then.
+	// or the link is cut: the job must still be moving data then.
 	slowWANRate = 60_000_000
+	// revokeWANRate is the WAN's rate while the pairing is revoked: slower still, since
+	// the job at A sees its progress only through B's reports, and must not have
+	// finished by the time B's manager acts on the revocation.
+	revokeWANRate = 20_000_000
 )
 
 // TestSitePair is the site pair in use, in order (the last step revokes the pairing):
@@ -308,11 +312,11 @@ func describeShape(job *dtnflowv1alpha1.TransferJob) string {
 	return fmt.Sprintf("%v → %v, %d stripe(s)/node × %d streams", p.SourceNodes, p.DestinationNodes, p.StripesPerNode, p.StreamsPerStripe)
 }
 
-// slowWAN slows the WAN for the test, so that a job is still moving data when things
-// break under it.
-func slowWAN(t *testing.T, g Gomega) {
+// slowWAN slows the WAN to rate for the test, so that a job is still moving data when
+// things break under it.
+func slowWAN(t *testing.T, g Gomega, rate int64) {
 	full := siteA.WAN.RateBitsPerSecond
-	g.Expect(siteA.SetWANRate(context.Background(), slowWANRate)).To(Succeed())
+	g.Expect(siteA.SetWANRate(context.Background(), rate)).To(Succeed())
 	t.Cleanup(func() { _ = siteA.SetWANRate(context.Background(), full) })
 }
 
@@ -338,7 +342,7 @@ func testAgentsKilled(t *testing.T) {
 	a, b := siteA.Site("site-a"), siteA.Site("site-b")
 	spec := framework.DatasetSpec{Seed: 24, Large: 12, LargeBytes: 16 << 20, Medium: 2, Small: 40}
 	source := writeDataset(t, a, "fed/killed", spec)
-	slowWAN(t, g)
+	slowWAN(t, g, slowWANRate)
 	job := toB("killed", "fed/killed", "killed")
 	destRoot := filepath.Join(b.Storage, grantedIn, "killed")
 	create(ctx, t, job, destRoot)
@@ -364,7 +368,7 @@ func testControlPlaneRestarted(t *testing.T) {
 	a, b := siteA.Site("site-a"), siteA.Site("site-b")
 	spec := framework.DatasetSpec{Seed: 25, Large: 10, LargeBytes: 16 << 20, Small: 20}
 	source := writeDataset(t, a, "fed/cp", spec)
-	slowWAN(t, g)
+	slowWAN(t, g, slowWANRate)
 	job := toB("cp-restarted", "fed/cp", "cp")
 	destRoot := filepath.Join(b.Storage, grantedIn, "cp")
 	create(ctx, t, job, destRoot)
@@ -383,13 +387,15 @@ func testLinkCut(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	a, b := siteA.Site("site-a"), siteA.Site("site-b")
-	spec := framework.DatasetSpec{Seed: 27, Large: 10, LargeBytes: 16 << 20, Small: 20}
+	// 384 MiB: over a minute at the slow WAN's rate, so that the cut comes mid-transfer
+	// whatever the interval between the coordinator's reports
+	spec := framework.DatasetSpec{Seed: 27, Large: 24, LargeBytes: 16 << 20, Small: 20}
 	source := writeDataset(t, a, "fed/cut", spec)
-	slowWAN(t, g)
+	slowWAN(t, g, slowWANRate)
 	job := toB("link-cut", "fed/cut", "cut")
 	destRoot := filepath.Join(b.Storage, grantedIn, "cut")
 	create(ctx, t, job, destRoot)
-	waitProgress(ctx, g, job, 0.15)
+	waitProgress(ctx, g, job, 0.05)
 	w := siteA.WAN
 	delay := time.Duration(w.DelayMillis) * time.Millisecond
 	g.Expect(siteA.SetWAN(ctx, w.RateBitsPerSecond, delay, 1, 0)).To(Succeed())
@@ -419,7 +425,7 @@ func testRevoked(t *testing.T) {
 	ctx := context.Background()
 	a, b := siteA.Site("site-a"), siteA.Site("site-b")
 	writeDataset(t, a, "fed/revoked", framework.DatasetSpec{Seed: 26, Large: 12, LargeBytes: 16 << 20})
-	slowWAN(t, g)
+	slowWAN(t, g, revokeWANRate)
 	job := toB("revoked", "fed/revoked", "revoked")
 	create(ctx, t, job, filepath.Join(b.Storage, grantedIn, "revoked"))
 	waitProgress(ctx, g, job, 0.1)
