@@ -121,10 +121,16 @@ cluster-down: ## Stop the local cluster and remove everything it created.
 	DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh
 
 .PHONY: test-e2e
-test-e2e: deps kube-cluster-assets images chart-sync $(HELM) ## e2e on the local cluster: chart, Helm install, transfers, failures, re-plans.
+test-e2e: deps kube-cluster-assets images chart-sync $(HELM) ## e2e on the local cluster: chart, Helm install, transfers, failures, re-plans; then the site pair (two clusters).
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -count=1 ./test/e2e/chart/...
 	rc=0; DTN_CLUSTER_WAIT=$(CLUSTER_WAIT) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/cluster/... $(E2E_FLAGS) || rc=$$?; \
 	  DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
+	$(MAKE) test-e2e-federation
+
+.PHONY: test-e2e-federation
+test-e2e-federation: deps kube-cluster-assets images chart-sync $(HELM) ## e2e of a site pair: two clusters (DTN_CLUSTERS=2), dtnflow at each, paired; both directions, refusals, kills, a control plane restart, a cut link, revocation.
+	rc=0; DTN_CLUSTER_WAIT=$(CLUSTER_WAIT) DTN_CLUSTER_DIR=$(CLUSTER_DIR) DTN_HELM=$(HELM) go test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/federation/... $(E2E_FEDERATION_FLAGS) || rc=$$?; \
+	  DTN_CLUSTERS=2 DTN_CLUSTER_DIR=$(CLUSTER_DIR) hack/cluster/down.sh >/dev/null || rc=1; exit $$rc
 
 # The chaos suite (test/e2e/cluster/chaos_*_test.go, docs/reliability.md): every fault
 # kind injected at random moments of running transfers on a cluster of two nodes per

@@ -34,7 +34,7 @@ func childMeta(job *dtnflowv1alpha1.TransferJob, name string, role contract.Role
 		Name:            name,
 		Namespace:       job.Namespace,
 		Labels:          labels,
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, dtnflowv1alpha1.GroupVersion.WithKind("TransferJob"))},
+		OwnerReferences: []metav1.OwnerReference{controllerRefOf(job)},
 	}
 }
 

@@ -22,12 +22,18 @@ const (
 	// IndexJobEndpoint indexes TransferJobs by both endpoints they name: a change to an
 	// endpoint wakes the jobs that use it.
 	IndexJobEndpoint = "dtnflow.io/endpoint"
+	// IndexPodOwnerRemote indexes agent pods by the name of the RemoteTransfer that
+	// controls them (a peer site's job's side, run here).
+	IndexPodOwnerRemote = "dtnflow.io/owner-remote"
 )
 
 // SetupIndexes registers the field indexes. The manager calls it once, before the
 // controllers start.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodOwnerJob, podOwnerJob); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodOwnerRemote, podOwnerRemote); err != nil {
 		return err
 	}
 	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodNode, func(o client.Object) []string {
@@ -39,17 +45,40 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		return err
 	}
 	return indexer.IndexField(ctx, &dtnflowv1alpha1.TransferJob{}, IndexJobEndpoint, func(o client.Object) []string {
-		job := o.(*dtnflowv1alpha1.TransferJob)
-		if job.Spec.Source.Endpoint == job.Spec.Destination.Endpoint {
-			return []string{job.Spec.Source.Endpoint}
+		src, dst := jobEndpointKeys(o.(*dtnflowv1alpha1.TransferJob))
+		if src == dst {
+			return []string{src}
 		}
-		return []string{job.Spec.Source.Endpoint, job.Spec.Destination.Endpoint}
+		return []string{src, dst}
 	})
+}
+
+// jobEndpointKeys are the keys of a job's endpoints in IndexJobEndpoint and in the
+// sharing view: a local endpoint's name, or "site/name" for a peer site's endpoint
+// (a '/' is in no object name, so a peer's endpoint never shares with a local one of
+// the same name).
+func jobEndpointKeys(job *dtnflowv1alpha1.TransferJob) (src, dst string) {
+	return endpointKey(job.Spec.Source.Site, job.Spec.Source.Endpoint), endpointKey(job.Spec.Destination.Site, job.Spec.Destination.Endpoint)
+}
+
+func endpointKey(site, name string) string {
+	if site == "" {
+		return name
+	}
+	return site + "/" + name
 }
 
 func podOwnerJob(o client.Object) []string {
 	ref := metav1.GetControllerOf(o)
 	if ref == nil || ref.Kind != "TransferJob" || ref.APIVersion != dtnflowv1alpha1.GroupVersion.String() {
+		return nil
+	}
+	return []string{ref.Name}
+}
+
+func podOwnerRemote(o client.Object) []string {
+	ref := metav1.GetControllerOf(o)
+	if ref == nil || ref.Kind != remoteTransferKind || ref.APIVersion != dtnflowv1alpha1.GroupVersion.String() {
 		return nil
 	}
 	return []string{ref.Name}

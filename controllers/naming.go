@@ -91,5 +91,12 @@ func PathProfileName(source, destination string) string {
 
 // PathProfileNameFor is the PathProfile name of a job's path.
 func PathProfileNameFor(job *dtnflowv1alpha1.TransferJob) string {
-	return PathProfileName(job.Spec.Source.Endpoint, job.Spec.Destination.Endpoint)
+	src, dst := job.Spec.Source.Endpoint, job.Spec.Destination.Endpoint
+	if s := job.Spec.Source.Site; s != "" { // a peer's endpoint: its site's name first
+		src = s + "." + src
+	}
+	if s := job.Spec.Destination.Site; s != "" {
+		dst = s + "." + dst
+	}
+	return PathProfileName(src, dst)
 }

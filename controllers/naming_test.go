@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 )
 
 func TestChildNames(t *testing.T) {
@@ -91,5 +92,32 @@ func TestPathProfileName(t *testing.T) {
 	long := PathProfileName(strings.Repeat("s", 200), strings.Repeat("d", 200))
 	if len(long) != validation.DNS1123SubdomainMaxLength {
 		t.Errorf("long PathProfileName has %d characters", len(long))
+	}
+}
+
+// TestJobEndpointKeys: a peer site's endpoint is keyed apart from a local endpoint of
+// the same name (the index and the sharing view), and its path is its PathProfile's.
+func TestJobEndpointKeys(t *testing.T) {
+	tests := map[string]struct {
+		srcSite, dstSite       string
+		wantSrc, wantDst, path string
+	}{
+		"both local":            {wantSrc: "dtn", wantDst: "dtn", path: "dtn.dtn"},
+		"destination at a peer": {dstSite: "site-b", wantSrc: "dtn", wantDst: "site-b/dtn", path: "dtn.site-b.dtn"},
+		"source at a peer":      {srcSite: "site-b", wantSrc: "site-b/dtn", wantDst: "dtn", path: "site-b.dtn.dtn"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			job := &dtnflowv1alpha1.TransferJob{Spec: dtnflowv1alpha1.TransferJobSpec{
+				Source:      dtnflowv1alpha1.TransferSource{Endpoint: "dtn", Site: tc.srcSite},
+				Destination: dtnflowv1alpha1.TransferDestination{Endpoint: "dtn", Site: tc.dstSite}}}
+			src, dst := jobEndpointKeys(job)
+			if src != tc.wantSrc || dst != tc.wantDst {
+				t.Errorf("keys %q, %q; want %q, %q", src, dst, tc.wantSrc, tc.wantDst)
+			}
+			if got := PathProfileNameFor(job); got != tc.path {
+				t.Errorf("path %q, want %q", got, tc.path)
+			}
+		})
 	}
 }

@@ -29,6 +29,12 @@ type nodeView struct {
 	StripesByJob map[types.UID]int
 	// HostPorts are the host ports live dtnflow pods hold on the node.
 	HostPorts []int32
+
+	// A peer site's node carries its own capacities (its RemoteTransfer's status);
+	// 0 means the endpoint's.
+	nicBitsPerSecond    int64
+	cpuBudgetMillicores int64
+	maxStripes          int32
 	// OthersBitsPerSecond and OthersMillicores are what other jobs' plans hold of the
 	// node: their planned rate through it and their agents' planned CPU (set by the
 	// pass's sharing view; the planner takes them off the node's budgets).

@@ -79,6 +79,10 @@ type agentPod struct {
 	CoordinatorAddress, ReceiverAddress string
 	// Directive is the JSON directive a coordinator starts with.
 	Directive string
+	// Secret is the Secret holding the job's shared secret; "" is SecretName(job).
+	Secret string
+	// Receiver are a receiver's options for another site's job.
+	Receiver contract.ReceiverOptions
 }
 
 // buildAgentPod builds the pod of one agent of a job. plan is the job's plan; nil while
@@ -99,6 +103,10 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 		labels[contract.LabelStripe] = strconv.Itoa(int(p.Stripe))
 	}
 
+	secretName := p.Secret
+	if secretName == "" {
+		secretName = SecretName(job.Name)
+	}
 	container := corev1.Container{
 		Name:            agentContainerName,
 		Image:           opts.Image,
@@ -109,6 +117,7 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 			{Name: secretVolume, MountPath: contract.SecretMountPath, ReadOnly: true},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          agentContainerSecurity(),
 	}
 	switch p.Role {
 	case contract.RoleCoordinator:
@@ -122,7 +131,7 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 	case contract.RoleSender:
 		container.Args = contract.SenderArgs(p.Stripe, p.CoordinatorAddress, p.ReceiverAddress)
 	case contract.RoleReceiver:
-		container.Args = contract.ReceiverArgs(p.Stripe, p.Port)
+		container.Args = contract.ReceiverArgsWith(p.Stripe, p.Port, p.Receiver)
 		container.Ports = []corev1.ContainerPort{{Name: "receiver", ContainerPort: p.Port, HostPort: p.Port, Protocol: corev1.ProtocolTCP}}
 	}
 
@@ -131,7 +140,7 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 			Name:            name,
 			Namespace:       job.Namespace,
 			Labels:          labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, dtnflowv1alpha1.GroupVersion.WithKind("TransferJob"))},
+			OwnerReferences: []metav1.OwnerReference{controllerRefOf(job)},
 		},
 		Spec: corev1.PodSpec{
 			// A failed agent is replaced by the controller, which counts it against
@@ -144,12 +153,13 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 			AutomountServiceAccountToken: ptr.To(p.Role == contract.RoleCoordinator),
 			EnableServiceLinks:           ptr.To(false),
 			Affinity:                     pinnedTo(p.Node),
+			SecurityContext:              agentPodSecurity(p.Endpoint),
 			Containers:                   []corev1.Container{container},
 			Volumes: []corev1.Volume{
 				{Name: dataVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 					Path: p.Endpoint.Spec.Storage.HostPath, Type: ptr.To(corev1.HostPathDirectory)}}},
 				{Name: secretVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-					SecretName: SecretName(job.Name), DefaultMode: ptr.To[int32](0o400)}}},
+					SecretName: secretName, DefaultMode: ptr.To[int32](0o400)}}},
 			},
 		},
 	}
@@ -167,6 +177,54 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 		}
 	}
 	return pod
+}
+
+// agentPodSecurity runs an agent as its endpoint's storage owner, never as root, under
+// the runtime's default seccomp profile. The owner's group is also the pod's fsGroup,
+// so that the job's Secret (mode 0400, group-readable through fsGroup) and the
+// coordinator's token can be read by it; hostPath volumes are not touched by fsGroup.
+func agentPodSecurity(ep *dtnflowv1alpha1.TransferEndpoint) *corev1.PodSecurityContext {
+	owner := storageOwner(ep)
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:        ptr.To(true),
+		RunAsUser:           ptr.To(owner.User),
+		RunAsGroup:          ptr.To(owner.Group),
+		FSGroup:             ptr.To(owner.Group),
+		FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+		SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// agentContainerSecurity is the least an agent needs: no capability at all (its ports
+// are above 1023, and it only reads and writes files its user may), no way to gain
+// privileges, and a read-only root file system (it writes only under the storage
+// root).
+func agentContainerSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		Privileged:               ptr.To(false),
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+// storageOwner is who the endpoint's agents run as.
+func storageOwner(ep *dtnflowv1alpha1.TransferEndpoint) dtnflowv1alpha1.StorageOwner {
+	if ep != nil && ep.Spec.Storage.Owner != nil {
+		return *ep.Spec.Storage.Owner
+	}
+	return dtnflowv1alpha1.DefaultStorageOwner
+}
+
+// controllerRefOf is the controlling owner of a job's children: the TransferJob, or,
+// for the stand-in job through which a RemoteTransfer's agents are built (its Kind set
+// to RemoteTransfer, see jobForRemote), that RemoteTransfer.
+func controllerRefOf(job *dtnflowv1alpha1.TransferJob) metav1.OwnerReference {
+	kind := "TransferJob"
+	if job.Kind == remoteTransferKind {
+		kind = remoteTransferKind
+	}
+	return *metav1.NewControllerRef(job, dtnflowv1alpha1.GroupVersion.WithKind(kind))
 }
 
 // pinnedTo is a node affinity that admits exactly one node. Pinning through affinity
@@ -257,13 +315,17 @@ func jobOptions(job *dtnflowv1alpha1.TransferJob) contract.JobOptions {
 	if overwrite == "" {
 		overwrite = dtnflowv1alpha1.OverwriteIfDifferent
 	}
+	inFlight := job.Spec.Integrity.InFlight
+	if _, side, _ := remoteOf(job); inFlight == "" && side != "" {
+		inFlight = dtnflowv1alpha1.InFlightEncrypted // between sites, by default
+	}
 	return contract.JobOptions{
 		SourcePaths:     paths,
 		DestinationPath: string(job.Spec.Destination.Path),
 		Checksum:        string(checksum),
 		Verify:          job.Spec.Integrity.Verify == nil || *job.Spec.Integrity.Verify,
 		Overwrite:       string(overwrite),
-		InFlight:        string(job.Spec.Integrity.InFlight),
+		InFlight:        string(inFlight),
 		VerifyMode:      string(job.Spec.Integrity.VerifyMode),
 	}
 }

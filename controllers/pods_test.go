@@ -53,6 +53,8 @@ func TestBuildAgentPod(t *testing.T) {
 	opts := AgentPodOptions{Image: "dtnflow-agent:test", ImagePullPolicy: corev1.PullNever, CoordinatorMillicores: 100, ProbeMillicores: 250,
 		APIServerHost: "10.99.0.1", APIServerPort: "6443"}
 	siteA, siteB := testEndpoint("site-a", "/srv/a", ""), testEndpoint("site-b", "/srv/b", "4")
+	siteB.Spec.Storage.Owner = &dtnflowv1alpha1.StorageOwner{User: 3001, Group: 3002}
+	defaultOwner := dtnflowv1alpha1.StorageOwner{User: 65532, Group: 65532}
 
 	type want struct {
 		name       string
@@ -68,6 +70,7 @@ func TestBuildAgentPod(t *testing.T) {
 		root       string
 		directive  string
 		hostNetwok bool
+		owner      dtnflowv1alpha1.StorageOwner
 	}
 	tests := map[string]struct {
 		plan *dtnflowv1alpha1.TransferPlan
@@ -86,7 +89,7 @@ func TestBuildAgentPod(t *testing.T) {
 					"--dest-path", "incoming", "--checksum", "SHA512", "--verify=false", "--overwrite", "Always", "--path", "runs/0427", "--path", "cal.h5"},
 				env:       []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "10.99.0.1"}, {Name: "KUBERNETES_SERVICE_PORT", Value: "6443"}},
 				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(100)}},
-				root:      "/srv/a", directive: `{"generation":1}`,
+				root:      "/srv/a", directive: `{"generation":1}`, owner: defaultOwner,
 			},
 		},
 		"sender, no budget: request from the source CPU model, no limit": {
@@ -98,7 +101,7 @@ func TestBuildAgentPod(t *testing.T) {
 				node:   "a2", readOnly: true,
 				args:      []string{"send", "--stripe", "3", "--coordinator", "10.0.0.1:47000", "--receiver", "10.0.1.2:47001", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret"},
 				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(700)}},
-				root:      "/srv/a",
+				root:      "/srv/a", owner: defaultOwner,
 			},
 		},
 		"receiver, budget 4 CPU over 2 stripes per node: request from the destination CPU model, limit 2000m": {
@@ -111,7 +114,7 @@ func TestBuildAgentPod(t *testing.T) {
 				ports:     []corev1.ContainerPort{{Name: "receiver", ContainerPort: 47001, HostPort: 47001, Protocol: corev1.ProtocolTCP}},
 				args:      []string{"receive", "--stripe", "3", "--listen", ":47001", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret"},
 				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(1100)}, Limits: corev1.ResourceList{corev1.ResourceCPU: cpu(2000)}},
-				root:      "/srv/b",
+				root:      "/srv/b", owner: dtnflowv1alpha1.StorageOwner{User: 3001, Group: 3002},
 			},
 		},
 		"receiver whose share of the budget is below its request: the limit is the request": {
@@ -125,7 +128,7 @@ func TestBuildAgentPod(t *testing.T) {
 				args:   []string{"receive", "--stripe", "0", "--listen", ":47002", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret"},
 				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(900)},
 					Limits: corev1.ResourceList{corev1.ResourceCPU: cpu(900)}},
-				root: "/srv/b",
+				root: "/srv/b", owner: dtnflowv1alpha1.StorageOwner{User: 3001, Group: 3002},
 			},
 		},
 		"probe sender before any plan: probe CPU, probe hash": {
@@ -137,7 +140,7 @@ func TestBuildAgentPod(t *testing.T) {
 				node:   "a1", readOnly: true,
 				args:      []string{"send", "--stripe", "0", "--coordinator", "10.0.0.1:47000", "--receiver", "[fd00::2]:47000", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret"},
 				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(250)}},
-				root:      "/srv/a",
+				root:      "/srv/a", owner: defaultOwner,
 			},
 		},
 	}
@@ -206,6 +209,7 @@ func TestBuildAgentPod(t *testing.T) {
 			if got := pod.Annotations[contract.AnnotationDirective]; got != w.directive {
 				t.Errorf("directive annotation %q, want %q", got, w.directive)
 			}
+			checkLeastPrivilege(t, pod, w.owner)
 		})
 	}
 }
@@ -251,6 +255,24 @@ func TestAgentPodSettings(t *testing.T) {
 	recv.Spec.Tolerations[0].Value = "changed"
 	if tainted.Spec.AgentPods.Tolerations[0].Value != "dtn" {
 		t.Error("the pod's tolerations alias the endpoint's")
+	}
+}
+
+// checkLeastPrivilege checks that an agent pod runs as owner (never root) with nothing
+// it does not need: no capability, no privilege escalation, a read-only root file
+// system, the runtime's default seccomp profile, and owner's group as fsGroup (so the
+// secret is readable by it).
+func checkLeastPrivilege(t *testing.T, pod *corev1.Pod, owner dtnflowv1alpha1.StorageOwner) {
+	t.Helper()
+	ps := pod.Spec.SecurityContext
+	if ps == nil || !ptr.Deref(ps.RunAsNonRoot, false) || ptr.Deref(ps.RunAsUser, 0) != owner.User || ptr.Deref(ps.RunAsGroup, 0) != owner.Group ||
+		ptr.Deref(ps.FSGroup, 0) != owner.Group || ps.SeccompProfile == nil || ps.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v, want non-root %d:%d, fsGroup %d, seccomp RuntimeDefault", ps, owner.User, owner.Group, owner.Group)
+	}
+	cs := pod.Spec.Containers[0].SecurityContext
+	if cs == nil || ptr.Deref(cs.Privileged, true) || ptr.Deref(cs.AllowPrivilegeEscalation, true) || !ptr.Deref(cs.ReadOnlyRootFilesystem, false) ||
+		cs.Capabilities == nil || !cmp.Equal(cs.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(cs.Capabilities.Add) != 0 {
+		t.Errorf("container security context %+v, want unprivileged, no escalation, read-only root, every capability dropped", cs)
 	}
 }
 

@@ -44,6 +44,9 @@ type Config struct {
 	JobWorkers int
 	// Clock is the clock both reconcilers read (a fake one in tests); nil is the real one.
 	Clock clock.PassiveClock
+	// Namespace is the manager's own namespace, where RemoteSites' credential Secrets
+	// live; "" leaves jobs with a remote side refused.
+	Namespace string
 }
 
 // Setup registers the field indexes, both reconcilers and the metrics with a manager.
@@ -67,8 +70,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		Pods:           cfg.Pods,
 		ReportInterval: cfg.ReportInterval,
 	}
+	if cfg.Namespace != "" {
+		jobs.remotes = newRemoteClients(mgr.GetAPIReader(), mgr.GetScheme(), cfg.Namespace)
+	}
 	if err := jobs.SetupWithManager(mgr, cfg.JobWorkers); err != nil {
 		return fmt.Errorf("setting up the TransferJob controller: %w", err)
+	}
+	remote := &RemoteTransferReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("dtnflow-remotetransfer"), Clock: clk, Pods: cfg.Pods}
+	if err := remote.SetupWithManager(mgr, jobs.ports); err != nil {
+		return fmt.Errorf("setting up the RemoteTransfer controller: %w", err)
+	}
+	if err := (&TransferPeerReconciler{Client: mgr.GetClient(), Clock: clk}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the TransferPeer controller: %w", err)
+	}
+	if jobs.remotes != nil {
+		if err := (&RemoteSiteReconciler{Client: mgr.GetClient(), Clock: clk}).SetupWithManager(mgr, jobs.remotes); err != nil {
+			return fmt.Errorf("setting up the RemoteSite controller: %w", err)
+		}
 	}
 	endpoints := &TransferEndpointReconciler{Client: mgr.GetClient(), Clock: clk}
 	if err := endpoints.SetupWithManager(mgr); err != nil {
@@ -185,7 +203,8 @@ func (r *TransferJobReconciler) jobsSharingWith(ctx context.Context, o client.Ob
 	job := o.(*dtnflowv1alpha1.TransferJob)
 	var reqs []reconcile.Request
 	seen := map[types.NamespacedName]bool{{Namespace: job.Namespace, Name: job.Name}: true}
-	for _, ep := range []string{job.Spec.Source.Endpoint, job.Spec.Destination.Endpoint} {
+	src, dst := jobEndpointKeys(job)
+	for _, ep := range []string{src, dst} {
 		var jobs dtnflowv1alpha1.TransferJobList
 		if err := r.Client.List(ctx, &jobs, client.MatchingFields{IndexJobEndpoint: ep}); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Listing the jobs of an endpoint")

@@ -164,7 +164,6 @@ type groupMember struct {
 	suspended bool
 }
 
-func pathLink(src, dst string) string { return "path " + PathProfileName(src, dst) }
 func endpointLink(name string) string { return "endpoint " + name }
 
 // shareViewFor computes the job's view, or the problem that keeps it from running (a
@@ -222,9 +221,9 @@ func (r *TransferJobReconciler) shareViewFor(ctx context.Context, p *pass) (*sha
 		if finished(st) {
 			continue
 		}
+		src, dst := jobEndpointKeys(j)
 		m := &groupMember{job: j, st: st, key: j.Namespace + "/" + j.Name, priority: defaultPriority,
-			path:    pathLink(j.Spec.Source.Endpoint, j.Spec.Destination.Endpoint),
-			srcLink: endpointLink(j.Spec.Source.Endpoint), dstLink: endpointLink(j.Spec.Destination.Endpoint)}
+			path: "path " + PathProfileNameFor(j), srcLink: endpointLink(src), dstLink: endpointLink(dst)}
 		m.links = []string{m.path, m.srcLink}
 		if m.dstLink != m.srcLink {
 			m.links = append(m.links, m.dstLink)
@@ -245,7 +244,11 @@ func (r *TransferJobReconciler) shareViewFor(ctx context.Context, p *pass) (*sha
 			self = len(members)
 			m.suspended = false // this pass runs it: it is past its suspension
 		}
-		for _, name := range []string{j.Spec.Source.Endpoint, j.Spec.Destination.Endpoint} {
+		for _, name := range []string{src, dst} {
+			if strings.Contains(name, "/") {
+				endpoints[name] = nil // a peer site's: its limits are the peer's to apply
+				continue
+			}
 			if _, ok := endpoints[name]; !ok {
 				ep, err := r.endpoint(ctx, name)
 				if err != nil {
@@ -423,7 +426,8 @@ func holdsSlot(st *dtnflowv1alpha1.TransferJobStatus) bool {
 func (r *TransferJobReconciler) sharingGroup(ctx context.Context, job *dtnflowv1alpha1.TransferJob) ([]*dtnflowv1alpha1.TransferJob, error) {
 	seenEP := map[string]bool{}
 	seenJob := map[types.UID]bool{}
-	queue := []string{job.Spec.Source.Endpoint, job.Spec.Destination.Endpoint}
+	src, dst := jobEndpointKeys(job)
+	queue := []string{src, dst}
 	var out []*dtnflowv1alpha1.TransferJob
 	for len(queue) > 0 {
 		ep := queue[0]
@@ -443,7 +447,8 @@ func (r *TransferJobReconciler) sharingGroup(ctx context.Context, job *dtnflowv1
 			}
 			seenJob[j.UID] = true
 			out = append(out, j)
-			queue = append(queue, j.Spec.Source.Endpoint, j.Spec.Destination.Endpoint)
+			jsrc, jdst := jobEndpointKeys(j)
+			queue = append(queue, jsrc, jdst)
 		}
 	}
 	if !seenJob[job.UID] {

@@ -38,8 +38,10 @@ type TransferJobReconciler struct {
 	// for the agents at most PauseReports of them before their pods are stopped.
 	ReportInterval time.Duration
 
-	exp     *expectations
-	ports   *portAllocator
+	exp   *expectations
+	ports *portAllocator
+	// remotes reaches peer sites (jobs with spec.source.site or spec.destination.site).
+	remotes *remoteClients
 	rescale rescaleMemory
 	// sharing serializes passes and remembers what they decided for the jobs that
 	// share paths and endpoints (sharing.go).

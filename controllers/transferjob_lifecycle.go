@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,11 +35,15 @@ func (r *TransferJobReconciler) ensureAuth(ctx context.Context, p *pass) error {
 	if _, ok := r.authReady.Load(job.UID); ok {
 		return nil
 	}
-	secret, err := buildJobSecret(job)
-	if err != nil {
-		return err
+	objs := []client.Object{buildCoordinatorServiceAccount(job), buildCoordinatorRole(job), buildCoordinatorRoleBinding(job)}
+	if _, side, _ := remoteOf(job); side == "" { // a job with a peer: ensureRemoteAuth
+		secret, err := buildJobSecret(job)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, secret)
 	}
-	for _, obj := range []client.Object{secret, buildCoordinatorServiceAccount(job), buildCoordinatorRole(job), buildCoordinatorRoleBinding(job)} {
+	for _, obj := range objs {
 		if err := r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 		}
@@ -56,6 +61,9 @@ func (r *TransferJobReconciler) reconcileFinished(ctx context.Context, p *pass) 
 	}
 	if err := r.deleteAgents(ctx, p, p.obs.agentPods(), "finished"); err != nil {
 		return err
+	}
+	if _, side, _ := remoteOf(p.job); side != "" && !r.releaseRemote(ctx, p) {
+		p.requeue(30 * time.Second) // the peer could not be told: its side is released later
 	}
 	if len(p.obs.leaving) == 0 {
 		r.forget(p.job.UID) // nothing of it runs any more
@@ -86,6 +94,12 @@ func (r *TransferJobReconciler) deleteJob(ctx context.Context, p *pass) error {
 // pods.
 func (r *TransferJobReconciler) sweep(ctx context.Context, key types.NamespacedName) error {
 	metrics.ForgetJob(key.Namespace, key.Name)
+	if r.remotes != nil {
+		var live dtnflowv1alpha1.TransferJob
+		if err := r.APIReader.Get(ctx, key, &live); err == nil || apierrors.IsNotFound(err) {
+			r.sweepRemote(ctx, key, live.UID)
+		}
+	}
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingFields{IndexPodOwnerJob: key.Name}); err != nil {
 		return err

@@ -35,6 +35,9 @@ type observed struct {
 
 	report    *contract.Report
 	reportErr error
+
+	// remote is the side a peer site runs; nil for a job within this cluster.
+	remote *remoteSide
 }
 
 // node returns the view of a node of the side, or nil when the endpoint does not select it.
@@ -71,18 +74,26 @@ func (o *observed) agentPods() []*corev1.Pod {
 func (r *TransferJobReconciler) observe(ctx context.Context, job *dtnflowv1alpha1.TransferJob) (*observed, error) {
 	o := &observed{senders: map[int32]*corev1.Pod{}, receivers: map[int32]*corev1.Pod{}, leaving: map[string]bool{}}
 	var err error
-	if o.endpoints.Source, err = r.endpoint(ctx, job.Spec.Source.Endpoint); err != nil {
+	if o.remote, err = r.observeRemote(ctx, job); err != nil {
 		return nil, err
 	}
-	if o.endpoints.Destination, err = r.endpoint(ctx, job.Spec.Destination.Endpoint); err != nil {
+	// The peer's side is its endpoint and nodes as its RemoteTransfer reports them.
+	if o.remote.isSource() {
+		o.endpoints.Source, o.endpoints.SourceNodes = o.remote.remoteEndpoint()
+	} else if o.endpoints.Source, err = r.endpoint(ctx, job.Spec.Source.Endpoint); err != nil {
 		return nil, err
 	}
-	if o.endpoints.Source != nil {
+	if o.remote.isDestination() {
+		o.endpoints.Destination, o.endpoints.DestinationNodes = o.remote.remoteEndpoint()
+	} else if o.endpoints.Destination, err = r.endpoint(ctx, job.Spec.Destination.Endpoint); err != nil {
+		return nil, err
+	}
+	if o.endpoints.Source != nil && !o.remote.isSource() {
 		if o.endpoints.SourceNodes, err = observeNodes(ctx, r.Client, o.endpoints.Source); err != nil {
 			return nil, err
 		}
 	}
-	if o.endpoints.Destination != nil {
+	if o.endpoints.Destination != nil && !o.remote.isDestination() {
 		if o.endpoints.DestinationNodes, err = observeNodes(ctx, r.Client, o.endpoints.Destination); err != nil {
 			return nil, err
 		}
@@ -107,6 +118,9 @@ func (r *TransferJobReconciler) observe(ctx context.Context, job *dtnflowv1alpha
 		return nil, err
 	}
 	o.report, o.reportErr = reportOf(o.coordinator)
+	if o.remote.isSource() {
+		o.report, o.reportErr = o.remote.report()
+	}
 	return o, nil
 }
 

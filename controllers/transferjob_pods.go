@@ -128,14 +128,21 @@ func (r *TransferJobReconciler) syncAgentPods(ctx context.Context, p *pass, l la
 	hash := l.planHash()
 
 	coord := obs.coordinator
-	if coord != nil && !obs.usable(obs.endpoints.SourceNodes, pinnedNode(coord)) {
+	rem := obs.remote
+	if rem.isSource() {
+		// the peer's coordinator: its directive goes into the RemoteTransfer
+		if directive != nil {
+			rem.setDirective(*directive)
+		}
+	} else if coord != nil && !obs.usable(obs.endpoints.SourceNodes, pinnedNode(coord)) {
 		if err := r.deletePod(ctx, p, coord); err != nil {
 			return err
 		}
 		p.event(corev1.EventTypeNormal, ReasonNodeNotReady, "MoveCoordinator", fmt.Sprintf("Node %s is not usable: moving the coordinator to %s", pinnedNode(coord), l.coordinatorNode))
 		coord, obs.coordinator = nil, nil
 	}
-	if coord == nil {
+	if rem.isSource() {
+	} else if coord == nil {
 		ap := agentPod{Role: contract.RoleCoordinator, Node: l.coordinatorNode, Endpoint: src}
 		if directive != nil {
 			d := *directive
@@ -159,10 +166,20 @@ func (r *TransferJobReconciler) syncAgentPods(ctx context.Context, p *pass, l la
 		}
 	}
 
+	if rem != nil && rem.want != nil {
+		r.wantRemote(rem, l)
+	}
 	for k := int32(0); k < l.stripes; k++ {
 		sNode, dNode := l.sourceNode(k), l.destinationNode(k)
 		recvAddr := dst.Spec.ExternalAddress
-		if recvAddr == "" {
+		if rem.isDestination() {
+			if s := rem.stripe(k); s != nil {
+				recvAddr = s.Address // "" until the peer's receiver listens
+			}
+			if recvAddr == "" {
+				p.requeue(r.ReportInterval)
+			}
+		} else if recvAddr == "" {
 			recv := obs.receivers[k]
 			if recv != nil && !podTerminal(recv) && pinnedNode(recv) != dNode {
 				if err := r.deletePod(ctx, p, recv); err != nil {
@@ -188,6 +205,12 @@ func (r *TransferJobReconciler) syncAgentPods(ctx context.Context, p *pass, l la
 					return err
 				}
 			}
+		}
+		if rem.isSource() {
+			if rem.want != nil {
+				rem.want.Receivers[k] = recvAddr // the peer's sender of the stripe sends there
+			}
+			continue
 		}
 		send := obs.senders[k]
 		if send != nil && !podTerminal(send) {
@@ -242,6 +265,26 @@ func (r *TransferJobReconciler) syncAgentPods(ctx context.Context, p *pass, l la
 	return nil
 }
 
+// wantRemote says what the layout asks of the peer's side: its stripes, the nodes of
+// its side the plan chose, and each agent's CPU request.
+func (r *TransferJobReconciler) wantRemote(rem *remoteSide, l layout) {
+	w := rem.want
+	w.Stripes = l.stripes
+	nodes, role := l.destinationNodes, contract.RoleReceiver
+	if rem.isSource() {
+		nodes, role = l.sourceNodes, contract.RoleSender
+		w.Receivers = make([]string, l.stripes)
+	}
+	w.Nodes = nil
+	for _, n := range nodes {
+		if n != "" && !slices.Contains(w.Nodes, n) && len(w.Nodes) < 64 {
+			w.Nodes = append(w.Nodes, n)
+		}
+	}
+	res := agentResources(l.plan, agentPod{Role: role, Endpoint: &dtnflowv1alpha1.TransferEndpoint{}}, r.Pods)
+	w.CPUMillicores = res.Requests.Cpu().MilliValue()
+}
+
 // resize brings a running agent's CPU to what the plan now asks for (the probe's
 // stripe once the plan exists, every stripe after a re-plan that changed the CPU per
 // agent) through the pods/resize subresource: the kubelet applies it in place, so the
@@ -275,6 +318,13 @@ func (r *TransferJobReconciler) createAgent(ctx context.Context, p *pass, plan *
 	}
 	if ap.Node == "" {
 		return nil, nil
+	}
+	if rem := p.obs.remote; rem != nil {
+		if rem.secret == "" {
+			p.requeue(staleCacheRequeue)
+			return nil, nil
+		}
+		ap.Secret = rem.secret
 	}
 	if ap.Role != contract.RoleSender {
 		n := p.obs.node(side, ap.Node)
@@ -324,6 +374,9 @@ func (r *TransferJobReconciler) deleteAgents(ctx context.Context, p *pass, pods 
 	if p.obs != nil {
 		p.obs.coordinator, p.obs.strays = nil, nil
 		p.obs.senders, p.obs.receivers = map[int32]*corev1.Pod{}, map[int32]*corev1.Pod{}
+	}
+	if p.obs != nil {
+		p.obs.remote.stopRemote()
 	}
 	if len(pods) > 0 {
 		logf.FromContext(ctx).Info("Stopped the agents", "pods", len(pods), "reason", reason)
@@ -383,6 +436,19 @@ func (r *TransferJobReconciler) accountFailures(ctx context.Context, p *pass) er
 		return !obs.leaving[name] && !r.exp.CreatePending(job.UID, name) && !r.exp.RecentlyDeleted(job.UID, name)
 	}
 
+	// The peer's agents that failed there count here too.
+	if rem := obs.remote; rem != nil && rem.rt != nil {
+		before := int32(0)
+		if job.Status.Remote != nil {
+			before = job.Status.Remote.AgentFailures
+		}
+		if d := rem.rt.Status.AgentFailures - before; d > 0 {
+			p.st.AgentFailures += d
+			r.authReady.Delete(job.UID)
+			p.event(corev1.EventTypeWarning, ReasonAgentFailed, "ReplaceAgent", fmt.Sprintf("%d agent(s) of the %s side failed at site %s, which replaced them", d, rem.side, rem.siteName))
+		}
+	}
+
 	// Failed pods; a coordinator that ended without reporting Complete failed too.
 	wasRunning := meta.IsStatusConditionTrue(job.Status.Conditions, dtnflowv1alpha1.ConditionProbing) ||
 		meta.IsStatusConditionTrue(job.Status.Conditions, dtnflowv1alpha1.ConditionTransferring)
@@ -423,12 +489,13 @@ func (r *TransferJobReconciler) accountFailures(ctx context.Context, p *pass) er
 		}
 		r.exp.ExpectDelete(job.UID, pod.Name, pod.UID)
 	}
-	if obs.coordinator == nil && gone(CoordinatorPodName(job.Name)) && wasRunning {
+	rem := obs.remote
+	if !rem.isSource() && obs.coordinator == nil && gone(CoordinatorPodName(job.Name)) && wasRunning {
 		count(nil, CoordinatorPodName(job.Name), contract.RoleCoordinator)
 	}
-	external := obs.endpoints.Destination.Spec.ExternalAddress != ""
+	external := obs.endpoints.Destination.Spec.ExternalAddress != "" || rem.isDestination()
 	for k := range runningStripes {
-		if obs.senders[k] == nil && gone(AgentPodName(job.Name, contract.RoleSender, k)) {
+		if !rem.isSource() && obs.senders[k] == nil && gone(AgentPodName(job.Name, contract.RoleSender, k)) {
 			count(nil, AgentPodName(job.Name, contract.RoleSender, k), contract.RoleSender)
 		}
 		if !external && obs.receivers[k] == nil && gone(AgentPodName(job.Name, contract.RoleReceiver, k)) {
@@ -479,23 +546,52 @@ func stripeStatuses(job *dtnflowv1alpha1.TransferJob, l layout, obs *observed) [
 			rates[s.Index] = max(s.BitsPerSecond, 0)
 		}
 	}
+	rem := obs.remote
 	external := obs.endpoints.Destination.Spec.ExternalAddress != ""
 	out := make([]dtnflowv1alpha1.StripeStatus, 0, l.stripes)
 	for k := int32(0); k < l.stripes && k < 512; k++ {
-		pods := []*corev1.Pod{obs.senders[k]}
-		if !external {
+		var pods []*corev1.Pod
+		if !rem.isSource() {
+			pods = append(pods, obs.senders[k])
+		}
+		if !external && !rem.isDestination() {
 			pods = append(pods, obs.receivers[k])
 		}
-		out = append(out, dtnflowv1alpha1.StripeStatus{
+		st := dtnflowv1alpha1.StripeStatus{
 			Name:            StripeName(job.Name, k),
 			SourceNode:      l.sourceNode(k),
 			DestinationNode: l.destinationNode(k),
 			State:           stripeState(pods),
 			BitsPerSecond:   rates[k],
-		})
+		}
+		if rem != nil { // the peer's agent of the stripe, where the peer put it
+			st.State = bothStates(st.State, rem.stripeState(k))
+			if s := rem.stripe(k); s != nil && s.Node != "" {
+				if rem.isSource() {
+					st.SourceNode = s.Node
+				} else {
+					st.DestinationNode = s.Node
+				}
+			}
+		}
+		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// bothStates is a stripe's state from its two sides' states, as stripeState does for
+// pods: Failed if one failed, Succeeded or Running when both are, Pending otherwise.
+func bothStates(a, b dtnflowv1alpha1.StripeState) dtnflowv1alpha1.StripeState {
+	switch {
+	case a == dtnflowv1alpha1.StripeFailed || b == dtnflowv1alpha1.StripeFailed:
+		return dtnflowv1alpha1.StripeFailed
+	case a == dtnflowv1alpha1.StripeSucceeded && b == dtnflowv1alpha1.StripeSucceeded:
+		return dtnflowv1alpha1.StripeSucceeded
+	case (a == dtnflowv1alpha1.StripeRunning || a == dtnflowv1alpha1.StripeSucceeded) && (b == dtnflowv1alpha1.StripeRunning || b == dtnflowv1alpha1.StripeSucceeded):
+		return dtnflowv1alpha1.StripeRunning
+	}
+	return dtnflowv1alpha1.StripePending
 }
 
 // stripeState is one stripe's state from its pods: Failed if one failed, Running or

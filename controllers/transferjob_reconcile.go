@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -64,6 +65,17 @@ const (
 const defaultBackoffLimit = 6
 
 func (r *TransferJobReconciler) reconcile(ctx context.Context, p *pass) error {
+	err := r.reconcileJob(ctx, p)
+	if p.obs != nil && p.obs.remote != nil {
+		// what the pass decided for the peer's side goes there once, at its end
+		if perr := r.pushRemote(ctx, p); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}
+	return err
+}
+
+func (r *TransferJobReconciler) reconcileJob(ctx context.Context, p *pass) error {
 	if finished(p.st) {
 		return r.reconcileFinished(ctx, p)
 	}
@@ -72,6 +84,11 @@ func (r *TransferJobReconciler) reconcile(ctx context.Context, p *pass) error {
 		return err
 	}
 	p.obs = obs
+	if obs.remote != nil {
+		if prob := r.remoteGate(ctx, p); prob != nil {
+			return r.reconcileBlocked(ctx, p, prob)
+		}
+	}
 	if prob := validateJob(p.job, obs.endpoints); prob != nil {
 		return r.reconcileBlocked(ctx, p, prob)
 	}
@@ -95,6 +112,11 @@ func (r *TransferJobReconciler) reconcile(ctx context.Context, p *pass) error {
 	}
 	if err := r.ensureAuth(ctx, p); err != nil {
 		return err
+	}
+	if obs.remote != nil {
+		if err := r.ensureRemoteAuth(ctx, p); err != nil {
+			return err
+		}
 	}
 	if obs.reportErr != nil {
 		logf.FromContext(ctx).Error(obs.reportErr, "Ignoring an unreadable report")
@@ -238,6 +260,9 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 	}
 	want := r.Planner.ProbeTransferDirective(job, probe)
 	current := directiveOf(obs.coordinator)
+	if obs.remote.isSource() {
+		current = obs.remote.remoteDirective()
+	}
 	if rep != nil && rep.Probe == contract.PhaseProbed && current != nil && sameDirective(current, &want) && rep.Generation >= current.Generation {
 		planned := r.makePlan(p, rep.Dataset)
 		if planned {
@@ -251,7 +276,7 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 	if err := r.syncPods(ctx, p, r.probeLayout(p, true), &want); err != nil {
 		return false, err
 	}
-	if obs.coordinator != nil {
+	if obs.coordinator != nil || obs.remote.isSource() {
 		if !meta.IsStatusConditionTrue(p.st.Conditions, dtnflowv1alpha1.ConditionProbing) {
 			p.event(corev1.EventTypeNormal, ReasonProbing, "Probe", "Transferring on one stripe and probing the path on the job's own data")
 		}
@@ -401,6 +426,15 @@ func planNodes(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, job *dtnf
 		}
 		if ep.Spec.DiskBitsPerSecond != nil {
 			pn.DiskBitsPerSecond = *ep.Spec.DiskBitsPerSecond
+		}
+		if n.nicBitsPerSecond > 0 {
+			pn.NICBitsPerSecond = n.nicBitsPerSecond
+		}
+		if n.cpuBudgetMillicores > 0 {
+			pn.CPUBudgetMillicores = n.cpuBudgetMillicores
+		}
+		if n.maxStripes > 0 {
+			pn.MaxStripes = int(n.maxStripes)
 		}
 		out = append(out, pn)
 	}

@@ -350,12 +350,32 @@ func SenderArgs(stripe int32, coordinatorAddr, receiverAddr string) []string {
 // stripe k. The receiver writes under DataMountPath; the coordinator tells it the
 // destination directory and the job's policies over the authenticated connection.
 func ReceiverArgs(stripe int32, listenPort int32) []string {
-	return []string{"receive",
+	return ReceiverArgsWith(stripe, listenPort, ReceiverOptions{})
+}
+
+// ReceiverOptions are what a site asks of its receivers for another site's job.
+type ReceiverOptions struct {
+	// Confine is the one directory (relative to the root) the receiver writes under.
+	Confine string
+	// RequireEncryption refuses sessions that do not encrypt.
+	RequireEncryption bool
+}
+
+// ReceiverArgsWith are ReceiverArgs with a site's options.
+func ReceiverArgsWith(stripe int32, listenPort int32, o ReceiverOptions) []string {
+	args := []string{"receive",
 		"--stripe", itoa(int64(stripe)),
 		"--listen", ":" + itoa(int64(listenPort)),
 		"--root", DataMountPath,
 		"--secret-file", SecretMountPath + "/" + SecretKey,
 	}
+	if o.Confine != "" {
+		args = append(args, "--confine", o.Confine)
+	}
+	if o.RequireEncryption {
+		args = append(args, "--require-encryption")
+	}
+	return args
 }
 
 // JobOptions are the parts of a TransferJob's spec the coordinator needs.

@@ -28,6 +28,19 @@ func wirePath(p fsname.Path) (string, error) {
 	return c, nil
 }
 
+// destinationPath is a path a sender names, cleaned and checked: under the root, not in
+// the journals' folder, and under Confine when the receiver is confined.
+func (r *Receiver) destinationPath(p fsname.Path) (string, error) {
+	c, err := wirePath(p)
+	if err != nil || r.Confine == "" {
+		return c, err
+	}
+	if c != r.Confine && !strings.HasPrefix(c, r.Confine+"/") {
+		return "", fmt.Errorf("path %s refused: this receiver writes only under %s", fsname.Show(c), fsname.Show(r.Confine))
+	}
+	return c, nil
+}
+
 // chunking is how a file of size bytes is cut: chunks of chunkSize (a multiple of
 // blockSize, the last one shorter), every figure checked against the session's and
 // without overflow.

@@ -70,3 +70,25 @@ func TestWirePathRefusesTheJournal(t *testing.T) {
 		}
 	}
 }
+
+// TestConfinedReceiverRefusesOtherPaths checks that a confined receiver takes paths at
+// and under its directory only, however a sender spells one that leaves it.
+func TestConfinedReceiverRefusesOtherPaths(t *testing.T) {
+	r := &Receiver{Confine: "incoming/site-a"}
+	for _, p := range []string{"incoming/site-a/x.bin", "incoming/site-a", "incoming/site-a/d/e/f", "./incoming/site-a/y"} {
+		if _, err := r.destinationPath(fsname.Path(p)); err != nil {
+			t.Errorf("%q refused: %v", p, err)
+		}
+	}
+	for _, p := range []string{"incoming/site-ab/x", "incoming/x", "etc/passwd", "incoming"} {
+		if _, err := r.destinationPath(fsname.Path(p)); err == nil || !strings.Contains(err.Error(), "writes only under incoming/site-a") {
+			t.Errorf("%q: %v, want it refused as outside incoming/site-a", p, err)
+		}
+	}
+	if _, err := r.destinationPath("incoming/site-a/../other/x"); err == nil {
+		t.Errorf("a '..' out of the confinement accepted")
+	}
+	if got, err := (&Receiver{}).destinationPath("any/where"); err != nil || got != "any/where" {
+		t.Errorf("unconfined: %q, %v", got, err)
+	}
+}

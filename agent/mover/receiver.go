@@ -37,6 +37,10 @@ type Receiver struct {
 	// RequireEncryption refuses sessions that do not encrypt (a site's receiver for
 	// other sites).
 	RequireEncryption bool
+	// Confine, when not "", is the one directory (relative to Root) this receiver
+	// writes under: a path elsewhere is refused, whatever the sender asks (a site's
+	// receiver for another site's job, confined to the path that site was granted).
+	Confine string
 
 	mu       sync.Mutex
 	sessions map[uint64]*rsession
@@ -638,7 +642,7 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	res := wire.Result{Unit: m.Unit}
 	r.bytes.Add(int64(len(data)))
 	receivedCounter.Add(float64(len(data)))
-	p, err := wirePath(fsname.Path(m.Path))
+	p, err := r.destinationPath(fsname.Path(m.Path))
 	if err != nil {
 		res.Error = fsname.Message(err)
 		s.result(res)
@@ -873,7 +877,7 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		reply.Retry = isTransient(err)
 		fail(msg, isFatal(err))
 	}
-	p, err := wirePath(m.Path)
+	p, err := r.destinationPath(m.Path)
 	if err != nil {
 		fail(fsname.Message(err), false)
 		return
@@ -1165,7 +1169,7 @@ func (s *rsession) chunkDigest(c *rchunk) ([]byte, error) {
 // finalize gives a file of several chunks its final name once every chunk is verified.
 func (s *rsession) finalize(m wire.Finalize) {
 	res := wire.Result{Unit: m.ID}
-	p, err := wirePath(m.Path)
+	p, err := s.r.destinationPath(m.Path)
 	if err != nil {
 		res.Error = fsname.Message(err)
 		s.result(res)

@@ -152,7 +152,32 @@ type EndpointStorage struct {
 	// read-only, and a TransferJob that names it as destination is refused.
 	// +optional
 	ReadOnly bool `json:"readOnly,omitempty"`
+
+	// owner is the user and group dtnflow's agents run as on the site's nodes: files and
+	// directories written under the root belong to them, and at a source the agents read
+	// as them (so they read only what that user may read). Absent means user and group
+	// 65532. Agents never run as root, so neither may be 0.
+	// +optional
+	Owner *StorageOwner `json:"owner,omitempty"`
 }
+
+// StorageOwner is a numeric user and group of a site's nodes.
+type StorageOwner struct {
+	// user is the numeric user ID (not 0: agents never run as root).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2147483647
+	// +required
+	User int64 `json:"user"`
+
+	// group is the numeric group ID (not 0).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2147483647
+	// +required
+	Group int64 `json:"group"`
+}
+
+// DefaultStorageOwner is who agents run as when an endpoint states no owner.
+var DefaultStorageOwner = StorageOwner{User: 65532, Group: 65532}
 
 // PortRange is an inclusive range of TCP ports.
 type PortRange struct {

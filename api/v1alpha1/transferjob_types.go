@@ -7,6 +7,7 @@ import (
 // TransferJobSpec says what to move, where, and how much freedom the planner has.
 // Only source and destination are fixed once set; tuning, suspend and the lifecycle
 // fields may change while the job runs, and the controller acts on the change.
+// +kubebuilder:validation:XValidation:rule="!has(self.source.site) || !has(self.destination.site)",message="spec.destination.site: only one side of a job may be at a remote site",fieldPath=".destination.site"
 // +kubebuilder:validation:XValidation:rule="!has(self.trigger) || !has(self.ttlSecondsAfterFinished)",message="spec.ttlSecondsAfterFinished may not be set with spec.trigger: a recurring job does not finish for good",fieldPath=".ttlSecondsAfterFinished"
 type TransferJobSpec struct {
 	// source names the endpoint to read from and the files and directories to move.
@@ -106,6 +107,15 @@ type TransferSource struct {
 	// +listType=atomic
 	// +required
 	Paths []RelativePath `json:"paths"`
+
+	// site names a RemoteSite: the endpoint is then one of that peer site's, served by
+	// its own dtnflow, agents and nodes, under its rules. Absent: an endpoint of this
+	// cluster. Only one side of a job may name a site.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	Site string `json:"site,omitempty"`
 }
 
 // TransferDestination is the side a job writes to.
@@ -121,6 +131,15 @@ type TransferDestination struct {
 	// source paths are written under. Absent means the root itself.
 	// +optional
 	Path RelativePath `json:"path,omitempty"`
+
+	// site names a RemoteSite: the endpoint is then one of that peer site's, served by
+	// its own dtnflow, agents and nodes, under its rules. Absent: an endpoint of this
+	// cluster. Only one side of a job may name a site.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	Site string `json:"site,omitempty"`
 }
 
 // TuningMode chooses who picks the transfer parameters.
@@ -308,9 +327,10 @@ type TransferIntegrity struct {
 	// user space (sendfile, splice); with verify on, the end-to-end digest still
 	// checks every byte. Encrypted: as Authenticated, with every frame's metadata
 	// and data also encrypted (AES-256-CTR under a per-connection key, then the tag
-	// over the ciphertext), so nobody on the path reads names or content.
-	// docs/benchmarks.md gives the measured costs.
-	// +kubebuilder:default=Authenticated
+	// over the ciphertext), so nobody on the path reads names or content. Absent:
+	// Encrypted when one side is at a remote site (spec.source.site or
+	// spec.destination.site), Authenticated otherwise. docs/benchmarks.md gives the
+	// measured costs.
 	// +optional
 	InFlight InFlightCheck `json:"inFlight,omitempty"`
 }
@@ -539,6 +559,11 @@ type TransferJobStatus struct {
 	// jobs on its path and its share of the path's capacity.
 	// +optional
 	Sharing *TransferSharing `json:"sharing,omitempty"`
+
+	// remote is the side of the job that a peer site runs (spec.source.site or
+	// spec.destination.site), as that site last reported it.
+	// +optional
+	Remote *RemoteSideStatus `json:"remote,omitempty"`
 }
 
 // TransferQueue is a job's place in the queue of its path and endpoints.
@@ -718,6 +743,56 @@ type ChannelMove struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	Reason string `json:"reason,omitempty"`
+}
+
+// RemoteSideStatus is the peer site's side of a job, as last seen.
+type RemoteSideStatus struct {
+	// site is the RemoteSite.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Site string `json:"site"`
+
+	// side is the side the peer runs.
+	// +required
+	Side RemoteSide `json:"side"`
+
+	// transfer is the RemoteTransfer at the peer that runs the side, as namespace/name.
+	// +kubebuilder:validation:MaxLength=317
+	// +optional
+	Transfer string `json:"transfer,omitempty"`
+
+	// accepted is the peer's Accepted condition: True, False (see reason and message),
+	// or Unknown before the peer has answered.
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	// +optional
+	Accepted metav1.ConditionStatus `json:"accepted,omitempty"`
+
+	// reason is the peer's (or, when the peer cannot be reached, this site's) reason.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// message explains reason for people.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// nodes are the peer's nodes that run the side's stripes.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	// +optional
+	Nodes []string `json:"nodes,omitempty"`
+
+	// agentFailures counts the side's agents that failed at the peer; they count
+	// against spec.backoffLimit with this site's.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	AgentFailures int32 `json:"agentFailures,omitempty"`
+
+	// lastSeenTime is when the peer's API server last answered for the side.
+	// +optional
+	LastSeenTime *metav1.Time `json:"lastSeenTime,omitempty"`
 }
 
 // TransferTimings are how long a job took to reach each milestone, in milliseconds from

@@ -18,6 +18,7 @@ import (
 	"github.com/dtnflow/dtnflow/agent/autotune"
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/coord"
+	"github.com/dtnflow/dtnflow/agent/fsroot"
 	"github.com/dtnflow/dtnflow/agent/metrics"
 	"github.com/dtnflow/dtnflow/agent/mover"
 	"github.com/dtnflow/dtnflow/agent/share"
@@ -62,8 +63,17 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.Var(&maxFile, "max-file-size", "largest file a sender may announce")
 	maxHandshakes := fs.Int("max-handshakes", mover.DefaultMaxHandshakes, "connections allowed in their handshake at once (more are closed and counted as busy)")
 	requireEnc := fs.Bool("require-encryption", false, "refuse sessions that do not encrypt their data (in-flight mode Encrypted)")
+	confine := fs.String("confine", "", "write only under this directory (relative to --root), whatever a sender asks")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	confined := ""
+	if *confine != "" {
+		c, err := fsroot.Clean(*confine, false)
+		if err != nil {
+			return fmt.Errorf("--confine: %w", err)
+		}
+		confined = c
 	}
 	secret, err := loadSecret(*secretFile)
 	if err != nil {
@@ -77,7 +87,7 @@ func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	r := &mover.Receiver{Root: root, Stripe: *stripe, Log: log, MaxFileSize: int64(maxFile), RequireEncryption: *requireEnc,
+	r := &mover.Receiver{Root: root, Stripe: *stripe, Log: log, MaxFileSize: int64(maxFile), RequireEncryption: *requireEnc, Confine: confined,
 		ID: fmt.Sprintf("%s-s%d-%d-%d", hostname(), *stripe, os.Getpid(), time.Now().UnixNano())}
 	serveMetrics(ctx, *metricsAddr, r.Status, log)
 	log.Info("Receiving", "listen", ln.Addr().String(), "root", *rootDir, "stripe", *stripe)

@@ -175,6 +175,7 @@ func run(args []string) error {
 		},
 		ReportInterval: o.reportInterval,
 		JobWorkers:     o.jobWorkers,
+		Namespace:      o.leaderElectionNamespace,
 	}); err != nil {
 		return err
 	}

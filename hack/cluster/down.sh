@@ -34,8 +34,13 @@ created() { [ -f "$RUN/created" ] && awk -v k="$1" '$1 == k {print $2}' "$RUN/cr
 sockets() { local s; for s in "$B"/nodes/*/containerd.sock; do [ -S "$s" ] && echo "$s"; done; }
 
 # 1) Delete every pod while the cluster still runs, so kubelets stop them cleanly (30 s).
-if [ -f "$KUBECONFIG_ADMIN" ] && timeout 5 "$KBIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" get --raw /readyz >/dev/null 2>&1; then
-  timeout 20 "$KBIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" delete pods --all -A --grace-period=1 --wait=false >/dev/null 2>&1
+deleted=false
+for kcfg in "$KUBECONFIG_ADMIN" "$KUBECONFIG_ADMIN_B"; do   # (site B's: two-cluster mode)
+  [ -f "$kcfg" ] && [ -s "$RUN/pids" ] && grep -q "^kube-apiserver$( [ "$kcfg" = "$KUBECONFIG_ADMIN_B" ] && echo -b) " "$RUN/pids" || continue
+  timeout 5 "$KBIN/kubectl" --kubeconfig "$kcfg" get --raw /readyz >/dev/null 2>&1 || continue
+  timeout 20 "$KBIN/kubectl" --kubeconfig "$kcfg" delete pods --all -A --grace-period=1 --wait=false >/dev/null 2>&1 && deleted=true
+done
+if $deleted; then
   for i in $(seq 30); do
     running=0
     for s in $(sockets); do running=$((running + $(ctr -a "$s" -n k8s.io tasks ls 2>/dev/null | grep -c RUNNING))); done

@@ -32,6 +32,10 @@ SITE_A_NIC_BPS=${DTN_SITE_A_NIC_BPS:-1000000000}
 SITE_B_NIC_BPS=${DTN_SITE_B_NIC_BPS:-800000000}
 SITE_A_CPU_MILLI=${DTN_SITE_A_CPU_MILLI:-1500}
 SITE_B_CPU_MILLI=${DTN_SITE_B_CPU_MILLI:-1000}
+# Who each site's agents run as (the endpoint's spec.storage.owner, user = group): the
+# storage root belongs to them and every file written there carries them.
+SITE_A_UID=${DTN_SITE_A_UID:-2001}
+SITE_B_UID=${DTN_SITE_B_UID:-3001}
 # The WAN between the site routers: bottleneck rate both ways, one-way delay, loss.
 # DTN_WAN=wanem runs test/wanem's emulator; DTN_WAN=veth joins the routers by a plain veth
 # with a tbf rate cap and no delay (for when the emulator cannot run).
@@ -47,6 +51,16 @@ HOST_IP=10.77.0.1
 API_IP=10.77.0.2
 API_PORT=6443
 CP_NETNS=dtn-cp
+# DTN_CLUSTERS=2: two clusters, one per site (the site pair of docs/site-pairing.md).
+# Site A keeps the control plane above; site B gets its own, with its own PKI, in netns
+# dtn-cp-b: on the management network at API_IP_B (for site B's kubelets, its manager,
+# its coordinators and the host's kubectl) and on site B's LAN at API_WAN_IP_B, which is
+# where site A reaches it — through site A's router, the WAN and site B's router only.
+CLUSTERS=${DTN_CLUSTERS:-1}
+API_IP_B=10.77.0.3
+API_WAN_IP_B=10.78.2.2
+CP_NETNS_B=dtn-cp-b
+KUBECONFIG_ADMIN_B=$B/kubeconfigs-b/admin.kubeconfig
 SERVICE_CIDR=10.76.0.0/24
 MTU=9000
 
@@ -55,6 +69,7 @@ export PATH=$KBIN:$PATH
 # site_index <site> → 1 or 2 (used in addresses).
 site_index() { case $1 in "$SITE_A") echo 1 ;; "$SITE_B") echo 2 ;; *) echo "unknown site $1" >&2; return 1 ;; esac; }
 site_nic_bps() { case $1 in "$SITE_A") echo "$SITE_A_NIC_BPS" ;; *) echo "$SITE_B_NIC_BPS" ;; esac; }
+site_uid() { case $1 in "$SITE_A") echo "$SITE_A_UID" ;; *) echo "$SITE_B_UID" ;; esac; }
 site_cpu_milli() { case $1 in "$SITE_A") echo "$SITE_A_CPU_MILLI" ;; *) echo "$SITE_B_CPU_MILLI" ;; esac; }
 site_nodes() { local i; for i in $(seq 1 "$NODES_PER_SITE"); do echo "$1-$i"; done; }
 all_nodes() { site_nodes "$SITE_A"; site_nodes "$SITE_B"; }
@@ -232,3 +247,13 @@ release_host() {
 }
 
 kc() { "$KBIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
+kcb() { "$KBIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN_B" "$@"; }
+# cp_netns_of <node>: the network namespace of the control plane the node belongs to.
+cp_netns_of() {
+  if [ "$CLUSTERS" = 2 ] && [ "$(node_site "$1")" = "$SITE_B" ]; then echo "$CP_NETNS_B"; else echo "$CP_NETNS"; fi
+}
+# node_kc <node>: kubectl on the cluster the node belongs to.
+node_kc() {
+  local n=$1; shift
+  if [ "$CLUSTERS" = 2 ] && [ "$(node_site "$n")" = "$SITE_B" ]; then kcb "$@"; else kc "$@"; fi
+}

@@ -4,12 +4,14 @@
 # usage: hack/cluster/pki.sh <node> ...
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-P=$B/pki K=$B/kubeconfigs
+# PKI_DIR, KC_DIR, API_IP and EXTRA_SANS make a second cluster's (DTN_CLUSTERS=2).
+P=${PKI_DIR:-$B/pki} K=${KC_DIR:-$B/kubeconfigs}
+API_IP=${PKI_API_IP:-$API_IP}
 mkdir -p "$P" "$K"
 cd "$P"
 [ -f ca.key ] || {
   openssl genrsa -out ca.key 2048 2>/dev/null
-  openssl req -x509 -new -nodes -key ca.key -subj "/CN=dtnflow-local-ca" -days 3650 -out ca.crt 2>/dev/null
+  openssl req -x509 -new -nodes -key ca.key -subj "/CN=${PKI_CA_NAME:-dtnflow-local-ca}" -days 3650 -out ca.crt 2>/dev/null
 }
 [ -f sa.key ] || { openssl genrsa -out sa.key 2048 2>/dev/null; openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null; }
 
@@ -26,7 +28,7 @@ cert() {
 }
 # The first address of the service range is the `kubernetes` Service's ClusterIP.
 cert apiserver "/CN=kube-apiserver" serverAuth \
-  "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.76.0.1,IP:$API_IP"
+  "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.76.0.1,IP:$API_IP${EXTRA_SANS:+,$EXTRA_SANS}"
 cert admin "/O=system:masters/CN=dtnflow-local-admin" clientAuth
 cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 cert controller-manager "/CN=system:kube-controller-manager" clientAuth

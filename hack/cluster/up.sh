@@ -35,7 +35,7 @@ if [ -s "$RUN/pids" ] || [ -s "$RUN/created" ]; then
   log "a previous cluster left state in $RUN: taking it down first"
   "$(dirname "$0")/down.sh"
 fi
-rm -rf "$B/cp" "$B/nodes" "$LOG.prev" "$B/cluster.json" "$B/endpoints.yaml" "$B/env"
+rm -rf "$B/cp" "$B/cp-b" "$B/nodes" "$LOG.prev" "$B/cluster.json" "$B/endpoints.yaml" "$B/endpoints-b.yaml" "$B/env"
 [ -d "$LOG" ] && mv "$LOG" "$LOG.prev"
 mkdir -p "$LOG" "$RUN"
 : > "$RUN/pids"; : > "$RUN/created"
@@ -92,6 +92,7 @@ ip addr add "$HOST_IP/24" dev "$BRIDGE"
 ip link set "$BRIDGE" up
 add_netns "$CP_NETNS"
 mgmt_leg "$CP_NETNS" dtn-m-cp "$API_IP"
+[ "$CLUSTERS" = 2 ] && { add_netns "$CP_NETNS_B"; mgmt_leg "$CP_NETNS_B" dtn-m-cpb "$API_IP_B"; }
 
 for site in "$SITE_A" "$SITE_B"; do
   r=$(router_netns "$site")
@@ -116,60 +117,88 @@ for n in $NODES; do
   # for the bridge CNI plugin's pods (none of dtnflow's: its pods use the host network)
   ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
   # the API server reaches the kubelet at the node IP through the node's management leg
-  ip -n "$CP_NETNS" route add "$(node_ip "$n")/32" via "$(node_mgmt_ip "$n")"
+  ip -n "$(cp_netns_of "$n")" route add "$(node_ip "$n")/32" via "$(node_mgmt_ip "$n")"
 done
+if [ "$CLUSTERS" = 2 ]; then
+  # site B's API server on site B's LAN, where site A's manager reaches it across the WAN
+  rb=$(router_netns "$SITE_B")
+  ip -n "$rb" link add cpb mtu "$MTU" type veth peer name lan0 netns "$CP_NETNS_B"
+  ip -n "$rb" link set cpb master lan up
+  ip -n "$CP_NETNS_B" link set lan0 mtu "$MTU" up
+  ip -n "$CP_NETNS_B" addr add "$API_WAN_IP_B/24" dev lan0
+  ip -n "$CP_NETNS_B" route add default via "$(site_router_ip "$SITE_B")"
+fi
 log "networks ready"
 fault networks
 
 # ---- PKI ------------------------------------------------------------------------------
-# shellcheck disable=SC2086
-"$(dirname "$0")/pki.sh" $NODES
+if [ "$CLUSTERS" = 2 ]; then
+  # shellcheck disable=SC2046
+  "$(dirname "$0")/pki.sh" $(site_nodes "$SITE_A")
+  # shellcheck disable=SC2046
+  PKI_DIR=$B/pki-b KC_DIR=$B/kubeconfigs-b PKI_API_IP=$API_IP_B EXTRA_SANS=IP:$API_WAN_IP_B PKI_CA_NAME=dtnflow-site-b-ca \
+    "$(dirname "$0")/pki.sh" $(site_nodes "$SITE_B")
+else
+  # shellcheck disable=SC2086
+  "$(dirname "$0")/pki.sh" $NODES
+fi
+
+# ---- control plane(s) (all of it in its netns; only the API server is reachable) --------
+# start_control_plane <suffix> <netns> <api ip> <pki> <kubeconfigs>: etcd, kube-apiserver,
+# kube-controller-manager and kube-scheduler of one cluster (suffix "" for site A's,
+# "-b" for site B's in two-cluster mode).
+start_control_plane() {
+  local sfx=$1 ns=$2 ip=$3 P=$4 K=$5
+  mkdir -p "$B/cp$sfx/etcd"
+  start "etcd$sfx" nsenter --net="/run/netns/$ns" "$KBIN/etcd" --name dtnflow --data-dir "$B/cp$sfx/etcd/data" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster dtnflow=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn
+  wait_for "etcd$sfx" 60 in_netns "$ns" curl -sf http://127.0.0.1:2379/health
+
+  local bind=$ip; [ "$sfx" = -b ] && bind=0.0.0.0   # site B's also on its LAN leg
+  start "kube-apiserver$sfx" nsenter --net="/run/netns/$ns" "$KBIN/kube-apiserver" \
+    --etcd-servers=http://127.0.0.1:2379 \
+    --bind-address="$bind" --advertise-address="$ip" --secure-port="$API_PORT" \
+    --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
+    --client-ca-file="$P/ca.crt" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --kubelet-client-certificate="$P/apiserver-kubelet-client.crt" --kubelet-client-key="$P/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP,Hostname \
+    --allow-privileged=true --profiling=false --v=1
+  wait_for "kube-apiserver$sfx" 120 curl -sf --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" "https://$ip:$API_PORT/readyz"
+
+  start "kube-controller-manager$sfx" nsenter --net="/run/netns/$ns" "$KBIN/kube-controller-manager" \
+    --kubeconfig="$K/controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$K/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$K/controller-manager.kubeconfig" \
+    --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" \
+    --cluster-signing-cert-file="$P/ca.crt" --cluster-signing-key-file="$P/ca.key" \
+    --use-service-account-credentials=true --leader-elect=false \
+    --bind-address=127.0.0.1 --service-cluster-ip-range="$SERVICE_CIDR" --profiling=false --v=1
+  start "kube-scheduler$sfx" nsenter --net="/run/netns/$ns" "$KBIN/kube-scheduler" \
+    --kubeconfig="$K/scheduler.kubeconfig" \
+    --authentication-kubeconfig="$K/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$K/scheduler.kubeconfig" \
+    --leader-elect=false --bind-address=127.0.0.1 --profiling=false --v=1
+  wait_for "kube-controller-manager$sfx" 60 in_netns "$ns" curl -skf https://127.0.0.1:10257/healthz
+  wait_for "kube-scheduler$sfx" 60 in_netns "$ns" curl -skf https://127.0.0.1:10259/healthz
+  log "control plane$sfx up at https://$ip:$API_PORT"
+}
+start_control_plane "" "$CP_NETNS" "$API_IP" "$B/pki" "$B/kubeconfigs"
+[ "$CLUSTERS" = 2 ] && start_control_plane -b "$CP_NETNS_B" "$API_IP_B" "$B/pki-b" "$B/kubeconfigs-b"
 P=$B/pki
-
-# ---- control plane (all of it in netns dtn-cp; only the API server is reachable) --------
-mkdir -p "$B/cp/etcd"
-start etcd nsenter --net="/run/netns/$CP_NETNS" "$KBIN/etcd" --name dtnflow --data-dir "$B/cp/etcd/data" \
-  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-  --initial-cluster dtnflow=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn
-wait_for etcd 60 in_netns "$CP_NETNS" curl -sf http://127.0.0.1:2379/health
-
-start kube-apiserver nsenter --net="/run/netns/$CP_NETNS" "$KBIN/kube-apiserver" \
-  --etcd-servers=http://127.0.0.1:2379 \
-  --bind-address="$API_IP" --advertise-address="$API_IP" --secure-port="$API_PORT" \
-  --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
-  --client-ca-file="$P/ca.crt" \
-  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-  --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
-  --service-cluster-ip-range="$SERVICE_CIDR" \
-  --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
-  --kubelet-client-certificate="$P/apiserver-kubelet-client.crt" --kubelet-client-key="$P/apiserver-kubelet-client.key" \
-  --kubelet-preferred-address-types=InternalIP,Hostname \
-  --allow-privileged=true --profiling=false --v=1
-wait_for kube-apiserver 120 curl -sf --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" "https://$API_IP:$API_PORT/readyz"
-
-start kube-controller-manager nsenter --net="/run/netns/$CP_NETNS" "$KBIN/kube-controller-manager" \
-  --kubeconfig="$B/kubeconfigs/controller-manager.kubeconfig" \
-  --authentication-kubeconfig="$B/kubeconfigs/controller-manager.kubeconfig" \
-  --authorization-kubeconfig="$B/kubeconfigs/controller-manager.kubeconfig" \
-  --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" \
-  --cluster-signing-cert-file="$P/ca.crt" --cluster-signing-key-file="$P/ca.key" \
-  --use-service-account-credentials=true --leader-elect=false \
-  --bind-address=127.0.0.1 --service-cluster-ip-range="$SERVICE_CIDR" --profiling=false --v=1
-start kube-scheduler nsenter --net="/run/netns/$CP_NETNS" "$KBIN/kube-scheduler" \
-  --kubeconfig="$B/kubeconfigs/scheduler.kubeconfig" \
-  --authentication-kubeconfig="$B/kubeconfigs/scheduler.kubeconfig" \
-  --authorization-kubeconfig="$B/kubeconfigs/scheduler.kubeconfig" \
-  --leader-elect=false --bind-address=127.0.0.1 --profiling=false --v=1
-wait_for kube-controller-manager 60 in_netns "$CP_NETNS" curl -skf https://127.0.0.1:10257/healthz
-wait_for kube-scheduler 60 in_netns "$CP_NETNS" curl -skf https://127.0.0.1:10259/healthz
-log "control plane up at https://$API_IP:$API_PORT"
 
 # ---- nodes ----------------------------------------------------------------------------
 start_node() {
   local n=$1 site ns D ip cg milli reserved
   site=$(node_site "$n"); ns=$(node_netns "$n"); D=$B/nodes/$n; ip=$(node_ip "$n")
   cg=$(cgroup_parent "$n"); milli=$(site_cpu_milli "$site")
+  local P=$B/pki K=$B/kubeconfigs
+  if [ "$CLUSTERS" = 2 ] && [ "$site" = "$SITE_B" ]; then P=$B/pki-b K=$B/kubeconfigs-b; fi
   mkdir -p "$D/containerd/root" "$D/containerd/state" "$D/containerd/opt" "$D/cni/net.d" "$D/kubelet" "$D/pod-logs"
   # The node's cgroup parent in every v1 hierarchy; its CFS quota is the node's CPU, so
   # the two sites really have different CPU (every pod of the node runs under it).
@@ -255,7 +284,7 @@ maxPods: 50
 volumePluginDir: $D/kubelet/volume-plugins
 KCFG
   start "kubelet-$n" nsenter --net="/run/netns/$ns" --uts="/run/$ns.uts" "$KBIN/kubelet" --config="$D/kubelet-config.yaml" \
-    --kubeconfig="$B/kubeconfigs/kubelet-$n.kubeconfig" --root-dir="$D/kubelet" --cert-dir="$D/kubelet/pki" \
+    --kubeconfig="$K/kubelet-$n.kubeconfig" --root-dir="$D/kubelet" --cert-dir="$D/kubelet/pki" \
     --hostname-override="$n" --node-ip="$ip" \
     --node-labels="dtnflow.io/site=$site,topology.kubernetes.io/zone=$site" --v=2
 }
@@ -267,27 +296,38 @@ fault nodes
 
 # node_up <node>: registered, and its kubelet still running (a kubelet that exits on a bad
 # configuration would otherwise cost the whole timeout).
-node_up() { pid_alive "kubelet-$1" && kc get node "$1"; }
+node_up() { pid_alive "kubelet-$1" && node_kc "$1" get node "$1"; }
 for n in $NODES; do
   wait_for "node $n registered" 120 node_up "$n" || die "node $n did not register (see $LOG/kubelet-$n.log)"
-  kc wait --for=condition=Ready "node/$n" --timeout=180s >/dev/null || die "node $n is not Ready (see $LOG/kubelet-$n.log)"
+  node_kc "$n" wait --for=condition=Ready "node/$n" --timeout=180s >/dev/null || die "node $n is not Ready (see $LOG/kubelet-$n.log)"
   log "ready: node $n"
 done
 wait_for "default ServiceAccount" 60 kc -n default get serviceaccount default
+if [ "$CLUSTERS" = 2 ]; then
+  wait_for "default ServiceAccount at site B" 60 kcb -n default get serviceaccount default
+  # site A reaches site B's API server across the WAN, and only there
+  in_netns "$(node_netns "$(site_nodes "$SITE_A" | head -1)")" curl -sk -o /dev/null "https://$API_WAN_IP_B:$API_PORT/readyz" \
+    || die "site A cannot reach site B's API server at $API_WAN_IP_B across the WAN"
+fi
 fault ready
 
 # ---- storage, endpoints, state for the tests ------------------------------------------------
 # (a storage folder outside $B that did not exist is recorded, so down.sh removes it)
 [ -d "$STORAGE_DIR" ] || { mkdir -p "$STORAGE_DIR"; case $STORAGE_DIR in "$B"/*) ;; *) record dir "$STORAGE_DIR" ;; esac; }
-for site in "$SITE_A" "$SITE_B"; do mkdir -p "$(site_storage "$site")"; done
+# each root belongs to its site's agents' user (spec.storage.owner): they run as it
+for site in "$SITE_A" "$SITE_B"; do
+  mkdir -p "$(site_storage "$site")"
+  chown "$(site_uid "$site"):$(site_uid "$site")" "$(site_storage "$site")"
+done
 # data crosses the WAN: a node of one site reaches a node of the other through both routers
 # (not `site_nodes | head -1`: with two nodes or more head closes the pipe early, and
 # under pipefail the SIGPIPE of site_nodes ended up.sh with status 141)
 a1=$(site_nodes "$SITE_A"); a1=${a1%%$'\n'*}; b1=$(site_nodes "$SITE_B"); b1=${b1%%$'\n'*}
 in_netns "$(node_netns "$a1")" ping -c1 -W2 "$(node_ip "$b1")" >/dev/null || die "$a1 cannot reach $b1 across the WAN"
 
-{
-  for site in "$SITE_A" "$SITE_B"; do
+endpoint_yaml() {
+  local site
+  for site in "$@"; do
     cat <<YAML
 ---
 # $site: its nodes are labelled dtnflow.io/site=$site; data under its own folder.
@@ -300,6 +340,7 @@ spec:
     dtnflow.io/site: $site
   storage:
     hostPath: $(site_storage "$site")
+    owner: {user: $(site_uid "$site"), group: $(site_uid "$site")}
   nicBitsPerSecond: $(site_nic_bps "$site")
   cpuBudgetPerNode: "$(site_cpu_milli "$site")m"
   maxStripesPerNode: 4
@@ -311,7 +352,13 @@ spec:
       dtnflow.io/transfers: allowed
 YAML
   done
-} > "$B/endpoints.yaml"
+}
+if [ "$CLUSTERS" = 2 ]; then   # each site's endpoint in its own cluster
+  endpoint_yaml "$SITE_A" > "$B/endpoints.yaml"
+  endpoint_yaml "$SITE_B" > "$B/endpoints-b.yaml"
+else
+  endpoint_yaml "$SITE_A" "$SITE_B" > "$B/endpoints.yaml"
+fi
 
 nodes_json() {
   local n
@@ -325,9 +372,9 @@ sites_json() {
   local site
   for site in "$SITE_A" "$SITE_B"; do
     jq -nc --arg name "$site" --arg storage "$(site_storage "$site")" --argjson nic "$(site_nic_bps "$site")" \
-      --argjson cpu "$(site_cpu_milli "$site")" --arg router "$(router_netns "$site")" --arg lan "$(site_lan "$site")" \
+      --argjson cpu "$(site_cpu_milli "$site")" --argjson uid "$(site_uid "$site")" --arg router "$(router_netns "$site")" --arg lan "$(site_lan "$site")" \
       --argjson nodes "$(nodes_json "$site")" \
-      '{name:$name, storage:$storage, nicBitsPerSecond:$nic, cpuMillicores:$cpu, routerNetns:$router, lan:$lan, nodes:$nodes}'
+      '{name:$name, storage:$storage, nicBitsPerSecond:$nic, cpuMillicores:$cpu, owner:{user:$uid, group:$uid}, routerNetns:$router, lan:$lan, nodes:$nodes}'
   done | jq -sc .
 }
 jq -n --arg dir "$B" --arg kubeconfig "$KUBECONFIG_ADMIN" --arg kubectl "$KBIN/kubectl" \
@@ -335,12 +382,18 @@ jq -n --arg dir "$B" --arg kubeconfig "$KUBECONFIG_ADMIN" --arg kubectl "$KBIN/k
   --slurpfile wan "$RUN/wan.json" --arg images "$DTN_IMAGES_DIR/images.env" \
   --arg pause "$PAUSE_IMAGE" --arg manager "${MANAGER_IMAGE:-}" --arg agent "${AGENT_IMAGE:-}" \
   --argjson first "$AGENT_PORT_FIRST" --argjson last "$AGENT_PORT_LAST" \
+  --argjson clusters "$CLUSTERS" --arg kubeconfigB "$KUBECONFIG_ADMIN_B" --arg apiHostB "$API_IP_B" --arg wanB "$API_WAN_IP_B" \
   '{dir:$dir, kubeconfig:$kubeconfig, kubectl:$kubectl, apiServer:{host:$apiHost, port:$apiPort},
     sites:$sites, wan:$wan[0], agentPorts:{first:$first, last:$last},
-    images:{pause:$pause, manager:$manager, agent:$agent}, endpoints:($dir + "/endpoints.yaml")}' > "$B/cluster.json"
+    images:{pause:$pause, manager:$manager, agent:$agent}, endpoints:($dir + "/endpoints.yaml")}
+   + (if $clusters == 2 then {peer:{kubeconfig:$kubeconfigB, apiServer:{host:$apiHostB, port:$apiPort},
+        wanAPIServer:($wanB + ":" + ($apiPort|tostring)), endpoints:($dir + "/endpoints-b.yaml")}} else {} end)' > "$B/cluster.json"
 cat > "$B/env" <<ENV
 export KUBECONFIG=$KUBECONFIG_ADMIN
 export PATH=$KBIN:\$PATH
 ENV
+[ "$CLUSTERS" = 2 ] && echo "export KUBECONFIG_B=$KUBECONFIG_ADMIN_B   # site B's cluster: kubectl --kubeconfig \$KUBECONFIG_B" >> "$B/env"
 log "CLUSTER READY ($(echo "$NODES" | wc -w) nodes, WAN $WAN_MODE $((WAN_RATE_BPS / 1000000)) Mbit/s, RTT $((2 * WAN_DELAY_MS)) ms)"
 kc get nodes -L dtnflow.io/site -o wide >&2
+[ "$CLUSTERS" = 2 ] && kcb get nodes -L dtnflow.io/site -o wide >&2
+true

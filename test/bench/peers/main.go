@@ -1,5 +1,6 @@
-// Command peers benchmarks dtnflow-agent side by side with iperf3 and GridFTP
-// (globus-gridftp-server + globus-url-copy) on loopback, in one run: memory to memory
+// Command peers benchmarks dtnflow-agent side by side with iperf3, GridFTP
+// (globus-gridftp-server + globus-url-copy) and, for encryption, OpenSSH's scp and sftp
+// (aes128-gcm) on loopback, in one run: memory to memory
 // at several stream counts, one large file, and many small files, each with and
 // without end-to-end verification. It prints a table and writes JSON lines.
 //
@@ -39,6 +40,7 @@ var (
 	repeat     = flag.Int("repeat", 3, "runs of each case; the median (by time) is reported")
 	cases      = flag.String("cases", "mem,file,small", "which cases to run: mem (memory to memory), file (the large file), small (the small files)")
 	verifyList = flag.String("verify", "false,true", "the verify settings of the file cases")
+	withSSH    = flag.Bool("ssh", true, "also run OpenSSH's scp and sftp (aes128-gcm, to an sshd of the run's own on loopback) in the file case, beside dtnflow's Encrypted rows")
 	baseline   = flag.String("baseline", "", "another dtnflow-agent binary (an earlier commit) to run beside -agent in every dtnflow case, with its own receiver: the table adds dtnflow ÷ baseline")
 )
 
@@ -243,6 +245,16 @@ func run() error {
 		}
 	}
 	gftpURL := fmt.Sprintf("ftp://127.0.0.1:%d", gftpPort)
+	sshDst := filepath.Join(*workDir, "dst-ssh")
+	must(os.MkdirAll(sshDst, 0o755))
+	var ssh *sshPeer
+	if *withSSH {
+		var err error
+		if ssh, err = startSSH(filepath.Join(*workDir, "ssh")); err != nil {
+			return err
+		}
+		defer ssh.srv.stop()
+	}
 	// The baseline agent may speak an older protocol: it sends to a receiver of its own.
 	var basePath, baseAddr string
 	var baseRecv *server
@@ -395,7 +407,7 @@ func run() error {
 		run++
 		job = fmt.Sprintf("run%d", run)
 		// Empty the destinations but keep the directories: the receiver holds its root open.
-		for _, d := range []string{dtnDst, gftpDst, baseDst} {
+		for _, d := range []string{dtnDst, gftpDst, baseDst, sshDst} {
 			ents, _ := os.ReadDir(d)
 			for _, e := range ents {
 				os.RemoveAll(filepath.Join(d, e.Name()))
@@ -428,7 +440,13 @@ func run() error {
 				contender{tool: "dtnflow", name: "file-2GiB+enc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Encrypted")},
 				contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh,
 					cmd: fixed(append(append([]string{"globus-url-copy", "-p", fs, "-fast"}, gverify...),
-						gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin"))...)})
+						gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin"))...)},
+				// OpenSSH encrypts everything (aes128-gcm here) and checks nothing end to end:
+				// run beside the verify=false rows only.
+				contender{tool: "scp", name: "file-2GiB+enc", streams: 1, srv: ssh.server(), prep: fresh, skip: ssh == nil || verify,
+					cmd: func() []string { return ssh.scp(filepath.Join(src, "big.bin"), filepath.Join(sshDst, "big.bin")) }},
+				contender{tool: "sftp", name: "file-2GiB+enc", streams: 1, srv: ssh.server(), prep: fresh, skip: ssh == nil || verify,
+					cmd: func() []string { return ssh.sftp(filepath.Join(src, "big.bin"), filepath.Join(sshDst, "big.bin")) }})
 			if err != nil {
 				return err
 			}
@@ -535,4 +553,78 @@ func report(rs []Result) error {
 	}
 	fmt.Fprintln(os.Stderr, "JSON lines in", *jsonOut)
 	return nil
+}
+
+// sshPeer is an sshd of the run's own on a loopback port (its own host key, config and
+// authorized key; ciphers aes128-gcm only) and the client arguments to reach it.
+type sshPeer struct {
+	srv        *server
+	port       int
+	dir, user  string
+	clientOpts []string
+}
+
+// server is the sshd, or nil when OpenSSH is not run.
+func (p *sshPeer) server() *server {
+	if p == nil {
+		return nil
+	}
+	return p.srv
+}
+
+const sshCipher = "aes128-gcm@openssh.com"
+
+func startSSH(dir string) (*sshPeer, error) {
+	if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
+		return nil, fmt.Errorf("no /usr/sbin/sshd (make bench-peers installs openssh-server; -ssh=false leaves it out)")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"host_key", "client_key"} {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, k)).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("ssh-keygen: %v: %s", err, out)
+		}
+	}
+	pub, err := os.ReadFile(filepath.Join(dir, "client_key.pub"))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600); err != nil {
+		return nil, err
+	}
+	// sshd's privilege separation directory (Debian's init script makes it)
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		return nil, err
+	}
+	p := &sshPeer{port: freePort(), dir: dir, user: os.Getenv("USER")}
+	if p.user == "" {
+		p.user = "root"
+	}
+	conf := fmt.Sprintf("Port %d\nListenAddress 127.0.0.1\nHostKey %s\nAuthorizedKeysFile %s\nPidFile %s\nStrictModes no\nUsePAM no\n"+
+		"PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nCiphers %s\nSubsystem sftp internal-sftp\n",
+		p.port, filepath.Join(dir, "host_key"), filepath.Join(dir, "authorized_keys"), filepath.Join(dir, "sshd.pid"), sshCipher)
+	if err := os.WriteFile(filepath.Join(dir, "sshd_config"), []byte(conf), 0o600); err != nil {
+		return nil, err
+	}
+	p.srv = startServer("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(dir, "sshd_config"))
+	if err := waitPort(p.port); err != nil {
+		p.srv.stop()
+		return nil, fmt.Errorf("sshd: %w", err)
+	}
+	p.clientOpts = []string{"-c", sshCipher, "-i", filepath.Join(dir, "client_key"), "-o", "StrictHostKeyChecking=no",
+		"-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"}
+	return p, nil
+}
+
+// scp copies with the scp protocol (-O; OpenSSH 9 would otherwise speak SFTP).
+func (p *sshPeer) scp(from, to string) []string {
+	return append(append([]string{"scp", "-O", "-q", "-P", strconv.Itoa(p.port)}, p.clientOpts...), from, fmt.Sprintf("%s@127.0.0.1:%s", p.user, to))
+}
+
+// sftp puts one file through a batch file.
+func (p *sshPeer) sftp(from, to string) []string {
+	batch := filepath.Join(p.dir, "batch")
+	must(os.WriteFile(batch, []byte(fmt.Sprintf("put %s %s\n", from, to)), 0o600))
+	return append(append([]string{"sftp", "-q", "-b", batch, "-P", strconv.Itoa(p.port)}, p.clientOpts...), fmt.Sprintf("%s@127.0.0.1", p.user))
 }

@@ -55,12 +55,18 @@ type Dtnflow struct {
 	// send (dtnflow-auto-static: --auto with --class-moves=false).
 	Label string
 	Extra []string
+	// Encrypt sends with --in-flight Encrypted (the default between sites); its rows
+	// are named with "+enc".
+	Encrypt bool
 }
 
 // Name is the row label.
 func (d Dtnflow) Name() string {
 	if d.Label != "" {
 		return d.Label
+	}
+	if d.Encrypt {
+		return string(d.Mode) + "+enc"
 	}
 	return string(d.Mode)
 }
@@ -111,6 +117,9 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 		res := Result{Tool: d.Name(), Bytes: ds.Total, Files: ds.Count(), Started: time.Now()}
 		args := append([]string{"send", "--to", listen, "--root", filepath.Dir(ds.Root), "--secret-file", key,
 			"--job", job, "--dest-path", job, "--verify=" + strconv.FormatBool(d.Verify)}, extra...)
+		if d.Encrypt {
+			args = append(args, "--in-flight", "Encrypted")
+		}
 		args = append(args, filepath.Base(ds.Root))
 		before := env.linkStats()
 		r0 := recv.cpu()

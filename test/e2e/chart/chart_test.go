@@ -54,6 +54,7 @@ var valueSets = map[string][]string{
 	"insecure metrics":      {"--set", "metrics.secure=false"},
 	"existing account":      {"--set", "serviceAccount.create=false", "--set", "serviceAccount.name=dtnflow-sa"},
 	"two replicas":          {"--set", "manager.replicas=2"},
+	"network policies":      {"--set", "networkPolicy.agents.namespaces[0]=e2e", "--set", "networkPolicy.agents.peerCIDRs[0]=10.78.1.0/24", "--set", "networkPolicy.manager.metricsFrom[0].namespaceSelector.matchLabels.monitoring=yes"},
 	"scheduling and extras": {"--set", "manager.nodeSelector.dtn=yes", "--set", "manager.tolerations[0].operator=Exists", "--set", "manager.extraArgs[0]=--foo", "--set", "manager.extraEnv[0].name=A", "--set", "manager.extraEnv[0].value=b", "--set", "imagePullSecrets[0].name=reg"},
 	"dashboard":             {"--set", "metrics.grafanaDashboard.enabled=true"},
 	"CRDs kept apart":       {"--set", "crds.install=false", "--set", "rbac.aggregateToDefaultRoles=false"},
@@ -125,7 +126,8 @@ func TestRenderedObjects(t *testing.T) {
 			kinds := map[string]*unstructured.Unstructured{}
 			for _, o := range objs {
 				kinds[o.GetKind()+"/"+o.GetName()] = o
-				if o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "CustomResourceDefinition" && o.GetNamespace() != namespace {
+				agentPolicy := o.GetKind() == "NetworkPolicy" && o.GetName() == "dtnflow-agents" // in the jobs' namespaces
+				if o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "CustomResourceDefinition" && !agentPolicy && o.GetNamespace() != namespace {
 					t.Errorf("%s %s is in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), namespace)
 				}
 				if o.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" {
@@ -136,6 +138,7 @@ func TestRenderedObjects(t *testing.T) {
 			if deploy == nil {
 				t.Fatalf("no Deployment dtnflow-manager among %v", keys(kinds))
 			}
+			checkNetworkPolicies(t, name, kinds)
 			containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
 			manager := containers[0].(map[string]any)
 			args := fmt.Sprint(manager["args"])
@@ -175,7 +178,7 @@ func TestRenderedObjects(t *testing.T) {
 					crds++
 				}
 			}
-			if want := map[bool]int{true: 0, false: 4}[name == "CRDs kept apart"]; crds != want {
+			if want := map[bool]int{true: 0, false: 7}[name == "CRDs kept apart"]; crds != want {
 				t.Errorf("%d CRDs rendered in %q, want %d", crds, name, want)
 			}
 			_, account := kinds["ServiceAccount/dtnflow"]
@@ -374,9 +377,11 @@ func TestServerSideDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": namespace}}}
-	if _, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	for _, name := range []string{namespace, "e2e"} { // e2e: where "network policies" puts the agents' policy
+		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name}}}
+		if _, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 	groups, err := restmapper.GetAPIGroupResources(disc)
 	if err != nil {
@@ -408,8 +413,8 @@ func TestServerSideDryRun(t *testing.T) {
 					crds++
 				}
 			}
-			if want := map[bool]int{true: 0, false: 4}[name == "CRDs kept apart"]; crds != want {
-				t.Errorf("the chart installs %d CRDs, want %d (TransferJob, TransferEndpoint, PathProfile, TransferPriorityClass unless crds.install is false)", crds, want)
+			if want := map[bool]int{true: 0, false: 7}[name == "CRDs kept apart"]; crds != want {
+				t.Errorf("the chart installs %d CRDs, want %d (TransferJob, TransferEndpoint, PathProfile, TransferPriorityClass, TransferPeer, RemoteSite, RemoteTransfer unless crds.install is false)", crds, want)
 			}
 		})
 	}
@@ -421,6 +426,41 @@ func TestServerSideDryRun(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// checkNetworkPolicies checks the manager's NetworkPolicy (always on here) and, in the
+// value set that lists a namespace, the agents' policy there: their port range, from
+// the peer CIDRs only.
+func checkNetworkPolicies(t *testing.T, valueSet string, kinds map[string]*unstructured.Unstructured) {
+	t.Helper()
+	np := kinds["NetworkPolicy/dtnflow-manager"]
+	if np == nil {
+		t.Fatalf("no NetworkPolicy dtnflow-manager")
+	}
+	ingress, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
+	if len(ingress) == 0 {
+		t.Errorf("the manager's NetworkPolicy opens nothing: %v", np.Object["spec"])
+	}
+	agents := kinds["NetworkPolicy/dtnflow-agents"]
+	if valueSet != "network policies" {
+		if agents != nil {
+			t.Errorf("an agents' NetworkPolicy without networkPolicy.agents.namespaces")
+		}
+		return
+	}
+	if agents == nil || agents.GetNamespace() != "e2e" {
+		t.Fatalf("no agents' NetworkPolicy in namespace e2e")
+	}
+	rules, _, _ := unstructured.NestedSlice(agents.Object, "spec", "ingress")
+	if len(rules) != 1 {
+		t.Fatalf("agents' policy ingress %v, want one rule", rules)
+	}
+	rule := rules[0].(map[string]any)
+	port := rule["ports"].([]any)[0].(map[string]any)
+	from := rule["from"].([]any)[0].(map[string]any)["ipBlock"].(map[string]any)
+	if fmt.Sprint(port["port"], "-", port["endPort"]) != "47000-47099" || from["cidr"] != "10.78.1.0/24" {
+		t.Errorf("agents' policy rule %v, want ports 47000-47099 from 10.78.1.0/24", rule)
+	}
+}
 
 // helmFails runs helm and returns its error output, failing the test when helm succeeds.
 func helmFails(t *testing.T, args ...string) string {

@@ -185,6 +185,16 @@ func expectIdentical(t *testing.T, source, dest string) {
 		t.Fatalf("the copy at %s differs from %s:\n%s", dest, source, diff)
 	}
 	t.Logf("all %d files identical at the destination (SHA-256)", len(src))
+	// The destination is site B: everything its agents wrote belongs to its owner.
+	owner := cluster.Sites[1].Owner
+	wrong, err := framework.WrongOwners(dest, owner.User, owner.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wrong) > 0 {
+		t.Fatalf("files at the destination not owned by site B's agents' user %d:%d:\n%s", owner.User, owner.Group, strings.Join(wrong, "\n"))
+	}
+	t.Logf("every file and folder at the destination belongs to %d:%d", owner.User, owner.Group)
 }
 
 // agentPods lists the job's agent pods of one role.

@@ -46,9 +46,14 @@ type Site struct {
 	Storage          string `json:"storage"`
 	NICBitsPerSecond int64  `json:"nicBitsPerSecond"`
 	CPUMillicores    int64  `json:"cpuMillicores"`
-	RouterNetns      string `json:"routerNetns"`
-	LAN              string `json:"lan"`
-	Nodes            []Node `json:"nodes"`
+	// Owner is who the site's agents run as (its endpoint's spec.storage.owner).
+	Owner struct {
+		User  int64 `json:"user"`
+		Group int64 `json:"group"`
+	} `json:"owner"`
+	RouterNetns string `json:"routerNetns"`
+	LAN         string `json:"lan"`
+	Nodes       []Node `json:"nodes"`
 }
 
 // WAN is the emulated link between the sites' routers.
@@ -81,10 +86,127 @@ type Cluster struct {
 		Agent   string `json:"agent"`
 	} `json:"images"`
 	Endpoints string `json:"endpoints"`
+	// Peer is site B's own cluster in two-cluster mode (DTN_CLUSTERS=2); nil otherwise.
+	Peer *PeerCluster `json:"peer,omitempty"`
 
 	Config    *rest.Config         `json:"-"`
 	Client    client.Client        `json:"-"`
 	Clientset kubernetes.Interface `json:"-"`
+}
+
+// PeerCluster is site B's cluster as up.sh recorded it.
+type PeerCluster struct {
+	Kubeconfig string `json:"kubeconfig"`
+	APIServer  struct {
+		Host string `json:"host"`
+		Port int    `json:"port"`
+	} `json:"apiServer"`
+	// WANAPIServer is host:port of site B's API server on site B's LAN: where site A
+	// reaches it, across the WAN.
+	WANAPIServer string `json:"wanAPIServer"`
+	Endpoints    string `json:"endpoints"`
+}
+
+// SiteB is site B's cluster in two-cluster mode, with its own clients, kubeconfig, API
+// server and endpoints file, and everything else (sites, WAN, images) shared.
+func (c *Cluster) SiteB() (*Cluster, error) {
+	if c.Peer == nil {
+		return nil, fmt.Errorf("not a two-cluster local cluster (DTN_CLUSTERS=2 hack/cluster/up.sh)")
+	}
+	b := *c
+	b.Peer = nil
+	b.Kubeconfig, b.Endpoints = c.Peer.Kubeconfig, c.Peer.Endpoints
+	b.APIServer.Host, b.APIServer.Port = c.Peer.APIServer.Host, c.Peer.APIServer.Port
+	if err := b.connect(); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// connect builds the clients from the kubeconfig.
+func (c *Cluster) connect() error {
+	var err error
+	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
+		return err
+	}
+	c.Config.QPS, c.Config.Burst = 50, 100
+	if c.Client, err = client.New(c.Config, client.Options{Scheme: Scheme()}); err != nil {
+		return err
+	}
+	c.Clientset, err = kubernetes.NewForConfig(c.Config)
+	return err
+}
+
+// RestartControlPlane stops one of the API servers (component "kube-apiserver", or
+// "kube-apiserver-b" for site B's in two-cluster mode) for down, then starts it again with
+// the command line and network namespace it had, recording the new process for
+// hack/cluster/down.sh as up.sh does.
+func (c *Cluster) RestartControlPlane(ctx context.Context, component string, down time.Duration) error {
+	pidsFile := filepath.Join(c.Dir, "run", "pids")
+	b, err := os.ReadFile(pidsFile)
+	if err != nil {
+		return err
+	}
+	pid := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == component {
+			fmt.Sscan(f[1], &pid)
+		}
+	}
+	if pid == 0 {
+		return fmt.Errorf("no %s in %s", component, pidsFile)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return fmt.Errorf("%s (pid %d) is not running: %w", component, pid, err)
+	}
+	netns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return err
+	}
+	nsName := ""
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		var st syscall.Stat_t
+		if syscall.Stat("/run/netns/"+e.Name(), &st) == nil && fmt.Sprintf("net:[%d]", st.Ino) == netns {
+			nsName = e.Name()
+		}
+	}
+	if nsName == "" {
+		return fmt.Errorf("the network namespace of %s (%s) is none of /run/netns", component, netns)
+	}
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(100 * time.Millisecond) // the process's own exit: nothing to wait on but it
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(down):
+	}
+	logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", component+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	nsArgs := append([]string{"--net=/run/netns/" + nsName}, args...) // args[0]: the component, built by hack/build-kube.sh
+	cmd := exec.Command("nsenter", nsArgs...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s again: %w", component, err)
+	}
+	f, err := os.OpenFile(pidsFile, os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "%s %d\n", component, cmd.Process.Pid)
+	go cmd.Wait() //nolint:errcheck // reaped when it ends; down.sh stops it
+	return err
 }
 
 // RepoRoot is the repository's top folder.
@@ -149,14 +271,7 @@ func Load(dir string) (*Cluster, error) {
 	if err := json.Unmarshal(b, c); err != nil {
 		return nil, fmt.Errorf("%s/cluster.json: %w", dir, err)
 	}
-	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
-		return nil, err
-	}
-	c.Config.QPS, c.Config.Burst = 50, 100
-	if c.Client, err = client.New(c.Config, client.Options{Scheme: Scheme()}); err != nil {
-		return nil, err
-	}
-	if c.Clientset, err = kubernetes.NewForConfig(c.Config); err != nil {
+	if err := c.connect(); err != nil {
 		return nil, err
 	}
 	return c, nil

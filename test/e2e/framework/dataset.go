@@ -302,3 +302,36 @@ func CompareTrees(source, destination Tree, partial bool) ([]string, int) {
 	sort.Strings(diffs)
 	return diffs, compared
 }
+
+// WrongOwners lists every file and directory under dir (the agents' journals left out)
+// that does not belong to uid:gid, at most 20 of them, or returns nil.
+func WrongOwners(dir string, uid, gid int64) ([]string, error) {
+	var wrong []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".dtnflow") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fmt.Errorf("%s: no owner in its stat", path)
+		}
+		if int64(st.Uid) != uid || int64(st.Gid) != gid {
+			if len(wrong) < 20 {
+				rel, _ := filepath.Rel(dir, path)
+				wrong = append(wrong, fmt.Sprintf("%s is %d:%d", filepath.ToSlash(rel), st.Uid, st.Gid))
+			}
+		}
+		return nil
+	})
+	return wrong, err
+}

@@ -123,7 +123,7 @@ func TestEveryCheckHasARow(t *testing.T) {
 			}
 		}
 	}
-	for _, kind := range []string{"TransferJob", "TransferEndpoint", "PathProfile", "TransferPriorityClass"} {
+	for _, kind := range []string{"TransferJob", "TransferEndpoint", "PathProfile", "TransferPriorityClass", "TransferPeer", "RemoteSite", "RemoteTransfer"} {
 		checks := schemaChecks(t, kind)
 		for _, c := range sortedKeys(checks) {
 			if !covered[kind][c] {

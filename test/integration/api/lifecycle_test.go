@@ -100,8 +100,8 @@ func TestReapplyIsNoOp(t *testing.T) {
 // decimal strings.
 func TestCRDsHaveNoFloats(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(samplesDir(), "..", "crd", "bases", "*.yaml"))
-	if len(files) != 4 {
-		t.Fatalf("want 4 CRDs, found %d", len(files))
+	if len(files) != 7 {
+		t.Fatalf("want 7 CRDs, found %d", len(files))
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)

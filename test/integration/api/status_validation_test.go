@@ -199,6 +199,8 @@ func transferJobStatusTable() validationTable {
 		"timings": object{"firstByteMilliseconds": int64(1200), "planMilliseconds": int64(4800), "completeMilliseconds": int64(61_000)},
 		"channels": object{"scheduler": "ProMC", "moves": int64(3), "classes": []any{classChannels("Small"), classChannels("Huge")},
 			"recentMoves": []any{channelMove(0)}},
+		"remote": object{"site": "site-b", "side": "Destination", "transfer": "peer-a/physics-job-1a2b3c", "accepted": "True",
+			"reason": "Granted", "message": "granted", "nodes": []any{"dtn-b1"}, "agentFailures": 0, "lastSeenTime": someTime},
 	}
 	const p = "status.plan"
 	return validationTable{
@@ -347,6 +349,15 @@ func transferJobStatusTable() validationTable {
 			boundCases("status.runs[0].number", nil, 1, nil),
 			boundCases("status.runs[0].filesDone", nil, 0, nil),
 			boundCases("status.runs[0].bytesDone", nil, 0, nil),
+			[]validationCase{
+				required("status.remote.site", nil), required("status.remote.side", nil),
+				tooLong("status.remote.site", 253), notIn("status.remote.side", "Both"),
+				tooLong("status.remote.transfer", 317), notIn("status.remote.accepted", "Maybe"),
+				tooLong("status.remote.reason", 64), tooLong("status.remote.message", 1024),
+				tooMany("status.remote.nodes", 64, nodeName), tooLong("status.remote.nodes[0]", 253),
+				dateTime("status.remote.lastSeenTime"),
+			},
+			counter("status.remote.agentFailures", 0),
 		),
 		accepted: []acceptedCase{
 			{"every list at its longest", func(o object) {

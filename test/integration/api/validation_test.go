@@ -43,6 +43,9 @@ func boundCases(field string, prepare func(object), low int64, high *int64) []va
 
 func upTo(n int64) *int64 { return &n }
 
+// storageOwner gives an endpoint a valid storage owner, for the rows that break it.
+func storageOwner(o object) { set(o, "spec.storage.owner", object{"user": 3001, "group": 3001}) }
+
 // int32Overflow is the row of an int32 field without a maximum: a value past 2^31-1,
 // which a Go client could not even decode.
 func int32Overflow(field string, prepare func(object)) validationCase {
@@ -102,6 +105,11 @@ func relativePathCases(what string, put func(o object, path string), field strin
 	}
 }
 
+// siteCases are the rows of a RemoteSite's name on one side of a job.
+func siteCases(field string) []validationCase {
+	return endpointNameCases(field)[1:] // optional: no "required" row
+}
+
 // metadataNameCases are the rows of the object's own name, which the API server checks
 // for every kind (a DNS subdomain of at most 253 characters).
 func metadataNameCases() []validationCase {
@@ -131,6 +139,14 @@ func transferJobCreateTable() validationTable {
 		op:   opCreate,
 		base: func() object { return validJob(validationNamespace, "job") },
 		refused: concat(
+			siteCases("spec.source.site"),
+			siteCases("spec.destination.site"),
+			[]validationCase{
+				{name: "both sides at remote sites", mutate: func(o object) {
+					set(o, "spec.source.site", "site-c")
+					set(o, "spec.destination.site", "site-d")
+				}, check: "rule", field: "spec.destination.site", want: "spec.destination.site: only one side of a job may be at a remote site"},
+			},
 			metadataNameCases(),
 			[]validationCase{
 				required("spec", nil),
@@ -331,7 +347,11 @@ func transferEndpointCreateTable() validationTable {
 				{name: "hostPath with a NUL", mutate: func(o object) { set(o, "spec.storage.hostPath", "/srv/dtn\x00/etc") },
 					check: "rule", field: "spec.storage.hostPath", want: "spec.storage.hostPath must not contain a NUL character"},
 				required("spec.nicBitsPerSecond", nil),
+				required("spec.storage.owner.user", storageOwner),
+				required("spec.storage.owner.group", storageOwner),
 			},
+			boundCases("spec.storage.owner.user", storageOwner, 1, upTo(2147483647)),
+			boundCases("spec.storage.owner.group", storageOwner, 1, upTo(2147483647)),
 			boundCases("spec.nicBitsPerSecond", nil, 1, nil),
 			boundCases("spec.diskBitsPerSecond", nil, 1, nil),
 			[]validationCase{
@@ -552,6 +572,8 @@ func allTables() []validationTable {
 		transferJobCreateTable(), transferJobUpdateTable(), transferJobStatusTable(),
 		transferEndpointCreateTable(), transferEndpointStatusTable(),
 		pathProfileCreateTable(), pathProfileUpdateTable(), pathProfileStatusTable(),
+		transferPeerCreateTable(), transferPeerStatusTable(), remoteSiteCreateTable(), remoteSiteStatusTable(),
+		remoteTransferCreateTable(), remoteTransferUpdateTable(), remoteTransferStatusTable(),
 		transferPriorityClassCreateTable(),
 	}
 }

@@ -52,6 +52,8 @@ type managerOptions struct {
 	leaderElection bool
 	identity       string
 	workers        int
+	// namespace is the manager's own namespace (RemoteSites' credentials).
+	namespace string
 }
 
 var managerSeq atomic.Int32
@@ -93,6 +95,7 @@ func startManager(t testing.TB, clk *clocktesting.FakeClock, o managerOptions) *
 		ReportInterval: reportInterval,
 		JobWorkers:     o.workers,
 		Clock:          clk,
+		Namespace:      o.namespace,
 	}); err != nil {
 		cancel()
 		t.Fatalf("setting up the controllers: %v", err)

@@ -6,6 +6,12 @@
 // scheduling the agent pods and verifying included — then checks every file's SHA-256
 // at site B. The table goes to stdout (markdown), one JSON line per run to -json.
 //
+// With -federated the local cluster runs as two clusters, one per site, each with its
+// own dtnflow, paired as docs/site-pairing.md says: the job lives at site A and writes
+// to site B's endpoint through a RemoteSite (B's receivers, B's nodes, B's budget),
+// and each scenario runs once per -in-flight mode — the cross-cluster rows of issue 16,
+// to set beside a run without -federated.
+//
 // By default every scenario starts cold (the path's PathProfile is deleted first), as
 // bench-wan's dtnflow-auto rows do; -warm keeps what the previous run learned.
 //
@@ -43,6 +49,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/controllers"
 	"github.com/dtnflow/dtnflow/test/bench/wan"
 	"github.com/dtnflow/dtnflow/test/e2e/framework"
 	"github.com/dtnflow/dtnflow/test/topology"
@@ -62,6 +69,10 @@ type Result struct {
 	Cold     bool    `json:"cold"`
 	// JobVerify is the job's spec.integrity.verify.
 	JobVerify bool `json:"jobVerify"`
+	// InFlight is the job's spec.integrity.inFlight ("" the default); Federated says the
+	// job crossed from site A's cluster to site B's (-federated).
+	InFlight  string `json:"inFlight,omitempty"`
+	Federated bool   `json:"federated,omitempty"`
 	// Seconds is from the TransferJob's creation to Complete as this program saw it.
 	Seconds float64 `json:"seconds"`
 	// BitsPerSecond is Bytes over Seconds: what a user gets, probing included.
@@ -153,7 +164,14 @@ func run() error {
 	fixed := flag.String("fixed", "8,1", "dtnflow-fixed: streams,stripes of the fixed setting (the grid's best on the path)")
 	scheduleSize := flag.String("schedule-size", "5GiB", "the suite's scheduled scenario: size of its file (it must outlast the schedule)")
 	only := flag.String("only", "", "the suite's scenarios to run, by name (comma-separated; default all)")
+	federated := flag.Bool("federated", false, "two clusters (DTN_CLUSTERS=2), dtnflow at each, paired: jobs at site A write to site B through a RemoteSite")
+	inFlight := flag.String("in-flight", "", "the jobs' spec.integrity.inFlight, comma-separated (each scenario runs once per mode); empty: the default")
 	flag.Parse()
+	modes := strings.Split(*inFlight, ",")
+	if *federated {
+		os.Setenv("DTN_CLUSTERS", "2")
+		*agentAuto = false // the agent alone knows no sites
+	}
 
 	var scenarios []scenario
 	if *suiteName != "" {
@@ -220,11 +238,21 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if out, err := c.InstallDtnflow(ctx); err != nil {
-		return fmt.Errorf("%w\n%s", err, out)
-	}
-	if err := applyEndpoints(ctx, c); err != nil {
-		return err
+	var peer *framework.Cluster // site B's cluster with -federated
+	if *federated {
+		if peer, err = c.SiteB(); err != nil {
+			return err
+		}
+		if err := setUpSitePair(ctx, c, peer); err != nil {
+			return err
+		}
+	} else {
+		if out, err := c.InstallDtnflow(ctx); err != nil {
+			return fmt.Errorf("%w\n%s", err, out)
+		}
+		if err := applyEndpoints(ctx, c); err != nil {
+			return err
+		}
 	}
 	var jsonl io.Writer = io.Discard
 	if *jsonOut != "" {
@@ -270,22 +298,21 @@ func run() error {
 		// every tool first, then the rows with their ratio to the agent alone
 		var rs []Result
 		var agent *Result
-		for _, tool := range toolList {
+		for n, tool := range expandModes(toolList, modes) {
 			var r Result
-			tool = strings.TrimSpace(tool)
-			if tool == "dtnflow-grid" && len(s.Schedule) > 0 {
+			if tool.name == "dtnflow-grid" && len(s.Schedule) > 0 {
 				// a grid probed while the rate changes would probe other capacities
 				// than its run meets: the best setting the grid found on this path
 				// runs instead
-				tool = "dtnflow-fixed"
+				tool.name = "dtnflow-fixed"
 			}
-			switch tool {
+			switch tool.name {
 			case "operator":
-				r = runScenario(ctx, c, i, s, !*warm, *verify, *jobVerify, *timeout)
+				r = runScenario(ctx, c, peer != nil, 10*i+n, s, tool.inFlight, !*warm, *verify, *jobVerify, *timeout)
 			case "agent-auto":
 				r = runAgentAuto(ctx, c, i, s, *agentBin, *maxStripes, *maxStreams, *verify, *jobVerify, *timeout)
 			default:
-				r = runWANTool(ctx, c, i, s, strings.TrimSpace(tool), topts)
+				r = runWANTool(ctx, c, i, s, tool.name, topts)
 			}
 			r.Flows, r.GilbertElliott, r.Schedule = s.Flows, s.GilbertElliott, s.Schedule
 			if r.Tool == "dtnflow-grid" && r.Error == "" && s.Loss == 0 && s.Flows == 0 && s.GilbertElliott == nil && s.Dataset.Kind == wan.Large {
@@ -428,11 +455,13 @@ func applyEndpoints(ctx context.Context, c *framework.Cluster) error {
 	if err != nil {
 		return err
 	}
+	var names []string // the endpoints of this cluster's file (one per cluster with -federated)
 	for _, doc := range strings.Split(string(b), "\n---") {
 		var ep dtnflowv1alpha1.TransferEndpoint
 		if err := yaml.Unmarshal([]byte(doc), &ep); err != nil || ep.Name == "" {
 			continue
 		}
+		names = append(names, ep.Name)
 		if err := c.Client.Create(ctx, &ep); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
@@ -442,14 +471,14 @@ func applyEndpoints(ctx context.Context, c *framework.Cluster) error {
 		return err
 	}
 	deadline := time.Now().Add(2 * time.Minute)
-	for _, site := range c.Sites {
+	for _, name := range names {
 		for {
 			var ep dtnflowv1alpha1.TransferEndpoint
-			if err := c.Client.Get(ctx, client.ObjectKey{Name: site.Name}, &ep); err == nil && meta.IsStatusConditionTrue(ep.Status.Conditions, "Ready") {
+			if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &ep); err == nil && meta.IsStatusConditionTrue(ep.Status.Conditions, "Ready") {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("TransferEndpoint %s is not Ready", site.Name)
+				return fmt.Errorf("TransferEndpoint %s is not Ready", name)
 			}
 			time.Sleep(time.Second)
 		}
@@ -457,9 +486,16 @@ func applyEndpoints(ctx context.Context, c *framework.Cluster) error {
 	return nil
 }
 
-func runScenario(ctx context.Context, c *framework.Cluster, i int, s scenario, cold, verify, jobVerify bool, timeout time.Duration) Result {
-	r := Result{Scenario: s.Name(), Tool: "dtnflow-operator", Rate: s.RateBitsPerSecond, RTT: s.RTT.String(), Loss: s.Loss,
-		Dataset: string(s.Dataset.Kind), Cold: cold, JobVerify: jobVerify}
+func runScenario(ctx context.Context, c *framework.Cluster, federated bool, i int, s scenario, inFlight dtnflowv1alpha1.InFlightCheck, cold, verify, jobVerify bool, timeout time.Duration) Result {
+	tool := "dtnflow-operator"
+	if federated {
+		tool = "dtnflow-two-clusters"
+	}
+	if inFlight != "" {
+		tool += "+" + string(inFlight)
+	}
+	r := Result{Scenario: s.Name(), Tool: tool, Rate: s.RateBitsPerSecond, RTT: s.RTT.String(), Loss: s.Loss,
+		Dataset: string(s.Dataset.Kind), Cold: cold, JobVerify: jobVerify, InFlight: string(inFlight), Federated: federated}
 	fail := func(err error) Result { r.Error = err.Error(); return r }
 	if err := setWAN(ctx, c, s); err != nil {
 		return fail(err)
@@ -476,19 +512,30 @@ func runScenario(ctx context.Context, c *framework.Cluster, i int, s scenario, c
 		return fail(err)
 	}
 	r.Files, r.Bytes = ds.Count(), ds.Total
-	if cold {
-		profile := &dtnflowv1alpha1.PathProfile{ObjectMeta: metav1.ObjectMeta{Name: c.Source().Name + "." + c.Destination().Name}}
-		if err := c.Client.Delete(ctx, profile); err != nil && !apierrors.IsNotFound(err) {
-			return fail(err)
-		}
-	}
 	job := &dtnflowv1alpha1.TransferJob{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%02d", i), Namespace: "bench"},
 		Spec: dtnflowv1alpha1.TransferJobSpec{
 			Source:      dtnflowv1alpha1.TransferSource{Endpoint: c.Source().Name, Paths: []dtnflowv1alpha1.RelativePath{dtnflowv1alpha1.RelativePath(rel)}},
 			Destination: dtnflowv1alpha1.TransferDestination{Endpoint: c.Destination().Name, Path: "incoming-bench"},
-			Integrity:   dtnflowv1alpha1.TransferIntegrity{Checksum: dtnflowv1alpha1.ChecksumSHA256, Verify: &jobVerify},
+			Integrity:   dtnflowv1alpha1.TransferIntegrity{Checksum: dtnflowv1alpha1.ChecksumSHA256, Verify: &jobVerify, InFlight: inFlight},
 		},
+	}
+	if federated {
+		job.Spec.Destination.Site = benchSite
+		// the destination folder is B's to create, as B's agents' user
+		if err := os.MkdirAll(destRoot, 0o755); err != nil {
+			return fail(err)
+		}
+		owner := c.Destination().Owner
+		if err := os.Chown(destRoot, int(owner.User), int(owner.Group)); err != nil {
+			return fail(err)
+		}
+	}
+	if cold {
+		profile := &dtnflowv1alpha1.PathProfile{ObjectMeta: metav1.ObjectMeta{Name: controllers.PathProfileNameFor(job)}}
+		if err := c.Client.Delete(ctx, profile); err != nil && !apierrors.IsNotFound(err) {
+			return fail(err)
+		}
 	}
 	_ = c.Client.Delete(ctx, job)
 	waitGone(ctx, c, job)
@@ -706,4 +753,52 @@ func waitListening(ctx context.Context, host topology.Host, port int) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("nothing listens on port %d in %s", port, host.Netns)
+}
+
+// benchSite is site B's RemoteSite at A with -federated.
+const benchSite = "site-b"
+
+// setUpSitePair installs dtnflow at each site, creates each site's endpoint and the
+// bench namespace at A, and pairs the sites: B grants A's bench namespace writes under
+// incoming-bench, encrypted or not (the rows compare both).
+func setUpSitePair(ctx context.Context, a, b *framework.Cluster) error {
+	for _, s := range []struct {
+		c    *framework.Cluster
+		site string
+	}{{a, a.Source().Name}, {b, a.Destination().Name}} {
+		if out, err := s.c.InstallAtSite(ctx, s.site); err != nil {
+			return fmt.Errorf("%w\n%s", err, out)
+		}
+		if err := applyEndpoints(ctx, s.c); err != nil {
+			return err
+		}
+	}
+	peer := &dtnflowv1alpha1.TransferPeer{ObjectMeta: metav1.ObjectMeta{Name: "site-a"},
+		Spec: dtnflowv1alpha1.TransferPeerSpec{Namespace: "peer-site-a", RemoteNamespaces: []string{"bench"}, RequireEncryption: new(false),
+			Grants: []dtnflowv1alpha1.TransferGrant{{Endpoint: a.Destination().Name, Access: dtnflowv1alpha1.GrantWrite,
+				Paths: []dtnflowv1alpha1.RelativePath{"incoming-bench"}}}}}
+	return a.PairSites(ctx, b, peer, benchSite, filepath.Join(framework.RepoRoot(), ".cache", "bench-cluster-pairing"), os.Stderr)
+}
+
+// toolRun is one tool's run of a scenario: the operator once per in-flight mode.
+type toolRun struct {
+	name     string
+	inFlight dtnflowv1alpha1.InFlightCheck
+}
+
+// expandModes lists the runs of a scenario: every tool in order, the operator once for
+// each of modes (one "" mode: the job's default).
+func expandModes(tools, modes []string) []toolRun {
+	var out []toolRun
+	for _, t := range tools {
+		t = strings.TrimSpace(t)
+		if t != "operator" {
+			out = append(out, toolRun{name: t})
+			continue
+		}
+		for _, m := range modes {
+			out = append(out, toolRun{name: t, inFlight: dtnflowv1alpha1.InFlightCheck(strings.TrimSpace(m))})
+		}
+	}
+	return out
 }

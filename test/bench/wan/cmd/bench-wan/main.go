@@ -41,7 +41,7 @@ func run() error {
 	datasets := flag.String("dataset", "large", "datasets: large, mixed, small, smallmix (comma-separated)")
 	cross := flag.String("cross", "off", "cross traffic: off, on (comma-separated)")
 	tools := flag.String("tools", "iperf3,gridftp-default,gridftp-preset,gridftp-grid",
-		"tools: iperf3, gridftp-default, gridftp-preset, gridftp-grid, dtnflow-grid, dtnflow-auto, dtnflow-auto-static (--auto with the size classes' channels kept as planned)")
+		"tools: iperf3, gridftp-default, gridftp-preset, gridftp-grid, dtnflow-grid, dtnflow-auto, dtnflow-auto+enc (--in-flight Encrypted), dtnflow-auto-static (--auto with the size classes' channels kept as planned)")
 	largeSize := flag.String("large-size", "4GiB", "size of the large file")
 	mixedTotal := flag.String("mixed-total", "4GiB", "total of the mixed dataset")
 	mixedMin := flag.String("mixed-min", "64KiB", "smallest file of the mixed dataset")
@@ -201,9 +201,9 @@ func run() error {
 		case "dtnflow-grid":
 			runners = append(runners, wan.Dtnflow{Mode: wan.DtnflowGrid, Agent: agentPath, Verify: *dtnVerify,
 				Grid: wan.DefaultDtnflowGrid(dStreams, dStripes, dBufs)})
-		case "dtnflow-auto":
+		case "dtnflow-auto", "dtnflow-auto+enc":
 			runners = append(runners, wan.Dtnflow{Mode: wan.DtnflowAuto, Agent: agentPath, Verify: *dtnVerify,
-				MaxStripes: maxOf(dStripes), MaxStreams: maxOf(dStreams)})
+				MaxStripes: maxOf(dStripes), MaxStreams: maxOf(dStreams), Encrypt: strings.HasSuffix(strings.TrimSpace(t), "+enc")})
 		case "dtnflow-auto-static":
 			// the same, with the size classes' channels kept as planned (no moves)
 			runners = append(runners, wan.Dtnflow{Mode: wan.DtnflowAuto, Label: "dtnflow-auto-static", Extra: []string{"--class-moves=false"},
