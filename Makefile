@@ -65,7 +65,7 @@ test: deps verify vet test-unit test-integration test-e2e ## Everything CI runs:
 
 .PHONY: test-unit
 test-unit: deps ## Unit tests (no API server).
-	go test -count=1 $$(go list ./... | grep -v -e /test/integration -e /test/e2e/cluster -e /test/e2e/chart)
+	go test -count=1 $$(go list ./... | grep -v -e /test/integration -e /test/e2e/cluster -e /test/e2e/chart -e /test/e2e/federation)
 
 .PHONY: kube-assets
 kube-assets: ## Build kube-apiserver, etcd and kubectl from the module proxy into .cache (reused).

@@ -15,6 +15,7 @@ import (
 
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/controllers"
+	"github.com/dtnflow/dtnflow/controllers/planning"
 	"github.com/dtnflow/dtnflow/test/e2e/framework"
 )
 
@@ -130,9 +131,18 @@ func testColdTransfer(t *testing.T) {
 		// a bound that holds however loaded the machine (pods start in 1–10 s here);
 		// make demo measures how soon
 		g.Expect(*s.Timings.FirstByteMilliseconds).To(BeNumerically("<", 30_000), "the first byte within 30 s of creation")
+		// The probe starts on stripe 0 and samples streams there; whether it goes on to
+		// the stripes stage (helper stripes inside stripe 0's sender, doubled while they
+		// pay) depends on what is left of the dataset when the streams are settled, so
+		// what holds on every run is the order and the bound, not the stage's presence.
 		var bestSample int64
-		for _, sample := range s.Samples {
-			g.Expect(sample.Stripes).To(BeNumerically("<=", 1), "the cold probe runs on one stripe")
+		g.Expect(s.Samples[0].Stripes).To(Equal(int32(1)), "the cold probe starts on one stripe")
+		for i, sample := range s.Samples {
+			g.Expect(sample.Stripes).To(BeNumerically(">=", 1))
+			g.Expect(sample.Stripes).To(BeNumerically("<=", planning.ProbeMaxStripes), "the probe's helper stripes stay within its bound")
+			if i > 0 {
+				g.Expect(sample.Stripes).To(BeNumerically(">=", s.Samples[i-1].Stripes), "streams first, then stripes")
+			}
 			g.Expect(sample.Streams).To(BeNumerically(">=", 1))
 			g.Expect(sample.BitsPerSecond).To(BeNumerically(">", 0))
 			bestSample = max(bestSample, sample.BitsPerSecond)
