@@ -314,10 +314,13 @@ fault ready
 # ---- storage, endpoints, state for the tests ------------------------------------------------
 # (a storage folder outside $B that did not exist is recorded, so down.sh removes it)
 [ -d "$STORAGE_DIR" ] || { mkdir -p "$STORAGE_DIR"; case $STORAGE_DIR in "$B"/*) ;; *) record dir "$STORAGE_DIR" ;; esac; }
-# each root belongs to its site's agents' user (spec.storage.owner): they run as it
+# each root, and everything in it, belongs to its site's agents' user (spec.storage.owner):
+# they run as it. Recursively: a folder kept from a cluster whose agents ran as root (the
+# journals in .dtnflow/, a destination folder) would refuse them ("opening journal
+# directory .dtnflow/<job>: permission denied"), as it would at a site that upgrades.
 for site in "$SITE_A" "$SITE_B"; do
   mkdir -p "$(site_storage "$site")"
-  chown "$(site_uid "$site"):$(site_uid "$site")" "$(site_storage "$site")"
+  chown -R "$(site_uid "$site"):$(site_uid "$site")" "$(site_storage "$site")"
 done
 # data crosses the WAN: a node of one site reaches a node of the other through both routers
 # (not `site_nodes | head -1`: with two nodes or more head closes the pipe early, and
