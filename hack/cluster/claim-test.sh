@@ -85,6 +85,19 @@ if DTN_CLUSTER_WAIT=0 claim "$one"; then fail "claimed from a folder whose up.sh
 [ "$(owner)" = "$two" ] || fail "claim changed"
 echo "claim-test: a starting cluster's claim is kept"
 
+# 7) processes that come and go while the claim looks (a cluster going down): looking
+#    never fails (it did: a pid gone between listing and reading ended up.sh under set -e)
+kill -- "-${bg[-1]}" 2>/dev/null || true
+ip netns add dtx-churn
+setsid bash -c 'while :; do nsenter --net=/run/netns/dtx-churn sleep 0.0$((RANDOM % 9 + 1)) & sleep 0.003; done' </dev/null >/dev/null 2>&1 & bg+=($!)
+fails=0
+for i in $(seq 200); do
+  ( set -euo pipefail; source "$here/lib.sh"; host_cluster_processes >/dev/null ) 2>/dev/null || fails=$((fails + 1))
+done
+kill -- "-${bg[-1]}" 2>/dev/null || true
+[ "$fails" = 0 ] || fail "looking at processes that come and go failed $fails times in 200"
+echo "claim-test: processes coming and going: looked 200 times, never failed"
+
 # 6) release: only the owner gives the claim back
 release "$one"; [ "$(owner)" = "$two" ] || fail "another folder released the claim"
 release "$two"; [ "$(owner)" = none ] || fail "the owner's release left $(owner)"

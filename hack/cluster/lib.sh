@@ -159,25 +159,30 @@ HOST_PREFIX=${DTN_HOST_PREFIX:-dtn-}   # every host-global name up.sh makes star
 # host_names: the host-global things named $HOST_PREFIX* that exist now, one "<kind> <name>"
 # per line (whoever made them).
 host_names() {
-  ip netns list 2>/dev/null | awk -v p="$HOST_PREFIX" 'index($1, p) == 1 {print "netns " $1}'
-  ip -o link show 2>/dev/null | awk -F': ' -v p="$HOST_PREFIX" '{sub(/@.*/, "", $2)} index($2, p) == 1 {print "link " $2}'
-  local f; for f in /run/"$HOST_PREFIX"*.uts; do [ -e "$f" ] && echo "nsfile $f"; done
-  ls /sys/fs/cgroup/cpu 2>/dev/null | awk -v p="$HOST_PREFIX" 'index($1, p) == 1 {print "cgroup " $1}'
+  { ip netns list 2>/dev/null | awk -v p="$HOST_PREFIX" 'index($1, p) == 1 {print "netns " $1}'; } || true
+  { ip -o link show 2>/dev/null | awk -F': ' -v p="$HOST_PREFIX" '{sub(/@.*/, "", $2)} index($2, p) == 1 {print "link " $2}'; } || true
+  local f; for f in /run/"$HOST_PREFIX"*.uts; do if [ -e "$f" ]; then echo "nsfile $f"; fi; done
+  { ls /sys/fs/cgroup/cpu 2>/dev/null | awk -v p="$HOST_PREFIX" 'index($1, p) == 1 {print "cgroup " $1}'; } || true
 }
 
 # host_cluster_processes: the processes that make a cluster on this host live — any process
 # in one of the $HOST_PREFIX* network namespaces (every kubelet, containerd, API server and
 # hostNetwork pod runs in one) or in one of the nodes' cgroups. One "<pid> <command>" each.
 host_cluster_processes() {
-  local kind name p
+  local kind name p cmd
+  # Processes come and go while this reads (a cluster going down, a probe's helpers): a
+  # pid listed a moment ago may be gone. Nothing here may fail, or `live=$(...)` ends
+  # up.sh under set -e without a word (it did, as another cluster went down).
   while read -r kind name; do
     case $kind in
-      netns) ip netns pids "$name" 2>/dev/null ;;
-      cgroup) find "/sys/fs/cgroup/pids/$name" -name cgroup.procs -exec cat {} + 2>/dev/null ;;
+      netns) ip netns pids "$name" 2>/dev/null || true ;;
+      cgroup) find "/sys/fs/cgroup/pids/$name" -name cgroup.procs -exec cat {} + 2>/dev/null || true ;;
     esac
   done < <(host_names) | sort -un | while read -r p; do
-    [ -r "/proc/$p/cmdline" ] && echo "$p $(tr '\0' ' ' < "/proc/$p/cmdline" | cut -c1-60)"
-  done
+    if cmd=$( { tr '\0' ' ' < "/proc/$p/cmdline"; } 2>/dev/null ) && [ -n "$cmd" ]; then
+      echo "$p ${cmd:0:60}"
+    fi
+  done || true
 }
 
 # folder_busy <state folder>: an up.sh or down.sh holds that folder's lock right now (it may

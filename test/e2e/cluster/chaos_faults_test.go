@@ -515,7 +515,7 @@ func resumeAfterFull(ctx context.Context, r *chaosRound, failed *dtnflowv1alpha1
 		t.Error(err)
 		return
 	}
-	diffs, compared := framework.CompareTrees(r.srcTree, dst, false)
+	diffs, compared := framework.CompareTrees(arriving(r.srcTree, cluster.Destination()), dst, false)
 	res.FilesChecked += compared
 	res.Mismatches = append(res.Mismatches, diffs...)
 	for _, d := range diffs {
@@ -615,7 +615,7 @@ func checkTheCheck(_ context.Context, r *chaosRound, final *dtnflowv1alpha1.Tran
 	if err != nil {
 		t.Fatal(err)
 	}
-	diffs, _ := framework.CompareTrees(r.srcTree, dst, false)
+	diffs, _ := framework.CompareTrees(arriving(r.srcTree, cluster.Destination()), dst, false)
 	want := []string{flipped + " (sha256", chmodded + " (mode", chowned + " (owner 4242:4242", "not in the source: planted-by-the-control"}
 	caught := len(diffs) == len(want)
 	for _, w := range want {

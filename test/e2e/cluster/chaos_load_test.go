@@ -52,6 +52,7 @@ func runLoad(t *testing.T, ctx context.Context, p chaosProfile, rng *rand.Rand) 
 		if err := spec.Write(source); err != nil {
 			t.Fatal(err)
 		}
+		giveTo(t, source, cluster.Source())
 		tree, err := framework.ReadTree(source)
 		if err != nil {
 			t.Fatal(err)
@@ -203,7 +204,7 @@ func runLoad(t *testing.T, ctx context.Context, p chaosProfile, rng *rand.Rand) 
 			res.Mismatches = append(res.Mismatches, fmt.Sprintf("%s: reading the copy: %v", j.job.Name, err))
 			continue
 		}
-		diffs, compared := framework.CompareTrees(j.tree, dst, got.Status.State != dtnflowv1alpha1.StateComplete)
+		diffs, compared := framework.CompareTrees(arriving(j.tree, cluster.Destination()), dst, got.Status.State != dtnflowv1alpha1.StateComplete)
 		res.FilesChecked += compared
 		for _, d := range diffs {
 			res.Mismatches = append(res.Mismatches, j.job.Name+": "+d)

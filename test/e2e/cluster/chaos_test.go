@@ -282,6 +282,7 @@ func runRound(t *testing.T, ctx context.Context, p chaosProfile, kind *faultKind
 		destRoot: filepath.Join(cluster.Destination().Storage, destPath)}
 	r.job.Spec.BackoffLimit = kind.backoffLimit
 	r.source = dataset(t, rel, p.dataset)
+	giveTo(t, r.source, cluster.Source())
 	var err error
 	if r.srcTree, err = framework.ReadTree(r.source); err != nil {
 		t.Fatal(err)
@@ -446,8 +447,9 @@ func outcomeOf(job *dtnflowv1alpha1.TransferJob) string {
 	return string(job.Status.State)
 }
 
-// checkFiles compares the copy with the source as it was listed (owner, mode, mtime,
-// SHA-256 of every file; nothing the source lacks), looks for debris, and measures the
+// checkFiles compares the copy with the source as it was listed (mode, mtime, SHA-256 of
+// every file, and as owner the destination site's agents' user, who wrote it; nothing
+// the source lacks), looks for debris, and measures the
 // journal the receivers keep (<destination root>/.dtnflow/, documented in the README).
 // A job that failed may have copied part of the dataset, but what it copied must be
 // right.
@@ -459,7 +461,7 @@ func checkFiles(t *testing.T, r *chaosRound, final *dtnflowv1alpha1.TransferJob,
 		return
 	}
 	complete := final != nil && final.Status.State == dtnflowv1alpha1.StateComplete
-	diffs, compared := framework.CompareTrees(r.srcTree, dst, !complete)
+	diffs, compared := framework.CompareTrees(arriving(r.srcTree, cluster.Destination()), dst, !complete)
 	res.FilesChecked, res.Mismatches = compared, diffs
 	if complete {
 		// after Complete nothing of the agents' is left in the destination folder
@@ -556,4 +558,32 @@ func saveResults(t *testing.T, p chaosProfile, seed uint64, results []*chaosResu
 			resent, med, mx, r.StatusVersions, len(r.StatusViolations)))
 	}
 	t.Logf("chaos %s, seed %d (%s):\n%s", p.name, seed, path, strings.Join(rows, "\n"))
+}
+
+// giveTo gives dir and everything in it to site's agents' user, as a site's data to
+// transfer belongs to (or is readable by) its transfer user: the agents run as it, not as
+// root, and the dataset's varied modes (0600 among them) would otherwise refuse them.
+func giveTo(t *testing.T, dir string, site *framework.Site) {
+	t.Helper()
+	uid, gid := int(site.Owner.User), int(site.Owner.Group)
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, gid)
+	})
+	if err != nil {
+		t.Fatalf("giving %s to %d:%d: %v", dir, uid, gid, err)
+	}
+}
+
+// arriving is tree as it must arrive at site: the same bytes, modes and mtimes, owned by
+// the site's agents' user (who writes every file there).
+func arriving(tree framework.Tree, site *framework.Site) framework.Tree {
+	out := make(framework.Tree, len(tree))
+	for path, st := range tree {
+		st.UID, st.GID = uint32(site.Owner.User), uint32(site.Owner.Group)
+		out[path] = st
+	}
+	return out
 }
