@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
+
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/wire"
 )
@@ -57,15 +59,10 @@ func (s *scriptChannel) find(ok func(contract.Report) bool) (contract.Report, bo
 	return contract.Report{}, false
 }
 
-// waitFor polls cond until it holds or the named timeout passes.
+// waitFor waits until cond holds or the named timeout passes.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	gomega.NewWithT(t).Eventually(cond).WithTimeout(timeout).WithPolling(5*time.Millisecond).Should(gomega.BeTrue(), "waiting for %s", what)
 }
 
 const runnerTimeout = 10 * time.Second

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
@@ -98,26 +99,34 @@ func failedWith(reason, says string) func(*dtnflowv1alpha1.TransferJob, *chaosRo
 	}
 }
 
+// agentWait is how long a fault waits for an agent pod of the job to run.
+const agentWait = time.Minute
+
 // runningAgent waits for a running agent pod of the job in that role.
 func runningAgent(ctx context.Context, r *chaosRound, role contract.Role) (*corev1.Pod, error) {
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
+	var found *corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, agentWait, true, func(ctx context.Context) (bool, error) {
 		pods, err := agentPods(ctx, r.job, role)
-		if err == nil {
-			var running []corev1.Pod
-			for _, p := range pods {
-				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
-					running = append(running, p)
-				}
-			}
-			if len(running) > 0 {
-				p := running[r.rng.IntN(len(running))]
-				return &p, nil
+		if err != nil {
+			return false, nil // the API server may be restarting: look again
+		}
+		var running []corev1.Pod
+		for _, p := range pods {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
+				running = append(running, p)
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		if len(running) == 0 {
+			return false, nil
+		}
+		p := running[r.rng.IntN(len(running))]
+		found = &p
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("no running %s pod of %s for %s", role, r.job.Name, agentWait)
 	}
-	return nil, fmt.Errorf("no running %s pod of %s for a minute", role, r.job.Name)
+	return found, nil
 }
 
 // podFault deletes an agent pod with no grace period (kill false), or SIGKILLs its
@@ -158,18 +167,14 @@ func killsBeyondBackoff(ctx context.Context, r *chaosRound) (string, error) {
 			return "", err
 		}
 		did = append(did, fmt.Sprintf("SIGKILLed %s (%d processes)", pod.Name, n))
-		// wait for the replacement to run before the next kill
-		deadline := time.Now().Add(time.Minute)
-		for time.Now().Before(deadline) {
-			p, err := runningAgent(ctx, r, contract.RoleReceiver)
-			if err == nil && p.UID != pod.UID {
-				break
+		// wait for the replacement to run (or the job to end) before the next kill
+		_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, agentWait, true, func(ctx context.Context) (bool, error) {
+			if p, err := runningAgent(ctx, r, contract.RoleReceiver); err == nil && p.UID != pod.UID {
+				return true, nil
 			}
-			if job, err := getJob(ctx, r.job); err == nil && finishedJob(job) {
-				break
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+			job, err := getJob(ctx, r.job)
+			return err == nil && finishedJob(job), nil
+		})
 	}
 	return strings.Join(did, ", then "), nil
 }
