@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
@@ -37,14 +38,16 @@ func testAgentKilledMidTransfer(t *testing.T) {
 	job := newJob("killed", "e2e/killed", "incoming/killed")
 	dest := createJob(ctx, t, job)
 
-	running := func(role contract.Role) corev1.Pod {
+	// running waits for a running pod of role other than the one of UID not (a
+	// replacement), and returns it.
+	running := func(role contract.Role, not types.UID) corev1.Pod {
 		var victim corev1.Pod
 		g.Eventually(func(g Gomega) {
 			pods, err := agentPods(ctx, job, role)
 			g.Expect(err).NotTo(HaveOccurred())
 			found := false
 			for _, p := range pods {
-				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
+				if p.UID != not && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
 					victim, found = p, true
 				}
 			}
@@ -52,36 +55,26 @@ func testAgentKilledMidTransfer(t *testing.T) {
 		}).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 		return victim
 	}
-	// carriesOn waits until the job has verified more bytes than at, and returns it.
-	carriesOn := func(at *dtnflowv1alpha1.TransferJob) *dtnflowv1alpha1.TransferJob {
-		var now *dtnflowv1alpha1.TransferJob
-		g.Eventually(func(g Gomega) {
-			var err error
-			now, err = getJob(ctx, job)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(now.Status.State).NotTo(Equal(dtnflowv1alpha1.StateFailed), describeConditions(now))
-			g.Expect(now.Status.Progress).NotTo(BeNil())
-			g.Expect(now.Status.Progress.BytesDone).To(BeNumerically(">", at.Status.Progress.BytesDone))
-		}).WithTimeout(transferTimeout).WithPolling(500 * time.Millisecond).Should(Succeed())
-		return now
-	}
+	watchProgress(ctx, t, job)
 
 	atKill := waitForProgress(ctx, g, job, 0.10, transferTimeout)
-	receiver := running(contract.RoleReceiver)
+	receiver := running(contract.RoleReceiver, "")
 	n, err := cluster.KillContainer(&receiver, receiver.Spec.Containers[0].Name)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("SIGKILLed the %d process(es) of receiver %s on %s at %d%%", n, receiver.Name, receiver.Spec.NodeName, atKill.Status.Progress.Percent)
-	afterCrash := carriesOn(atKill)
 
-	if afterCrash.Status.State == dtnflowv1alpha1.StateTransferring && afterCrash.Status.Progress.Percent < 85 {
-		sender := running(contract.RoleSender)
-		g.Expect(cluster.Client.Delete(ctx, &sender, client.GracePeriodSeconds(0))).To(Succeed())
-		t.Logf("deleted sender pod %s on %s at %d%% (grace period 0)", sender.Name, sender.Spec.NodeName, afterCrash.Status.Progress.Percent)
-		carriesOn(afterCrash)
-	} else {
-		t.Errorf("the job was at %d%% (%s) after the receiver's crash: too far along to kill a sender as well (make the dataset larger or killedWANRate lower)",
-			afterCrash.Status.Progress.Percent, afterCrash.Status.State)
-	}
+	// The second kill does not wait for verified progress: how soon the job reports
+	// more after a crash is not what this step checks, and a job that reported its
+	// next progress late was too far along for a second kill (a fresh clone's CI run).
+	// The killed stripe's data cannot all arrive without a receiver, so a replacement
+	// comes up while the job is still transferring, and its sender is deleted then.
+	replacement := running(contract.RoleReceiver, receiver.UID)
+	sender := running(contract.RoleSender, "")
+	now, err := getJob(ctx, job)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(now.Status.State).To(Equal(dtnflowv1alpha1.StateTransferring), "the job while receiver %s replaced %s: %s", replacement.Name, receiver.UID, describeConditions(now))
+	g.Expect(cluster.Client.Delete(ctx, &sender, client.GracePeriodSeconds(0))).To(Succeed())
+	t.Logf("deleted sender pod %s on %s at %d%% (grace period 0), with the replacement receiver running", sender.Name, sender.Spec.NodeName, now.Status.Progress.Percent)
 
 	done := waitForState(ctx, g, job, dtnflowv1alpha1.StateComplete, transferTimeout)
 	expectIdentical(t, source, dest)

@@ -253,3 +253,46 @@ func deleteProfile(ctx context.Context) error {
 	}
 	return nil
 }
+
+// watchProgress records, from now until the test ends, every change
+// of the job's state, verified bytes, current rate or running stripes as the API
+// server shows them (polled every 250 ms), and logs them as lines timed from the
+// start when the test ends, passed or failed: the log of a step whose timing matters.
+func watchProgress(ctx context.Context, t *testing.T, job *dtnflowv1alpha1.TransferJob) {
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		mu    sync.Mutex
+		lines []string
+		done  = make(chan struct{})
+	)
+	start := time.Now()
+	go func() {
+		defer close(done)
+		last := ""
+		_ = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			got, err := getJob(ctx, job)
+			if err != nil {
+				return false, nil
+			}
+			line := string(got.Status.State)
+			if p := got.Status.Progress; p != nil {
+				line += fmt.Sprintf(" %d%% %d bytes %d files, %s", p.Percent, p.BytesDone, p.FilesDone, p.Rate)
+			}
+			line += fmt.Sprintf(", %d stripe(s), %d agent failure(s)", len(got.Status.Stripes), got.Status.AgentFailures)
+			if line != last {
+				mu.Lock()
+				lines = append(lines, fmt.Sprintf("%6.1fs %s", time.Since(start).Seconds(), line))
+				mu.Unlock()
+				last = line
+			}
+			return false, nil
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("TransferJob %s as the API server showed it:\n%s", job.Name, strings.Join(lines, "\n"))
+	})
+}
