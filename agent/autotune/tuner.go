@@ -621,6 +621,8 @@ func (t *Tuner) onData(ctx context.Context, s sampleSpec) (measurement, error) {
 		return
 	}
 	d0, rtt, peer0 := sum()
+	var peerCPU mover.PeerCPU
+	peerCPU.Observe(peer0)
 	cpu0, t0 := t.cpu(), clk.Now()
 	det := settle.New(t.limits(rtt, s), t0, d0)
 	poll := max(det.Limits().Window/4, 10*time.Millisecond)
@@ -632,6 +634,7 @@ func (t *Tuner) onData(ctx context.Context, s sampleSpec) (measurement, error) {
 			return measurement{}, errFinished
 		}
 		d, r, peer := sum()
+		peerCPU.Observe(peer)
 		if r > 0 && (rtt == 0 || r < rtt) {
 			rtt = r
 		}
@@ -644,9 +647,7 @@ func (t *Tuner) onData(ctx context.Context, s sampleSpec) (measurement, error) {
 		if el := clk.Now().Sub(t0).Seconds(); el > 0 {
 			m.sourceMillicores = max(t.cpu()-cpu0, 0) / el * 1000
 		}
-		if dt := peer.PeerTime.Sub(peer0.PeerTime).Seconds(); dt > 0 && !peer0.PeerTime.IsZero() {
-			m.destinationMillicores = max(peer.PeerCPUSeconds-peer0.PeerCPUSeconds, 0) / dt * 1000
-		}
+		m.destinationMillicores = peerCPU.Millicores(peer)
 		return m, nil
 	}
 }

@@ -79,6 +79,8 @@ func MeasureOnData(ctx context.Context, clk SampleClock, read func() Transport, 
 	}
 	lim.Threshold = o.Threshold
 	cpu0, t0 := cpu(), clk.Now()
+	var peer PeerCPU
+	peer.Observe(tr0)
 	det := settle.New(lim, t0, tr0.DeliveredBytes)
 	poll := max(det.Limits().Window/4, 10*time.Millisecond)
 	for {
@@ -86,6 +88,7 @@ func MeasureOnData(ctx context.Context, clk SampleClock, read func() Transport, 
 			return OnDataSample{}, err
 		}
 		tr := read()
+		peer.Observe(tr)
 		if tr.MinRTT > 0 && (rtt == 0 || tr.MinRTT < rtt) {
 			rtt = tr.MinRTT
 		}
@@ -98,11 +101,36 @@ func MeasureOnData(ctx context.Context, clk SampleClock, read func() Transport, 
 		if el := clk.Now().Sub(t0).Seconds(); el > 0 {
 			s.SourceMillicores = max(cpu()-cpu0, 0) / el * 1000
 		}
-		if dt := tr.PeerTime.Sub(tr0.PeerTime).Seconds(); dt > 0 && !tr0.PeerTime.IsZero() {
-			s.DestinationMillicores = max(tr.PeerCPUSeconds-tr0.PeerCPUSeconds, 0) / dt * 1000
-		}
+		s.DestinationMillicores = peer.Millicores(tr)
 		return s, nil
 	}
+}
+
+// PeerCPU measures the receiver's CPU over a sample from the CPU time it reports
+// (every 250 ms): from the first report the sample sees to the last. The first is
+// the one in hand at the sample's start or, when the session had sent none yet (a
+// cold job's first sample starts with its first bytes), the first to arrive during
+// the sample; without two reports the receiver's CPU is unknown (0).
+type PeerCPU struct {
+	seconds float64
+	at      time.Time
+}
+
+// Observe notes a reading of the stripe: the first one that carries a report is the
+// baseline.
+func (p *PeerCPU) Observe(tr Transport) {
+	if p.at.IsZero() && !tr.PeerTime.IsZero() {
+		p.seconds, p.at = tr.PeerCPUSeconds, tr.PeerTime
+	}
+}
+
+// Millicores is the receiver's CPU from the baseline to tr's report, in millicores.
+func (p *PeerCPU) Millicores(tr Transport) float64 {
+	p.Observe(tr)
+	if dt := tr.PeerTime.Sub(p.at).Seconds(); dt > 0 {
+		return max(tr.PeerCPUSeconds-p.seconds, 0) / dt * 1000
+	}
+	return 0
 }
 
 // WaitConfigured waits until the stripe runs under configuration generation gen (or a

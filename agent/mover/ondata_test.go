@@ -33,6 +33,9 @@ type syntheticStripe struct {
 	last     time.Time
 	bytes    float64
 	lastPeer time.Time
+	// firstReport is when the receiver's first report arrives (0: at the start): a
+	// cold job's first sample starts before its session has sent one.
+	firstReport time.Duration
 }
 
 func (s *syntheticStripe) read() Transport {
@@ -45,9 +48,12 @@ func (s *syntheticStripe) read() Transport {
 		s.bytes += s.rate(t.Sub(s.start)) / 8 / 1000
 	}
 	s.last = now
-	peerAt := s.start.Add(now.Sub(s.start).Truncate(250 * time.Millisecond))
-	return Transport{DeliveredBytes: int64(s.bytes), MinRTT: s.rtt, Streams: s.streams, Connected: true,
-		PeerCPUSeconds: s.peerCPU * peerAt.Sub(s.start).Seconds(), PeerTime: peerAt}
+	tr := Transport{DeliveredBytes: int64(s.bytes), MinRTT: s.rtt, Streams: s.streams, Connected: true}
+	if now.Sub(s.start) >= s.firstReport {
+		tr.PeerTime = s.start.Add(now.Sub(s.start).Truncate(250 * time.Millisecond))
+		tr.PeerCPUSeconds = s.peerCPU * tr.PeerTime.Sub(s.start).Seconds()
+	}
+	return tr
 }
 
 func TestMeasureOnData(t *testing.T) {
@@ -72,6 +78,8 @@ func TestMeasureOnData(t *testing.T) {
 		wantBPS    float64
 		wantReason settle.Reason
 		maxElapsed time.Duration
+		// firstReport delays the receiver's first CPU report.
+		firstReport time.Duration
 	}{
 		"steady rate after slow start is precise within the ceiling": {
 			rate: steady(400e6, 100*time.Millisecond), rtt: 40 * time.Millisecond,
@@ -85,6 +93,10 @@ func TestMeasureOnData(t *testing.T) {
 			rate: wobbly, rtt: 10 * time.Millisecond, opts: OnDataOptions{Ceiling: 1500 * time.Millisecond},
 			wantBPS: 400e6, wantReason: settle.TimedOut, maxElapsed: 1600 * time.Millisecond,
 		},
+		"no report from the receiver yet as the sample starts: its CPU from the first one": {
+			rate: steady(400e6, 100*time.Millisecond), rtt: 40 * time.Millisecond, firstReport: 300 * time.Millisecond,
+			wantBPS: 400e6, wantReason: settle.Precise, maxElapsed: 2 * time.Second,
+		},
 		"unknown RTT: the smallest windows": {
 			rate: steady(900e6, 0), wantBPS: 900e6, wantReason: settle.Precise, maxElapsed: 5 * time.Second,
 		},
@@ -92,7 +104,7 @@ func TestMeasureOnData(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			clk := &stepClock{now: time.Unix(1e9, 0)}
-			st := &syntheticStripe{clk: clk, start: clk.now, rate: tc.rate, peerCPU: 0.3, rtt: tc.rtt, streams: 2}
+			st := &syntheticStripe{clk: clk, start: clk.now, rate: tc.rate, peerCPU: 0.3, rtt: tc.rtt, streams: 2, firstReport: tc.firstReport}
 			cpuStart := clk.now
 			cpu := func() float64 { return 0.2 * clk.Now().Sub(cpuStart).Seconds() }
 			got, err := MeasureOnData(context.Background(), clk, st.read, cpu, tc.opts)
