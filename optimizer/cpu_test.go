@@ -257,3 +257,59 @@ func TestQuantileKnots(t *testing.T) {
 		t.Errorf("QuantileKnots(1..10, 2) = %v, want near the 33 %% and 66 %% quantiles", got)
 	}
 }
+
+func TestCalibrateCPUModel(t *testing.T) {
+	prior := PriorCPUModel(Destination, DataPlane{Verify: true}) // 100 + 290·Th
+	tests := map[string]struct {
+		base    CPUModel
+		samples []Sample
+		side    CPUSide
+		want    CPUModel
+		wantOK  bool
+	}{
+		// the demo's probe: one stream at 497 Mbit/s, the receiver at 80 millicores;
+		// the prior says 100 + 290·0.497 = 244.13, so both parts scale by 80/244.13
+		"one sample": {prior, []Sample{{Streams: 1, BitsPerSecond: 497e6, DestinationMillicores: 80}}, Destination,
+			CPUModel{InterceptMillicores: 100 * 80 / 244.13, MillicoresPerGbps: 290 * 80 / 244.13, Samples: 1}, true},
+		// two samples at one rate: their mean, 90 millicores at 1 Gbit/s against 390
+		"several at one rate": {prior, []Sample{{BitsPerSecond: 1e9, DestinationMillicores: 80}, {BitsPerSecond: 1e9, DestinationMillicores: 100}}, Destination,
+			CPUModel{InterceptMillicores: 100 * 90.0 / 390, MillicoresPerGbps: 290 * 90.0 / 390, Samples: 2}, true},
+		// the source side reads SourceMillicores only
+		"the side's own measurement": {CPUModel{InterceptMillicores: 50, MillicoresPerGbps: 150}, []Sample{{BitsPerSecond: 2e9, SourceMillicores: 700, DestinationMillicores: 1}}, Source,
+			CPUModel{InterceptMillicores: 100, MillicoresPerGbps: 300, Samples: 1}, true},
+		"a base that predicts nothing: the ratio through the origin": {CPUModel{}, []Sample{{BitsPerSecond: 5e8, SourceMillicores: 60}}, Source,
+			CPUModel{MillicoresPerGbps: 120, Samples: 1}, true},
+		"a corrupt base is sanitized first": {CPUModel{InterceptMillicores: math.NaN(), MillicoresPerGbps: 200}, []Sample{{BitsPerSecond: 1e9, SourceMillicores: 100}}, Source,
+			CPUModel{MillicoresPerGbps: 100, Samples: 1}, true},
+		"no CPU measured at that side": {prior, []Sample{{BitsPerSecond: 1e9, SourceMillicores: 100}}, Destination, CPUModel{}, false},
+		"unusable samples are skipped": {prior, []Sample{{BitsPerSecond: math.Inf(1), DestinationMillicores: 100}, {BitsPerSecond: 1e9, DestinationMillicores: math.Inf(1)}}, Destination, CPUModel{}, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, ok := CalibrateCPUModel(tc.base, tc.samples, tc.side)
+			if ok != tc.wantOK {
+				t.Fatalf("ok = %v, want %v", ok, tc.wantOK)
+			}
+			if !relClose(got.InterceptMillicores, tc.want.InterceptMillicores, 1e-9) || !relClose(got.MillicoresPerGbps, tc.want.MillicoresPerGbps, 1e-9) || got.Samples != tc.want.Samples {
+				t.Errorf("model = %+v, want %+v", got, tc.want)
+			}
+			if ok {
+				// it passes through the measurement
+				var gbps, used float64
+				var n int
+				for _, s := range tc.samples {
+					u := s.SourceMillicores
+					if tc.side == Destination {
+						u = s.DestinationMillicores
+					}
+					if usable(s.BitsPerSecond) && u > 0 && !math.IsInf(u, 0) {
+						gbps, used, n = gbps+s.BitsPerSecond, used+u, n+1
+					}
+				}
+				if m := got.Millicores(gbps / float64(n)); !relClose(m, used/float64(n), 1e-9) {
+					t.Errorf("at the samples' mean rate the model says %g millicores, measured %g", m, used/float64(n))
+				}
+			}
+		})
+	}
+}

@@ -128,6 +128,45 @@ func FitCPUModel(samples []Sample, side CPUSide) (CPUModel, error) {
 	return CPUModel{InterceptMillicores: a, MillicoresPerGbps: b, Samples: len(x)}, nil
 }
 
+// CalibrateCPUModel scales a model whose shape is known — a prior, or a path's stored
+// fit — through what one side measured, for the samples FitCPUModel cannot fit: one
+// sample, or several at one rate (the common case of an on-data probe on a path that
+// one stream fills). Both parts scale by measured ÷ predicted at the samples' mean
+// rate, so the model passes through the measurement and keeps its base's share of
+// fixed and per-byte cost; a base that predicts nothing there gives the ratio through
+// the origin. ok is false when no sample measured that side's CPU.
+//
+// Where the papers are silent: a regression needs two rates, and a prior alone missed
+// the agents' use by 2–30× on the local cluster (docs/benchmarks.md, issue 11's side
+// by side), so one measurement of the job itself outweighs the prior's slope.
+func CalibrateCPUModel(base CPUModel, samples []Sample, side CPUSide) (CPUModel, bool) {
+	var n int
+	var gbps, used float64
+	for _, s := range samples {
+		u := s.SourceMillicores
+		if side == Destination {
+			u = s.DestinationMillicores
+		}
+		if !usable(s.BitsPerSecond) || !(u > 0) || math.IsInf(u, 0) {
+			continue
+		}
+		n++
+		gbps += s.BitsPerSecond / 1e9
+		used += u
+	}
+	if n == 0 {
+		return CPUModel{}, false
+	}
+	gbps, used = gbps/float64(n), used/float64(n)
+	base = base.sanitized()
+	predicted := base.Millicores(gbps * 1e9)
+	if !(predicted > 0) {
+		return CPUModel{MillicoresPerGbps: used / gbps, Samples: n}, true
+	}
+	k := used / predicted
+	return CPUModel{InterceptMillicores: k * base.InterceptMillicores, MillicoresPerGbps: k * base.MillicoresPerGbps, Samples: n}, true
+}
+
 func sum(v []float64) float64 {
 	var s float64
 	for _, x := range v {

@@ -156,8 +156,17 @@ func MakePlan(in PlanInput) (Plan, error) {
 	}
 
 	// 3. CPU models
-	plan.SourceCPU = cpuModelFor(in.Samples, Source, in.Warm.SourceCPU, in.DataPlane, &plan.Notes)
-	plan.DestinationCPU = cpuModelFor(in.Samples, Destination, in.Warm.DestinationCPU, in.DataPlane, &plan.Notes)
+	for _, side := range []struct {
+		side  CPUSide
+		warm  *CPUModel
+		model *CPUModel
+	}{{Source, in.Warm.SourceCPU, &plan.SourceCPU}, {Destination, in.Warm.DestinationCPU, &plan.DestinationCPU}} {
+		m, note := CPUModelFor(in.Samples, side.side, side.warm, PriorCPUModel(side.side, in.DataPlane))
+		*side.model = m
+		if note != "" {
+			plan.Notes = append(plan.Notes, note)
+		}
+	}
 
 	// 4. the path's capacity as far as the samples show it, then OPT_B within it
 	plan.Path = NewPathCapacity(plan.Curve, lim.MaxStreamsPerStripe, in.StripeRates, in.StripeAccuracy)
@@ -232,17 +241,21 @@ func sanitizedRate(bw float64) float64 {
 	return bw
 }
 
-func cpuModelFor(samples []Sample, side CPUSide, warm *CPUModel, dp DataPlane, notes *[]string) CPUModel {
+// CPUModelFor is a side's CPU model: fitted when the samples measured its CPU at two
+// rates or more; else the stored model (or, without a usable one, the prior) scaled
+// through what they measured at one rate (CalibrateCPUModel); else the stored model;
+// else the prior. note says which, when the model was not fitted.
+func CPUModelFor(samples []Sample, side CPUSide, warm *CPUModel, prior CPUModel) (m CPUModel, note string) {
 	m, err := FitCPUModel(samples, side)
 	if err == nil {
-		return m
+		return m, ""
 	}
+	base, from := prior, fmt.Sprintf("the prior (%g millicores + %g millicores per Gbit/s)", prior.InterceptMillicores, prior.MillicoresPerGbps)
 	if warm != nil && warm.MillicoresPerGbps >= 0 && finite(warm.InterceptMillicores) && finite(warm.MillicoresPerGbps) {
-		*notes = append(*notes, fmt.Sprintf("no %s CPU model from the samples: using the stored model", side))
-		return *warm
+		base, from = *warm, "the stored model"
 	}
-	d := PriorCPUModel(side, dp)
-	*notes = append(*notes, fmt.Sprintf("no %s CPU model from the samples: using the prior (%g millicores + %g millicores per Gbit/s)",
-		side, d.InterceptMillicores, d.MillicoresPerGbps))
-	return d
+	if c, ok := CalibrateCPUModel(base, samples, side); ok {
+		return c, fmt.Sprintf("%s CPU measured at one rate: %s scaled through it", side, from)
+	}
+	return base, fmt.Sprintf("no %s CPU model from the samples: using %s", side, from)
 }

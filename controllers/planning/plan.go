@@ -249,8 +249,8 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 	} else if warm.Fit != nil && warm.BufferBytes == f.BufferBytes {
 		curve = *warm.Fit
 	}
-	srcCPU := cpuModel(samples, optimizer.Source, warm.SourceCPU, in.priorCPU(optimizer.Source))
-	dstCPU := cpuModel(samples, optimizer.Destination, warm.DestinationCPU, in.priorCPU(optimizer.Destination))
+	srcCPU, _ := optimizer.CPUModelFor(samples, optimizer.Source, warm.SourceCPU, in.priorCPU(optimizer.Source))
+	dstCPU, _ := optimizer.CPUModelFor(samples, optimizer.Destination, warm.DestinationCPU, in.priorCPU(optimizer.Destination))
 	flow, err := optimizer.EvaluateShape(optimizer.FlowInput{Curve: curve, SourceCPU: srcCPU, DestinationCPU: dstCPU,
 		SourceNodes: src, DestinationNodes: dst, Limits: limits}, int(f.Nodes), int(f.StripesPerNode), int(f.StreamsPerStripe))
 	if err != nil {
@@ -267,17 +267,6 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 	shareBinding(&out, in.ShareBitsPerSecond, shareBinds)
 	out.Hash = Hash(out)
 	return out, nil
-}
-
-// cpuModel is the fitted model of a side, else the stored one, else the default.
-func cpuModel(samples []optimizer.Sample, side optimizer.CPUSide, warm *optimizer.CPUModel, def optimizer.CPUModel) optimizer.CPUModel {
-	if m, err := optimizer.FitCPUModel(samples, side); err == nil {
-		return m
-	}
-	if warm != nil {
-		return *warm
-	}
-	return def
 }
 
 // transferPlan fills the fields every mode shares.

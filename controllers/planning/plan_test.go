@@ -404,3 +404,36 @@ func TestPlanCPUPriors(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanOneSampleCalibratesCPU: a path that one stream fills is probed once, and the
+// agents' requests are what that sample measured at the rate the plan predicts, not
+// the prior (which asked 195 and 245 millicores where the demo's agents used 80–90).
+func TestPlanOneSampleCalibratesCPU(t *testing.T) {
+	sample := v1alpha1.ProbeSample{Streams: 1, BitsPerSecond: 497e6, SourceMillicores: 80, DestinationMillicores: 120}
+	in := Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto}, Samples: []v1alpha1.ProbeSample{sample},
+		SourceNodes: tenGigNodes("src-", 1), DestinationNodes: tenGigNodes("dst-", 1), Dataset: dataset(t), RTT: 40 * time.Millisecond}
+	plan, err := Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.PredictedBitsPerSecond != 497e6 || plan.StripesPerNode != 1 || plan.StreamsPerStripe != 1 {
+		t.Fatalf("plan %d × %d predicting %d bit/s, want the sample's shape and rate", plan.StripesPerNode, plan.StreamsPerStripe, plan.PredictedBitsPerSecond)
+	}
+	if plan.SourceCPUMillicores != 80 || plan.DestinationCPUMillicores != 120 {
+		t.Errorf("requests %d/%d millicores, want the sample's 80/120", plan.SourceCPUMillicores, plan.DestinationCPUMillicores)
+	}
+	if plan.SourceCPU.Samples != 1 || plan.DestinationCPU.Samples != 1 {
+		t.Errorf("CPU models %+v / %+v: want each calibrated by its one sample", plan.SourceCPU, plan.DestinationCPU)
+	}
+
+	// a stored fit keeps its shape, scaled through the job's own measurement: 50 + 200·Th
+	// predicts 149.4 at 497 Mbit/s, the sample says 80
+	in.Profile = &v1alpha1.PathProfileStatus{SourceCPU: &v1alpha1.CPUModel{InterceptMillicores: 50, MillicoresPerGbps: 200, Samples: 6}}
+	plan, err = Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(math.Round(200 * 80 / 149.4)); plan.SourceCPU.MillicoresPerGbps != want || plan.SourceCPUMillicores != 80 {
+		t.Errorf("source CPU %+v asking %d millicores, want the stored shape scaled to b=%d, asking 80", plan.SourceCPU, plan.SourceCPUMillicores, want)
+	}
+}
