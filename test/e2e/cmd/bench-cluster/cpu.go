@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,13 +21,19 @@ import (
 
 // podCPU is what one agent pod asked for and used: its CPU request and the CPU time
 // its cgroup accounted (cpuacct.usage, every container of the pod) over the time it
-// was seen running.
+// was seen running. The manager resizes an agent's request when it plans, so the
+// request compared is its mean over that time, each value weighted by how long it
+// stood; the first and last are kept beside it.
 type podCPU struct {
-	Role              string  `json:"role"`
-	Name              string  `json:"name"`
-	RequestMillicores int64   `json:"requestMillicores"`
-	UsedMillicores    int64   `json:"usedMillicores"`
-	Seconds           float64 `json:"seconds"`
+	Role              string `json:"role"`
+	Name              string `json:"name"`
+	RequestMillicores int64  `json:"requestMillicores"`
+	// FirstRequestMillicores and LastRequestMillicores are the request when the pod
+	// was first and last seen.
+	FirstRequestMillicores int64   `json:"firstRequestMillicores"`
+	LastRequestMillicores  int64   `json:"lastRequestMillicores"`
+	UsedMillicores         int64   `json:"usedMillicores"`
+	Seconds                float64 `json:"seconds"`
 	// Ratio is used over requested.
 	Ratio float64 `json:"ratio"`
 }
@@ -43,10 +50,14 @@ type cpuWatcher struct {
 
 type podReading struct {
 	role, name    string
-	request       int64
 	first, last   time.Time
 	usage0, usage uint64
 	seen          bool
+	// firstRequest and request are the first and the latest request seen;
+	// requestSeconds is the request integrated over the time up to last (millicore
+	// seconds), each reading's request standing since the one before it.
+	firstRequest, request int64
+	requestSeconds        float64
 }
 
 func watchCPU(ctx context.Context, c *framework.Cluster, namespace, job string) *cpuWatcher {
@@ -108,13 +119,20 @@ func (w *cpuWatcher) read(p *corev1.Pod, parents map[string]string) {
 	if r == nil {
 		// the first reading: what the pod used before it is the start's (the agent
 		// starting up), counted from the pod's start
-		r = &podReading{role: p.Labels[contract.LabelRole], name: p.Name, request: req, first: now, usage0: 0}
+		r = &podReading{role: p.Labels[contract.LabelRole], name: p.Name, firstRequest: req, first: now, usage0: 0}
 		if p.Status.StartTime != nil {
 			r.first = p.Status.StartTime.Time
 		}
+		r.last = r.first
 		w.pods[string(p.UID)] = r
 	}
-	r.last, r.usage, r.seen = now, usage, true
+	r.observe(req, usage, now)
+}
+
+// observe notes a reading: the request and the cgroup's usage at now.
+func (r *podReading) observe(req int64, usage uint64, now time.Time) {
+	r.requestSeconds += float64(req) * now.Sub(r.last).Seconds()
+	r.request, r.last, r.usage, r.seen = req, now, usage, true
 }
 
 // results are the pods' requests against the CPU they used, by role then name.
@@ -128,9 +146,10 @@ func (w *cpuWatcher) results() []podCPU {
 			continue
 		}
 		used := int64(float64(r.usage-r.usage0) / 1e9 / dt * 1000)
-		pc := podCPU{Role: r.role, Name: r.name, RequestMillicores: r.request, UsedMillicores: used, Seconds: dt}
-		if r.request > 0 {
-			pc.Ratio = float64(used) / float64(r.request)
+		pc := podCPU{Role: r.role, Name: r.name, RequestMillicores: int64(math.Round(r.requestSeconds / dt)), UsedMillicores: used, Seconds: dt,
+			FirstRequestMillicores: r.firstRequest, LastRequestMillicores: r.request}
+		if pc.RequestMillicores > 0 {
+			pc.Ratio = float64(used) / float64(pc.RequestMillicores)
 		}
 		out = append(out, pc)
 	}

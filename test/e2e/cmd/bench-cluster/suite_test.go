@@ -90,3 +90,25 @@ func TestHostsFile(t *testing.T) {
 		t.Errorf("hostsFile:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestPodCPURequestIsTimeWeighted: a pod that asked 250 millicores for its first 10 s
+// (the probe stripe) and 80 for the next 30 (resized to the plan) asked 122.5 on
+// average, which is what its use is compared with.
+func TestPodCPURequestIsTimeWeighted(t *testing.T) {
+	start := time.Unix(1000, 0)
+	w := &cpuWatcher{pods: map[string]*podReading{"u": {role: "sender", name: "s0", firstRequest: 250, first: start, last: start}}}
+	r := w.pods["u"]
+	r.observe(250, 1e9, start.Add(1*time.Second))
+	r.observe(250, 4e9, start.Add(10*time.Second))
+	r.observe(80, 5e9, start.Add(25*time.Second))
+	r.observe(80, 6e9, start.Add(40*time.Second))
+	got := w.results()
+	if len(got) != 1 {
+		t.Fatalf("results %+v", got)
+	}
+	// 6 CPU seconds over 40 s: 150 millicores used; (250·10 + 80·30)/40 = 122.5 asked
+	want := podCPU{Role: "sender", Name: "s0", RequestMillicores: 123, FirstRequestMillicores: 250, LastRequestMillicores: 80, UsedMillicores: 150, Seconds: 40, Ratio: 150.0 / 123}
+	if got[0] != want {
+		t.Errorf("got %+v, want %+v", got[0], want)
+	}
+}
