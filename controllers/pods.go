@@ -32,7 +32,8 @@ type AgentPodOptions struct {
 	APIServerHost string
 	APIServerPort string
 	// CoordinatorMillicores is the CPU request of a coordinator, which lists the
-	// dataset and hands out work but moves no data.
+	// dataset and hands out work but moves no data, until a plan sizes it
+	// (status.plan.coordinatorCPUMillicores).
 	CoordinatorMillicores int64
 	// ProbeMillicores is the CPU request of each side of the probe stripe, before any
 	// CPU model exists.
@@ -263,6 +264,8 @@ func pinnedNode(pod *corev1.Pod) string {
 func agentResources(plan *dtnflowv1alpha1.TransferPlan, p agentPod, opts AgentPodOptions) corev1.ResourceRequirements {
 	var millicores int64
 	switch {
+	case p.Role == contract.RoleCoordinator && plan != nil && plan.CoordinatorCPUMillicores > 0:
+		millicores = plan.CoordinatorCPUMillicores
 	case p.Role == contract.RoleCoordinator:
 		millicores = opts.CoordinatorMillicores
 	case plan == nil:

@@ -92,6 +92,21 @@ func TestBuildAgentPod(t *testing.T) {
 				root:      "/srv/a", directive: `{"generation":1}`, owner: defaultOwner,
 			},
 		},
+		"coordinator of a plan that sizes it: the plan's request": {
+			plan: func() *dtnflowv1alpha1.TransferPlan { p := *plan; p.CoordinatorCPUMillicores = 18; return &p }(),
+			pod:  agentPod{Role: contract.RoleCoordinator, Node: "a1", Endpoint: siteA, Port: 47000, Directive: `{"generation":1}`},
+			want: want{
+				name:   "calib-coordinator",
+				labels: map[string]string{contract.LabelManagedBy: "dtnflow", contract.LabelJob: "calib", contract.LabelRole: "coordinator", contract.LabelPlanHash: "0123456789abcdef"},
+				node:   "a1", readOnly: true, token: true, account: "calib-coordinator",
+				ports: []corev1.ContainerPort{{Name: "coordinator", ContainerPort: 47000, HostPort: 47000, Protocol: corev1.ProtocolTCP}},
+				args: []string{"coordinate", "--listen", ":47000", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret", "--pod", "physics/calib-coordinator",
+					"--dest-path", "incoming", "--checksum", "SHA512", "--verify=false", "--overwrite", "Always", "--path", "runs/0427", "--path", "cal.h5"},
+				env:       []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "10.99.0.1"}, {Name: "KUBERNETES_SERVICE_PORT", Value: "6443"}},
+				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(18)}},
+				root:      "/srv/a", directive: `{"generation":1}`, owner: defaultOwner,
+			},
+		},
 		"sender, no budget: request from the source CPU model, no limit": {
 			plan: plan,
 			pod:  agentPod{Role: contract.RoleSender, Stripe: 3, Node: "a2", Endpoint: siteA, CoordinatorAddress: "10.0.0.1:47000", ReceiverAddress: "10.0.1.2:47001"},

@@ -154,9 +154,16 @@ func (r *TransferJobReconciler) syncAgentPods(ctx context.Context, p *pass, l la
 			return err
 		}
 		coord, obs.coordinator = created, created
-	} else if directive != nil {
-		if err := r.syncDirective(ctx, p, *directive, hash); err != nil {
-			return err
+	} else {
+		if directive != nil {
+			if err := r.syncDirective(ctx, p, *directive, hash); err != nil {
+				return err
+			}
+		}
+		if !podTerminal(coord) {
+			if err := r.resize(ctx, coord, agentResources(l.plan, agentPod{Role: contract.RoleCoordinator, Endpoint: src}, r.Pods)); err != nil {
+				return err
+			}
 		}
 	}
 	coordAddr := ""

@@ -1,5 +1,7 @@
 package optimizer
 
+import "math"
+
 // The CPU priors: what a side's agents are assumed to need before they have measured
 // themselves. A job that probes fits seed 002's regression (U_cpu = a + b·Th) on its own
 // samples, and a path's profile keeps the fit for the next job; the prior only sizes the
@@ -54,4 +56,27 @@ func PriorCPUModel(side CPUSide, dp DataPlane) CPUModel {
 	millicores := (h*125*priorMarginPercent + 9_999) / 10_000
 	millicores = (millicores + 9) / 10 * 10
 	return CPUModel{InterceptMillicores: priorInterceptMillicores, MillicoresPerGbps: float64(millicores)}
+}
+
+// The coordinator moves no data: its work is per file — a lease handed out, a
+// completion and its digest checked, a journal line, the final manifest check — so its
+// CPU follows the files it settles per second. On the local cluster (docs/benchmarks.md,
+// issue 11's side by side, cgroup accounting) it used 215 millicores settling 1255
+// files/s (20 000 × 64 KiB at 658 Mbit/s) and 3 millicores for 36 files in 50 s: 170
+// millicores per thousand files per second, with an idle agent's few millicores.
+const (
+	coordinatorIdleMillicores                 = 5
+	coordinatorMillicoresPerThousandFilesPerS = 170
+)
+
+// CoordinatorMillicores is the CPU a coordinator needs to settle a dataset of files
+// and bytes moved at bitsPerSecond: its idle use plus the measured cost per file per
+// second with the priors' 125 % head-room. A dataset of no bytes, or no rate, gets
+// the idle use.
+func CoordinatorMillicores(bitsPerSecond float64, files, bytes int64) float64 {
+	if files <= 0 || bytes <= 0 || !(bitsPerSecond > 0) || math.IsInf(bitsPerSecond, 0) {
+		return coordinatorIdleMillicores
+	}
+	filesPerSecond := bitsPerSecond / 8 / (float64(bytes) / float64(files))
+	return coordinatorIdleMillicores + filesPerSecond*coordinatorMillicoresPerThousandFilesPerS/1000*priorMarginPercent/100
 }

@@ -896,6 +896,13 @@ type TransferPlan struct {
 	// +optional
 	DestinationCPUMillicores int64 `json:"destinationCPUMillicores,omitempty"`
 
+	// coordinatorCPUMillicores is the CPU request of the coordinator, which moves no
+	// data and whose work is per file: its idle use plus its measured cost per file
+	// settled per second, at the predicted rate and the dataset's mean file size.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CoordinatorCPUMillicores int64 `json:"coordinatorCPUMillicores,omitempty"`
+
 	// predictedBitsPerSecond is the aggregate rate the plan is predicted to reach.
 	// +kubebuilder:validation:Minimum=0
 	// +optional

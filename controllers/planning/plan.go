@@ -215,6 +215,9 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 		out.Scheduler = v1alpha1.Scheduler(p.Scheduler)
 	}
 	shareBinding(&out, in.ShareBitsPerSecond, shareBinds)
+	if in.Dataset != nil {
+		out.CoordinatorCPUMillicores = coordinatorCPU(in.Dataset.Files, in.Dataset.Bytes, out.PredictedBitsPerSecond)
+	}
 	out.Hash = Hash(out)
 	return out, nil
 }
@@ -265,8 +268,17 @@ func planFixed(in Input) (v1alpha1.TransferPlan, error) {
 		}
 	}
 	shareBinding(&out, in.ShareBitsPerSecond, shareBinds)
+	if in.Dataset != nil {
+		out.CoordinatorCPUMillicores = coordinatorCPU(in.Dataset.Files, in.Dataset.Bytes, out.PredictedBitsPerSecond)
+	}
 	out.Hash = Hash(out)
 	return out, nil
+}
+
+// coordinatorCPU is the coordinator's request for a dataset moved at the predicted rate
+// (optimizer.CoordinatorMillicores).
+func coordinatorCPU(files, bytes, predictedBitsPerSecond int64) int64 {
+	return ceilMillicores(optimizer.CoordinatorMillicores(float64(predictedBitsPerSecond), files, bytes))
 }
 
 // transferPlan fills the fields every mode shares.

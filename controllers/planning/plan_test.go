@@ -422,6 +422,11 @@ func TestPlanOneSampleCalibratesCPU(t *testing.T) {
 	if plan.SourceCPUMillicores != 80 || plan.DestinationCPUMillicores != 120 {
 		t.Errorf("requests %d/%d millicores, want the sample's 80/120", plan.SourceCPUMillicores, plan.DestinationCPUMillicores)
 	}
+	// the coordinator: dataset(t)'s 3050 files (50 of them 4–5 GiB, 79 MB on average)
+	// at 497 Mbit/s settle 0.8 files/s: its idle 5 millicores and 0.17, rounded up
+	if plan.CoordinatorCPUMillicores != 6 {
+		t.Errorf("coordinator request %d millicores, want 6", plan.CoordinatorCPUMillicores)
+	}
 	if plan.SourceCPU.Samples != 1 || plan.DestinationCPU.Samples != 1 {
 		t.Errorf("CPU models %+v / %+v: want each calibrated by its one sample", plan.SourceCPU, plan.DestinationCPU)
 	}

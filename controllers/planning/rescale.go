@@ -122,6 +122,9 @@ func Rescale(state *RescaleState, in RescaleInput) (RescaleDecision, *RescaleSta
 	out.BindingResource = bindingResource(flow.Binding)
 	out.SourceCPUMillicores = ceilMillicores(flow.SourceMillicoresPerStripe)
 	out.DestinationCPUMillicores = ceilMillicores(flow.DestinationMillicoresPerStripe)
+	if plan.CoordinatorCPUMillicores > 0 && in.Report.FilesTotal > 0 {
+		out.CoordinatorCPUMillicores = coordinatorCPU(in.Report.FilesTotal, in.Report.BytesTotal, out.PredictedBitsPerSecond)
+	}
 	out.SizeClasses = slices.Clone(plan.SizeClasses)
 	for i := range out.SizeClasses {
 		out.SizeClasses[i].Parallelism = min(out.SizeClasses[i].Parallelism, out.StreamsPerStripe)

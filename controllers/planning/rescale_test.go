@@ -1,6 +1,7 @@
 package planning
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,9 @@ func report(at time.Time, plan v1alpha1.TransferPlan, aggregate int64) contract.
 
 func TestRescaleFollowsThePath(t *testing.T) {
 	plan, in := runningPlan(t)
+	// 20 000 files of 64 KiB: the coordinator's request follows the predicted rate
+	const files, bytes = 20_000, 20_000 << 16
+	plan.CoordinatorCPUMillicores = coordinatorCPU(files, bytes, plan.PredictedBitsPerSecond)
 	start := time.Unix(300_000, 0)
 	var state *RescaleState
 	var replans []RescaleDecision
@@ -59,7 +63,9 @@ func TestRescaleFollowsThePath(t *testing.T) {
 	for round := 0; round < 60; round++ {
 		now := start.Add(time.Duration(round) * 10 * time.Second)
 		agg := min(capacity(round), int64(float64(Stripes(plan))*stripeRate(int(plan.StreamsPerStripe), 1<<20)))
-		dec, next := Rescale(state, RescaleInput{Tuning: in.Tuning, Plan: plan, Report: report(now, plan, agg),
+		rep := report(now, plan, agg)
+		rep.FilesTotal, rep.BytesTotal = files, bytes
+		dec, next := Rescale(state, RescaleInput{Tuning: in.Tuning, Plan: plan, Report: rep,
 			SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Now: now})
 		state = next
 		if dec.Plan == nil {
@@ -79,6 +85,13 @@ func TestRescaleFollowsThePath(t *testing.T) {
 		}
 		if p.PredictedBitsPerSecond <= 0 || p.SourceCPUMillicores <= 0 {
 			t.Fatalf("round %d: new plan without predictions: %+v", round, p)
+		}
+		// the coordinator settles files as fast as the rate brings them: its request
+		// moves with the prediction (5 + 0.2125 per file/s, rounded up)
+		if want := int64(math.Ceil(5 + float64(p.PredictedBitsPerSecond)/8/(1<<16)*0.2125)); p.CoordinatorCPUMillicores != want ||
+			(p.PredictedBitsPerSecond < plan.PredictedBitsPerSecond) != (p.CoordinatorCPUMillicores < plan.CoordinatorCPUMillicores) {
+			t.Fatalf("round %d: coordinator %d millicores at %d bit/s (was %d at %d), want %d", round, p.CoordinatorCPUMillicores, p.PredictedBitsPerSecond,
+				plan.CoordinatorCPUMillicores, plan.PredictedBitsPerSecond, want)
 		}
 		plan = p
 	}

@@ -218,7 +218,11 @@ func describePlanSection(w io.Writer, job *dtnflowv1alpha1.TransferJob) {
 		dstNodes = "(external receiver)"
 	}
 	fmt.Fprintf(w, "  Nodes:        %s → %s\n", strings.Join(plan.SourceNodes, ", "), dstNodes)
-	fmt.Fprintf(w, "  CPU:          %dm per sender, %dm per receiver\n", plan.SourceCPUMillicores, plan.DestinationCPUMillicores)
+	if plan.CoordinatorCPUMillicores > 0 {
+		fmt.Fprintf(w, "  CPU:          %dm per sender, %dm per receiver, %dm for the coordinator\n", plan.SourceCPUMillicores, plan.DestinationCPUMillicores, plan.CoordinatorCPUMillicores)
+	} else {
+		fmt.Fprintf(w, "  CPU:          %dm per sender, %dm per receiver\n", plan.SourceCPUMillicores, plan.DestinationCPUMillicores)
+	}
 	if plan.PredictedBitsPerSecond > 0 {
 		bound := ""
 		if plan.BindingResource != "" {
