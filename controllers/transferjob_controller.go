@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -219,11 +218,7 @@ func finishedNow(before, after *dtnflowv1alpha1.TransferJobStatus) (bool, time.D
 	if !finished(after) || finished(before) || keptAfterFinish(after) || after.StartTime == nil || after.CompletionTime == nil {
 		return false, 0, ""
 	}
-	result := string(dtnflowv1alpha1.RunComplete)
-	if meta.IsStatusConditionTrue(after.Conditions, dtnflowv1alpha1.ConditionFailed) {
-		result = string(dtnflowv1alpha1.RunFailed)
-	}
-	return true, after.CompletionTime.Sub(after.StartTime.Time), result
+	return true, after.CompletionTime.Sub(after.StartTime.Time), string(resultOf(after))
 }
 
 // pass is one reconciliation of one job: what it read, the status it is building and

@@ -300,6 +300,37 @@ func TestDescribe(t *testing.T) {
 
 // TestPlot draws a job and looks at the PNG: the size asked for, and the colours of
 // the samples, the model, the plan and the achieved rate present in quantity.
+// partiallyComplete writes the status of a job that ended with files skipped at the
+// source (spec.sourceErrors Skip).
+func partiallyComplete(st *dtnflowv1alpha1.TransferJobStatus) {
+	st.State = dtnflowv1alpha1.StatePartiallyComplete
+	st.Progress.FilesSkipped = 23
+	st.SkippedFiles = []dtnflowv1alpha1.FailedFile{{Path: "runs/0427/raw/b18.dat", Error: "source file changed while it was read: runs/0427/raw/b18.dat"}}
+	st.Conditions = append(st.Conditions, metav1.Condition{Type: dtnflowv1alpha1.ConditionPartiallyComplete, Status: metav1.ConditionTrue,
+		Reason: controllers.ReasonSourceFilesSkipped, Message: "23 files skipped at the source (spec.sourceErrors: Skip)", LastTransitionTime: *at(200)})
+}
+
+// TestDescribePartiallyComplete: describe says why a job is PartiallyComplete and lists
+// the files it skipped at the source; get shows the state.
+func TestDescribePartiallyComplete(t *testing.T) {
+	ns := namespace(t)
+	job := createJob(t, ns, "run-0432")
+	setStatus(t, job, partiallyComplete)
+	r := run(t, nil, "describe", "-n", ns, "run-0432")
+	if r.code != 0 {
+		t.Fatalf("describe: %+v", r)
+	}
+	for _, want := range []string{"PartiallyComplete", "Because:       SourceFilesSkipped: 23 files skipped at the source",
+		"Skipped at the source (23; the first 1):", "  runs/0427/raw/b18.dat: source file changed while it was read"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("describe lacks %q:\n%s", want, r.out)
+		}
+	}
+	if r := run(t, nil, "get", "-n", ns, "run-0432"); r.code != 0 || !strings.Contains(r.out, "PartiallyComplete") {
+		t.Errorf("get: %+v", r)
+	}
+}
+
 func TestPlot(t *testing.T) {
 	ns := namespace(t)
 	createJob(t, ns, "run-0427")
@@ -399,6 +430,12 @@ func TestWatch(t *testing.T) {
 	})
 	if r := run(t, nil, "watch", "-n", ns, "run-0429"); r.code != 1 || !strings.Contains(r.err, "failed: run-0429") {
 		t.Errorf("watch of a failed job: %+v", r)
+	}
+	// So does one that skipped files at the source: not a verified copy of the source.
+	partial := createJob(t, ns, "run-0431")
+	setStatus(t, partial, partiallyComplete)
+	if r := run(t, nil, "watch", "-n", ns, "run-0431"); r.code != 1 || !strings.Contains(r.err, "partially complete (files skipped at the source): run-0431") {
+		t.Errorf("watch of a partially complete job: %+v", r)
 	}
 	// A terminal gets the table redrawn in place.
 	term := true
