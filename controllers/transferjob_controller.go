@@ -36,6 +36,9 @@ type TransferJobReconciler struct {
 	// ReportInterval is how often coordinators are expected to report; a pause waits
 	// for the agents at most PauseReports of them before their pods are stopped.
 	ReportInterval time.Duration
+	// AgentLogs reads the agents' logs kept when their pods are deleted
+	// (transferjob_agentlogs.go); nil keeps none.
+	AgentLogs AgentLogSource
 
 	exp   *expectations
 	ports *portAllocator
@@ -87,6 +90,8 @@ func (r *TransferJobReconciler) setDefaults() {
 // +kubebuilder:rbac:groups=dtnflow.io,resources=pathprofiles/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=pods/resize,verbs=patch
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update;delete
 // +kubebuilder:rbac:groups="",resources=secrets;serviceaccounts,verbs=create
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch

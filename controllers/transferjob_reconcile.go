@@ -16,6 +16,7 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/controllers/agentlogs"
 	"github.com/dtnflow/dtnflow/controllers/planning"
 )
 
@@ -672,6 +673,7 @@ func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 		p.event(corev1.EventTypeWarning, "PathProfileNotUpdated", "Learn", err.Error())
 	}
 	r.rescale.forget(p.job.UID)
+	r.archiveLogs(ctx, p, p.obs.agentPods(), agentlogs.ReasonFinished)
 	if err := r.deleteAgents(ctx, p, p.obs.agentPods(), ReasonComplete); err != nil {
 		return err
 	}
@@ -691,6 +693,7 @@ func (r *TransferJobReconciler) fail(ctx context.Context, p *pass, reason, messa
 	}
 	p.event(corev1.EventTypeWarning, reason, "Fail", message)
 	r.rescale.forget(p.job.UID)
+	r.archiveLogs(ctx, p, p.obs.agentPods(), agentlogs.ReasonFinished)
 	if err := r.deleteAgents(ctx, p, p.obs.agentPods(), reason); err != nil {
 		return err
 	}

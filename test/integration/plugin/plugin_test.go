@@ -33,6 +33,7 @@ import (
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/cmd/kubectl-dtnflow/app"
 	"github.com/dtnflow/dtnflow/controllers"
+	"github.com/dtnflow/dtnflow/controllers/agentlogs"
 	"github.com/dtnflow/dtnflow/test/integration/framework"
 )
 
@@ -551,6 +552,42 @@ func TestLogs(t *testing.T) {
 	none := createJob(t, ns, "run-0431")
 	if r := run(t, &app.Options{Logs: logs}, "logs", "-n", ns, none.Name); r.code != 1 || !strings.Contains(r.err, "has no agent pods now") {
 		t.Errorf("logs of a job without pods: %+v", r)
+	}
+}
+
+// TestLogsKeptAfterTheJob: once a job's agent pods are gone, logs prints what the
+// manager kept of them (the ConfigMap <job>-agent-logs, written here as the manager
+// writes it), oldest first, saying for each pod when and why it was kept.
+func TestLogsKeptAfterTheJob(t *testing.T) {
+	ns := namespace(t)
+	job := createJob(t, ns, "run-0433")
+	a, _ := agentlogs.Decode(nil)
+	a.Add([]agentlogs.Log{{Record: agentlogs.Record{Pod: "run-0433-s0-send", UID: "u1", Role: "sender", Stripe: "0", Reason: agentlogs.ReasonFailed,
+		Ended: "exit code 1, Error: connection reset by peer", Time: t0.Add(time.Minute)}, Text: []byte("started\nopening source a/b: input/output error\n")}})
+	a.Add([]agentlogs.Log{
+		{Record: agentlogs.Record{Pod: "run-0433-coordinator", UID: "u2", Role: "coordinator", Reason: agentlogs.ReasonFinished, Time: t0.Add(time.Hour), Cut: true},
+			Text: []byte("Listed the dataset\nJob finished phase=Complete\n")},
+		{Record: agentlogs.Record{Pod: "run-0433-s0-recv", UID: "u3", Role: "receiver", Stripe: "0", Reason: agentlogs.ReasonFinished, Time: t0.Add(time.Hour),
+			Error: "the kubelet did not answer"}},
+	})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controllers.AgentLogsName(job.Name),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: dtnflowv1alpha1.GroupVersion.String(), Kind: "TransferJob", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
+		Data: a.Data()}
+	if err := env.Client.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, nil, "logs", "-n", ns, job.Name)
+	want := "[run-0433-s0-send] --- kept at 2026-03-01T12:01:00Z when it failed, before its replacement (exit code 1, Error: connection reset by peer)\n" +
+		"[run-0433-s0-send] started\n[run-0433-s0-send] opening source a/b: input/output error\n" +
+		"[run-0433-coordinator] --- kept at 2026-03-01T13:00:00Z when the job ended; its last 47 bytes\n" +
+		"[run-0433-coordinator] Listed the dataset\n[run-0433-coordinator] Job finished phase=Complete\n" +
+		"[run-0433-s0-recv] --- kept at 2026-03-01T13:00:00Z when the job ended; its log could not be read: the kubelet did not answer\n"
+	if r.code != 0 || r.out != want {
+		t.Errorf("logs printed (exit %d, %s):\n%s\nwant:\n%s", r.code, r.err, r.out, want)
+	}
+	r = run(t, nil, "logs", "-n", ns, job.Name, "--role", "coordinator", "--tail", "1")
+	if r.code != 0 || r.out != "[run-0433-coordinator] --- kept at 2026-03-01T13:00:00Z when the job ended; its last 47 bytes\n[run-0433-coordinator] Job finished phase=Complete\n" {
+		t.Errorf("logs --role coordinator --tail 1: %+v", r)
 	}
 }
 
