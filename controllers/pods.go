@@ -330,6 +330,7 @@ func jobOptions(job *dtnflowv1alpha1.TransferJob) contract.JobOptions {
 		Overwrite:       string(overwrite),
 		InFlight:        string(inFlight),
 		VerifyMode:      string(job.Spec.Integrity.VerifyMode),
+		SourceErrors:    string(job.Spec.SourceErrors),
 	}
 }
 

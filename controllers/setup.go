@@ -47,6 +47,9 @@ type Config struct {
 	// Namespace is the manager's own namespace, where RemoteSites' credential Secrets
 	// live; "" leaves jobs with a remote side refused.
 	Namespace string
+	// AgentLogs reads the agents' logs the manager keeps when it deletes their pods;
+	// nil reads them through the API server (pods/log).
+	AgentLogs AgentLogSource
 }
 
 // Setup registers the field indexes, both reconcilers and the metrics with a manager.
@@ -69,6 +72,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		Planner:        cfg.Planner,
 		Pods:           cfg.Pods,
 		ReportInterval: cfg.ReportInterval,
+		AgentLogs:      cfg.AgentLogs,
+	}
+	if jobs.AgentLogs == nil {
+		logs, err := NewAgentLogSource(mgr.GetConfig())
+		if err != nil {
+			return fmt.Errorf("a client for the agents' logs: %w", err)
+		}
+		jobs.AgentLogs = logs
 	}
 	if cfg.Namespace != "" {
 		jobs.remotes = newRemoteClients(mgr.GetAPIReader(), mgr.GetScheme(), cfg.Namespace)

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -37,6 +36,9 @@ type TransferJobReconciler struct {
 	// ReportInterval is how often coordinators are expected to report; a pause waits
 	// for the agents at most PauseReports of them before their pods are stopped.
 	ReportInterval time.Duration
+	// AgentLogs reads the agents' logs kept when their pods are deleted
+	// (transferjob_agentlogs.go); nil keeps none.
+	AgentLogs AgentLogSource
 
 	exp   *expectations
 	ports *portAllocator
@@ -88,6 +90,8 @@ func (r *TransferJobReconciler) setDefaults() {
 // +kubebuilder:rbac:groups=dtnflow.io,resources=pathprofiles/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=pods/resize,verbs=patch
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update;delete
 // +kubebuilder:rbac:groups="",resources=secrets;serviceaccounts,verbs=create
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
@@ -219,11 +223,7 @@ func finishedNow(before, after *dtnflowv1alpha1.TransferJobStatus) (bool, time.D
 	if !finished(after) || finished(before) || keptAfterFinish(after) || after.StartTime == nil || after.CompletionTime == nil {
 		return false, 0, ""
 	}
-	result := string(dtnflowv1alpha1.RunComplete)
-	if meta.IsStatusConditionTrue(after.Conditions, dtnflowv1alpha1.ConditionFailed) {
-		result = string(dtnflowv1alpha1.RunFailed)
-	}
-	return true, after.CompletionTime.Sub(after.StartTime.Time), result
+	return true, after.CompletionTime.Sub(after.StartTime.Time), string(resultOf(after))
 }
 
 // pass is one reconciliation of one job: what it read, the status it is building and

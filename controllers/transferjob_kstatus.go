@@ -43,6 +43,8 @@ type summary struct {
 //
 //	invalid trigger schedule → Stalled
 //	Failed                   → Stalled (kstatus Failed, Argo CD Degraded)
+//	PartiallyComplete        → Stalled: ended, files skipped at the source; not Ready,
+//	                           as only a verified copy of the whole listing is
 //	Complete                 → Ready (Current, Healthy)
 //	endpoints refuse the job → Stalled
 //	Suspended (agents gone)  → none of them True, Ready left out (Current; Argo CD Suspended)
@@ -65,6 +67,9 @@ func summarize(conditions []metav1.Condition) summary {
 	}
 	if isTrue(dtnflowv1alpha1.ConditionFailed) {
 		return from(find(dtnflowv1alpha1.ConditionFailed), F, F, T)
+	}
+	if isTrue(dtnflowv1alpha1.ConditionPartiallyComplete) {
+		return from(find(dtnflowv1alpha1.ConditionPartiallyComplete), F, F, T)
 	}
 	if isTrue(dtnflowv1alpha1.ConditionComplete) {
 		return from(find(dtnflowv1alpha1.ConditionComplete), T, F, F)

@@ -83,6 +83,8 @@ func TestGitOpsReadings(t *testing.T) {
 			want{T, F, F, ReasonCompletedBefore, status.CurrentStatus, "Healthy"}},
 		"failed": {[]metav1.Condition{c("Transferring", F, ReasonFailed), c("Failed", T, ReasonBackoffLimitExceeded)}, 1,
 			want{F, F, T, ReasonBackoffLimitExceeded, status.FailedStatus, "Degraded"}},
+		"partially complete: files skipped at the source": {[]metav1.Condition{c("Transferring", F, ReasonComplete), c("PartiallyComplete", T, ReasonSourceFilesSkipped)}, 1,
+			want{F, F, T, ReasonSourceFilesSkipped, status.FailedStatus, "Degraded"}},
 		"failed though also complete": {[]metav1.Condition{c("Complete", T, ReasonVerified), c("Failed", T, ReasonTransferFailed)}, 1,
 			want{F, F, T, ReasonTransferFailed, status.FailedStatus, "Degraded"}},
 		"complete, but the spec changed since": {[]metav1.Condition{c("Complete", T, ReasonVerified)}, 2,
@@ -151,12 +153,13 @@ func TestArgoHealthOfOlderStatus(t *testing.T) {
 		obj  map[string]any
 		want string
 	}{
-		"no status":    {map[string]any{"metadata": map[string]any{"generation": int64(1)}}, "Progressing"},
-		"not observed": {map[string]any{"metadata": map[string]any{"generation": int64(2)}, "status": map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Complete", "True")}}}, "Progressing"},
-		"complete":     {map[string]any{"metadata": map[string]any{"generation": int64(1)}, "status": map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Complete", "True")}}}, "Healthy"},
-		"failed":       {map[string]any{"metadata": map[string]any{"generation": int64(1)}, "status": map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Failed", "True")}}}, "Degraded"},
-		"suspended":    {map[string]any{"metadata": map[string]any{"generation": int64(1)}, "status": map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Suspended", "True")}}}, "Suspended"},
-		"transferring": {map[string]any{"metadata": map[string]any{"generation": int64(1)}, "status": map[string]any{"observedGeneration": int64(1), "state": "Transferring", "conditions": []any{cond("Transferring", "True")}}}, "Progressing"},
+		"no status":          {map[string]any{"metadata": map[string]any{"generation": int64(1)}}, "Progressing"},
+		"not observed":       {map[string]any{"metadata": map[string]any{"generation": int64(2)}, "status": map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Complete", "True")}}}, "Progressing"},
+		"complete":           {map[string]any{"metadata": map[string]any{"generation": int64(1)}, "status": map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Complete", "True")}}}, "Healthy"},
+		"failed":             {map[string]any{"metadata": map[string]any{"generation": int64(1)}, "status": map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Failed", "True")}}}, "Degraded"},
+		"partially complete": {map[string]any{"metadata": map[string]any{"generation": int64(1)}, "status": map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("PartiallyComplete", "True")}}}, "Degraded"},
+		"suspended":          {map[string]any{"metadata": map[string]any{"generation": int64(1)}, "status": map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Suspended", "True")}}}, "Suspended"},
+		"transferring":       {map[string]any{"metadata": map[string]any{"generation": int64(1)}, "status": map[string]any{"observedGeneration": int64(1), "state": "Transferring", "conditions": []any{cond("Transferring", "True")}}}, "Progressing"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/controllers/agentlogs"
 	"github.com/dtnflow/dtnflow/controllers/metrics"
 )
 
@@ -59,6 +60,7 @@ func (r *TransferJobReconciler) reconcileFinished(ctx context.Context, p *pass) 
 	if err := r.observePods(ctx, p.job, p.obs); err != nil {
 		return err
 	}
+	r.archiveLogs(ctx, p, p.obs.agentPods(), agentlogs.ReasonFinished) // left by a pass that ended before deleting them
 	if err := r.deleteAgents(ctx, p, p.obs.agentPods(), "finished"); err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/controllers/agentlogs"
 )
 
 // layout is where a pass wants the job's agents: the coordinator's node and, for each
@@ -456,9 +457,22 @@ func (r *TransferJobReconciler) accountFailures(ctx context.Context, p *pass) er
 		}
 	}
 
-	// Failed pods; a coordinator that ended without reporting Complete failed too.
+	// Failed pods; a coordinator that ended without reporting Complete failed too. Their
+	// logs are kept before they are deleted: the replacement takes the name.
 	wasRunning := meta.IsStatusConditionTrue(job.Status.Conditions, dtnflowv1alpha1.ConditionProbing) ||
 		meta.IsStatusConditionTrue(job.Status.Conditions, dtnflowv1alpha1.ConditionTransferring)
+	var failed []*corev1.Pod
+	if c := obs.coordinator; c != nil && podTerminal(c) {
+		failed = append(failed, c)
+	}
+	for _, m := range []map[int32]*corev1.Pod{obs.senders, obs.receivers} {
+		for _, pod := range m {
+			if pod.Status.Phase == corev1.PodFailed {
+				failed = append(failed, pod)
+			}
+		}
+	}
+	r.archiveLogs(ctx, p, failed, agentlogs.ReasonFailed)
 	if c := obs.coordinator; c != nil && podTerminal(c) {
 		count(c, c.Name, contract.RoleCoordinator)
 		if err := r.deletePod(ctx, p, c); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/controllers/agentlogs"
 	"github.com/dtnflow/dtnflow/controllers/planning"
 )
 
@@ -27,6 +28,8 @@ import (
 //	endpoints refuse the job      → Planned=False with the reason, no agents
 //	spec.suspend                  → Pause directive, then stop agents (Suspended)
 //	coordinator reports Complete  → Complete, PathProfile learns, agents stop
+//	… PartiallyComplete           → PartiallyComplete (files skipped at the source), the
+//	                                same otherwise
 //	coordinator reports Failed    → Failed with the agent's error
 //	agent pods failed or vanished → counted (backoffLimit → Failed) and replaced
 //	no plan yet                   → transfer at once on stripe 0, probing on the job's
@@ -51,6 +54,7 @@ const (
 	ReasonSuspended            = "Suspended"
 	ReasonResumed              = "Resumed"
 	ReasonVerified             = "Verified"
+	ReasonSourceFilesSkipped   = "SourceFilesSkipped"
 	ReasonComplete             = "Complete"
 	ReasonTransferFailed       = "TransferFailed"
 	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
@@ -126,8 +130,9 @@ func (r *TransferJobReconciler) reconcileJob(ctx context.Context, p *pass) error
 	}
 	if rep := obs.report; rep != nil {
 		p.st.FailedFiles = failedFilesFrom(p.st.FailedFiles, rep)
+		p.st.SkippedFiles = skippedFilesFrom(p.st.SkippedFiles, rep)
 		switch rep.Phase {
-		case contract.PhaseComplete:
+		case contract.PhaseComplete, contract.PhasePartiallyComplete:
 			return r.complete(ctx, p)
 		case contract.PhaseFailed:
 			// the last counts (files done and failed) before the job ends on them
@@ -622,9 +627,10 @@ func moved(from, to *dtnflowv1alpha1.TransferPlan) []string {
 	return out
 }
 
-// complete ends a job whose coordinator reports every file verified. A cold job whose
-// data all arrived before its probe ended is planned from the samples it took, so that
-// the PathProfile learns the path's model for the next job.
+// complete ends a job whose coordinator reports every file verified — or every file it
+// could read, when it skipped some at the source (PartiallyComplete: never Complete). A
+// cold job whose data all arrived before its probe ended is planned from the samples it
+// took, so that the PathProfile learns the path's model for the next job.
 func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 	rep := p.obs.report
 	if p.st.Plan == nil && p.job.Spec.Tuning.Mode != dtnflowv1alpha1.TuningFixed {
@@ -643,7 +649,14 @@ func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 		p.bytesMoved -= prev.BytesDone
 	}
 	msg := fmt.Sprintf("%d files, %d bytes at the destination and verified; %s on average", p.st.Progress.FilesDone, p.st.Progress.BytesDone, formatRate(p.st.Progress.AverageBitsPerSecond))
-	p.condition(dtnflowv1alpha1.ConditionComplete, metav1.ConditionTrue, ReasonVerified, msg)
+	eventType, eventReason := corev1.EventTypeNormal, ReasonComplete
+	if rep.Phase == contract.PhasePartiallyComplete {
+		msg = partialMessage(p.st.Progress, p.st.SkippedFiles) + "; " + msg
+		p.condition(dtnflowv1alpha1.ConditionPartiallyComplete, metav1.ConditionTrue, ReasonSourceFilesSkipped, msg)
+		eventType, eventReason = corev1.EventTypeWarning, ReasonSourceFilesSkipped
+	} else {
+		p.condition(dtnflowv1alpha1.ConditionComplete, metav1.ConditionTrue, ReasonVerified, msg)
+	}
 	p.clear(dtnflowv1alpha1.ConditionTransferring, ReasonComplete, "the transfer is complete")
 	p.clear(dtnflowv1alpha1.ConditionProbing, ReasonComplete, "the transfer is complete")
 	p.st.CompletionTime = &p.now
@@ -653,13 +666,14 @@ func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 	}
 	p.timing(func(t *dtnflowv1alpha1.TransferTimings) **int64 { return &t.CompleteMilliseconds }, completed)
 	p.st.Stripes = nil
-	p.event(corev1.EventTypeNormal, ReasonComplete, "Complete", msg)
+	p.event(eventType, eventReason, "Complete", msg)
 	if err := r.learn(ctx, p); err != nil {
 		// The profile only speeds up later jobs; the job itself is done.
 		logf.FromContext(ctx).Error(err, "Could not update the PathProfile", "pathProfile", PathProfileNameFor(p.job))
 		p.event(corev1.EventTypeWarning, "PathProfileNotUpdated", "Learn", err.Error())
 	}
 	r.rescale.forget(p.job.UID)
+	r.archiveLogs(ctx, p, p.obs.agentPods(), agentlogs.ReasonFinished)
 	if err := r.deleteAgents(ctx, p, p.obs.agentPods(), ReasonComplete); err != nil {
 		return err
 	}
@@ -679,6 +693,7 @@ func (r *TransferJobReconciler) fail(ctx context.Context, p *pass, reason, messa
 	}
 	p.event(corev1.EventTypeWarning, reason, "Fail", message)
 	r.rescale.forget(p.job.UID)
+	r.archiveLogs(ctx, p, p.obs.agentPods(), agentlogs.ReasonFinished)
 	if err := r.deleteAgents(ctx, p, p.obs.agentPods(), reason); err != nil {
 		return err
 	}

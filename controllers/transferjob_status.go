@@ -48,6 +48,8 @@ func stateOf(conditions []metav1.Condition) dtnflowv1alpha1.TransferState {
 	switch {
 	case is(dtnflowv1alpha1.ConditionFailed):
 		return dtnflowv1alpha1.StateFailed
+	case is(dtnflowv1alpha1.ConditionPartiallyComplete):
+		return dtnflowv1alpha1.StatePartiallyComplete
 	case is(dtnflowv1alpha1.ConditionComplete):
 		return dtnflowv1alpha1.StateComplete
 	case is(dtnflowv1alpha1.ConditionSuspended):
@@ -62,10 +64,22 @@ func stateOf(conditions []metav1.Condition) dtnflowv1alpha1.TransferState {
 	return dtnflowv1alpha1.StatePending
 }
 
-// finished says whether the job has ended, complete or failed.
+// finished says whether the job has ended: complete, partially complete or failed.
 func finished(st *dtnflowv1alpha1.TransferJobStatus) bool {
 	return meta.IsStatusConditionTrue(st.Conditions, dtnflowv1alpha1.ConditionComplete) ||
+		meta.IsStatusConditionTrue(st.Conditions, dtnflowv1alpha1.ConditionPartiallyComplete) ||
 		meta.IsStatusConditionTrue(st.Conditions, dtnflowv1alpha1.ConditionFailed)
+}
+
+// resultOf is how a finished job (or run) ended.
+func resultOf(st *dtnflowv1alpha1.TransferJobStatus) dtnflowv1alpha1.RunResult {
+	switch {
+	case meta.IsStatusConditionTrue(st.Conditions, dtnflowv1alpha1.ConditionFailed):
+		return dtnflowv1alpha1.RunFailed
+	case meta.IsStatusConditionTrue(st.Conditions, dtnflowv1alpha1.ConditionPartiallyComplete):
+		return dtnflowv1alpha1.RunPartiallyComplete
+	}
+	return dtnflowv1alpha1.RunComplete
 }
 
 // progressFrom is the job's progress after a report: totals and counts from the report,
@@ -85,6 +99,7 @@ func progressFrom(prev *dtnflowv1alpha1.TransferProgress, rep *contract.Report, 
 		p.BytesDone = max(p.BytesDone, rep.BytesDone)
 		p.FilesDone = max(p.FilesDone, rep.FilesDone)
 		p.FilesFailed = max(p.FilesFailed, rep.FilesFailed)
+		p.FilesSkipped = max(p.FilesSkipped, rep.FilesSkipped)
 		if rep.BytesTotal > 0 || rep.FilesTotal > 0 {
 			p.BytesTotal, p.FilesTotal = rep.BytesTotal, rep.FilesTotal
 		}
@@ -281,11 +296,27 @@ func describeShape(s dtnflowv1alpha1.PlanShape) string {
 // coordinator starts its list again, so the union by path, in the order first seen,
 // bounded like the API field, each text cut to the field's length.
 func failedFilesFrom(prev []dtnflowv1alpha1.FailedFile, rep *contract.Report) []dtnflowv1alpha1.FailedFile {
-	if rep == nil || len(rep.FailedFiles) == 0 {
+	if rep == nil {
+		return prev
+	}
+	return unionFiles(prev, rep.FailedFiles)
+}
+
+// skippedFilesFrom is failedFilesFrom for the files skipped at the source
+// (status.skippedFiles).
+func skippedFilesFrom(prev []dtnflowv1alpha1.FailedFile, rep *contract.Report) []dtnflowv1alpha1.FailedFile {
+	if rep == nil {
+		return prev
+	}
+	return unionFiles(prev, rep.SkippedFiles)
+}
+
+func unionFiles(prev []dtnflowv1alpha1.FailedFile, files []contract.FailedFile) []dtnflowv1alpha1.FailedFile {
+	if len(files) == 0 {
 		return prev
 	}
 	out := slices.Clone(prev)
-	for _, f := range rep.FailedFiles {
+	for _, f := range files {
 		if len(out) >= contract.MaxFailedFiles {
 			break
 		}
@@ -295,6 +326,23 @@ func failedFilesFrom(prev []dtnflowv1alpha1.FailedFile, rep *contract.Report) []
 		}
 	}
 	return out
+}
+
+// partialMessage says how many files a partially complete job skipped at the source,
+// naming the first.
+func partialMessage(prog *dtnflowv1alpha1.TransferProgress, skipped []dtnflowv1alpha1.FailedFile) string {
+	n := int64(len(skipped))
+	if prog != nil {
+		n = max(n, prog.FilesSkipped)
+	}
+	msg := fmt.Sprintf("%d files skipped at the source (spec.sourceErrors: Skip)", n)
+	if len(skipped) > 0 {
+		msg += fmt.Sprintf(", the first %s: %s", skipped[0].Path, skipped[0].Error)
+	}
+	if len(skipped) > 1 {
+		msg += "; status.skippedFiles lists them"
+	}
+	return msg
 }
 
 // The bounds of FailedFile's fields in the API (kubebuilder MaxLength).

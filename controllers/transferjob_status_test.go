@@ -36,6 +36,9 @@ func TestStateOf(t *testing.T) {
 		"resumed":                   {[]metav1.Condition{c("Transferring", metav1.ConditionTrue), c("Suspended", metav1.ConditionFalse)}, dtnflowv1alpha1.StateTransferring},
 		"complete":                  {[]metav1.Condition{c("Transferring", metav1.ConditionFalse), c("Complete", metav1.ConditionTrue)}, dtnflowv1alpha1.StateComplete},
 		"failed wins over all else": {[]metav1.Condition{c("Complete", metav1.ConditionTrue), c("Failed", metav1.ConditionTrue)}, dtnflowv1alpha1.StateFailed},
+		"partially complete":        {[]metav1.Condition{c("Transferring", metav1.ConditionFalse), c("PartiallyComplete", metav1.ConditionTrue)}, dtnflowv1alpha1.StatePartiallyComplete},
+		"partially complete, never Complete": {[]metav1.Condition{c("Complete", metav1.ConditionTrue), c("PartiallyComplete", metav1.ConditionTrue)},
+			dtnflowv1alpha1.StatePartiallyComplete},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -247,6 +250,30 @@ func TestChannelStatusFrom(t *testing.T) {
 // TestFailedFilesFrom: the status lists the union of what the coordinators reported,
 // by path in the order first seen (a replaced coordinator reports again from its start),
 // never more than the API allows, each text within its field's bound.
+// TestPartialOutcome: a job that skipped files at the source has finished, its result
+// is PartiallyComplete (not Complete), and the message says how many were skipped and
+// names the first.
+func TestPartialOutcome(t *testing.T) {
+	st := &dtnflowv1alpha1.TransferJobStatus{Conditions: []metav1.Condition{{Type: dtnflowv1alpha1.ConditionPartiallyComplete, Status: metav1.ConditionTrue}}}
+	if !finished(st) || resultOf(st) != dtnflowv1alpha1.RunPartiallyComplete {
+		t.Errorf("finished %v, result %s; want finished, PartiallyComplete", finished(st), resultOf(st))
+	}
+	st.Conditions = append(st.Conditions, metav1.Condition{Type: dtnflowv1alpha1.ConditionFailed, Status: metav1.ConditionTrue})
+	if resultOf(st) != dtnflowv1alpha1.RunFailed {
+		t.Errorf("result %s of a failed job, want Failed", resultOf(st))
+	}
+	if resultOf(&dtnflowv1alpha1.TransferJobStatus{Conditions: []metav1.Condition{{Type: dtnflowv1alpha1.ConditionComplete, Status: metav1.ConditionTrue}}}) != dtnflowv1alpha1.RunComplete {
+		t.Error("a complete job's result is not Complete")
+	}
+	skipped := []dtnflowv1alpha1.FailedFile{{Path: "a/x.dat", Error: "source file changed while it was read: a/x.dat"}, {Path: "a/y.dat", Error: "gone"}}
+	msg := partialMessage(&dtnflowv1alpha1.TransferProgress{FilesSkipped: 37}, skipped)
+	for _, want := range []string{"37 files skipped at the source", "spec.sourceErrors: Skip", "a/x.dat: source file changed", "status.skippedFiles"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q does not say %q", msg, want)
+		}
+	}
+}
+
 func TestFailedFilesFrom(t *testing.T) {
 	ff := func(paths ...string) []contract.FailedFile {
 		var out []contract.FailedFile
@@ -280,6 +307,9 @@ func TestFailedFilesFrom(t *testing.T) {
 	var many []string
 	for i := range 2 * contract.MaxFailedFiles {
 		many = append(many, fmt.Sprintf("f%03d", i))
+	}
+	if got := paths(skippedFilesFrom(first, &contract.Report{FailedFiles: ff("x"), SkippedFiles: ff("b", "s")})); !slices.Equal(got, []string{"a", "b", "s"}) {
+		t.Errorf("skipped files are taken from the report's own list: %v", got)
 	}
 	bounded := failedFilesFrom(second, &contract.Report{FailedFiles: ff(many...)})
 	if len(bounded) != contract.MaxFailedFiles || bounded[3].Path != "f000" {

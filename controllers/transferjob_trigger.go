@@ -14,7 +14,7 @@ import (
 )
 
 // Recurring jobs (spec.trigger). A run is the ordinary life of a job, from Pending to
-// Complete or Failed; when it has ended and a trigger fires, the status is started
+// Complete, PartiallyComplete or Failed; when it has ended and a trigger fires, the status is started
 // afresh for the next run, keeping only what spans runs (the run count and history, the
 // schedule's cursor, the manual trigger acted on, the missed count). The agents find the
 // files verified by earlier runs in the receivers' journals — the journal is named after
@@ -114,14 +114,11 @@ func timesUntil(sched cron.Schedule, first, now time.Time) (int64, time.Time) {
 
 // runRecord is the history entry of a run that has just finished.
 func runRecord(st *dtnflowv1alpha1.TransferJobStatus, now metav1.Time) dtnflowv1alpha1.TransferRun {
-	rec := dtnflowv1alpha1.TransferRun{Number: max(st.Run, 1), Trigger: st.RunTrigger, Result: dtnflowv1alpha1.RunComplete, CompletionTime: now}
+	rec := dtnflowv1alpha1.TransferRun{Number: max(st.Run, 1), Trigger: st.RunTrigger, Result: resultOf(st), CompletionTime: now}
 	if rec.Trigger == "" {
 		rec.Trigger = dtnflowv1alpha1.RunCreated
 	}
-	cond := meta.FindStatusCondition(st.Conditions, dtnflowv1alpha1.ConditionComplete)
-	if meta.IsStatusConditionTrue(st.Conditions, dtnflowv1alpha1.ConditionFailed) {
-		rec.Result, cond = dtnflowv1alpha1.RunFailed, meta.FindStatusCondition(st.Conditions, dtnflowv1alpha1.ConditionFailed)
-	}
+	cond := meta.FindStatusCondition(st.Conditions, string(rec.Result)) // the condition named as the result
 	if cond != nil {
 		rec.Reason, rec.Message = truncate(cond.Reason, 64), truncate(cond.Message, 1024)
 	}

@@ -560,7 +560,7 @@ func (t *Tuner) waitFlowing(ctx context.Context) error {
 	clk := t.clock()
 	var base int64 = -1
 	for {
-		if p := t.Core.Phase(); p == contract.PhaseComplete || p == contract.PhaseFailed {
+		if p := t.Core.Phase(); p.Finished() {
 			return errFinished
 		}
 		trs := t.Stripes.Transports()
@@ -630,7 +630,7 @@ func (t *Tuner) onData(ctx context.Context, s sampleSpec) (measurement, error) {
 		if err := clk.Sleep(ctx, poll); err != nil {
 			return measurement{}, err
 		}
-		if ph := t.Core.Phase(); ph == contract.PhaseComplete || ph == contract.PhaseFailed {
+		if ph := t.Core.Phase(); ph.Finished() {
 			return measurement{}, errFinished
 		}
 		d, r, peer := sum()

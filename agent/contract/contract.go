@@ -168,8 +168,17 @@ const (
 	PhaseTransferring Phase = "Transferring" // moving data
 	PhasePaused       Phase = "Paused"
 	PhaseComplete     Phase = "Complete" // every file at the destination and verified
-	PhaseFailed       Phase = "Failed"   // cannot go on; Error says why
+	// PhasePartiallyComplete: every file that could be read at the source is at the
+	// destination and verified, and the FilesSkipped others were skipped (a job run
+	// with SourceErrors Skip); never Complete.
+	PhasePartiallyComplete Phase = "PartiallyComplete"
+	PhaseFailed            Phase = "Failed" // cannot go on; Error says why
 )
+
+// Finished says the coordinator's job has ended, whatever its outcome.
+func (p Phase) Finished() bool {
+	return p == PhaseComplete || p == PhasePartiallyComplete || p == PhaseFailed
+}
 
 // Report is what a coordinator publishes about its job.
 type Report struct {
@@ -203,6 +212,11 @@ type Report struct {
 	// destination); FailedFiles lists the first MaxFailedFiles of them with why.
 	FilesFailed int64        `json:"filesFailed,omitempty"`
 	FailedFiles []FailedFile `json:"failedFiles,omitempty"`
+	// FilesSkipped counts the files skipped because they failed at the source (a job
+	// run with SourceErrors Skip); SkippedFiles lists the first MaxFailedFiles of them
+	// with why.
+	FilesSkipped int64        `json:"filesSkipped,omitempty"`
+	SkippedFiles []FailedFile `json:"skippedFiles,omitempty"`
 	// BitsPerSecond is the aggregate rate over the last report interval.
 	BitsPerSecond int64 `json:"bitsPerSecond"`
 
@@ -329,6 +343,9 @@ func CoordinatorArgs(listenPort int32, selfPod string, o JobOptions) []string {
 	if o.VerifyMode != "" && o.VerifyMode != "ReadBack" {
 		args = append(args, "--verify-mode", o.VerifyMode)
 	}
+	if o.SourceErrors != "" && o.SourceErrors != SourceErrorsFail {
+		args = append(args, "--source-errors", o.SourceErrors)
+	}
 	for _, p := range o.SourcePaths {
 		args = append(args, "--path", p)
 	}
@@ -387,7 +404,18 @@ type JobOptions struct {
 	Overwrite       string // Never, IfDifferent or Always
 	InFlight        string // Authenticated (default, also "") or Checksum
 	VerifyMode      string // ReadBack (default, also "") or OnArrival
+	SourceErrors    string // SourceErrorsFail (default, also "") or SourceErrorsSkip
 }
+
+// What a job does with a file that fails at its source (it cannot be read, vanished, or
+// changed since it was listed or while it was read).
+const (
+	// SourceErrorsFail fails the job, naming the file.
+	SourceErrorsFail = "Fail"
+	// SourceErrorsSkip skips the file and lists it (Report.SkippedFiles); the job goes on
+	// and ends PartiallyComplete, not Complete.
+	SourceErrorsSkip = "Skip"
+)
 
 func boolString(b bool) string {
 	if b {

@@ -49,6 +49,10 @@ type Options struct {
 	// NoChannelMoves keeps the plan's channels per size class for the whole job: the
 	// scheduler's online moves are off (to measure what they bring).
 	NoChannelMoves bool
+	// SourceErrors is what a file that fails at its source does to the job:
+	// contract.SourceErrorsFail (default, also "") fails it; contract.SourceErrorsSkip
+	// skips the file, lists it, and ends the job PartiallyComplete instead of Complete.
+	SourceErrors string
 }
 
 // Params are the tunable parameters (from flags or a directive).
@@ -73,6 +77,8 @@ type cfile struct {
 	chunksDone map[int32]bool
 	done       bool
 	failed     bool
+	// skipped: the file failed at its source and the job skips it (SourceErrors Skip).
+	skipped    bool
 	class      string
 	finalizing bool
 	// digest and chunkDigests are the source digests the senders computed this run
@@ -109,6 +115,10 @@ type Core struct {
 	failedFiles []contract.FailedFile
 	// rejected counts the files the final check found wrong at the destination.
 	rejected int64
+	// skippedFiles are the first contract.MaxFailedFiles files skipped at the source,
+	// with why; filesSkipped counts them all.
+	skippedFiles []contract.FailedFile
+	filesSkipped int64
 
 	files   []*cfile
 	byDest  map[string]*cfile
@@ -192,6 +202,14 @@ func New(o Options, p Params) (*Core, error) {
 	}
 	if _, err := mover.NewDigest(o.Checksum); err != nil {
 		return nil, err
+	}
+	switch strings.ToLower(o.SourceErrors) {
+	case "", "fail":
+		o.SourceErrors = contract.SourceErrorsFail
+	case "skip":
+		o.SourceErrors = contract.SourceErrorsSkip
+	default:
+		return nil, fmt.Errorf("--source-errors %q: want Fail or Skip", o.SourceErrors)
 	}
 	switch o.Overwrite {
 	case "":
@@ -383,7 +401,7 @@ func (c *Core) Changed() <-chan struct{} {
 func (c *Core) SetPhase(p contract.Phase) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.phase == contract.PhaseComplete || c.phase == contract.PhaseFailed {
+	if c.phase.Finished() {
 		return
 	}
 	if p == contract.PhaseTransferring && c.startTime.IsZero() {
@@ -513,7 +531,7 @@ func (c *Core) finalizeLocked(f *cfile) {
 func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.phase == contract.PhaseComplete || c.phase == contract.PhaseFailed {
+	if c.phase.Finished() {
 		return wire.WorkGrant{Finished: true}, true
 	}
 	if !c.built || c.phase != contract.PhaseTransferring {
@@ -591,11 +609,19 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 		switch {
 		case r.OK:
 			c.unitDoneLocked(u, r.Digest)
+		case r.Retry && u.file.skipped:
+			u.done, u.leased = true, nil
+			delete(c.units, u.u.ID)
 		case r.Retry:
 			if u.leased == m {
 				u.leased = nil
 				c.pending = append([]*cunit{u}, c.pending...)
 			}
+		case r.Source && c.opts.SourceErrors == contract.SourceErrorsSkip:
+			if u.leased != m && u.leased != nil {
+				continue
+			}
+			c.skipLocked(u, r.Error)
 		default:
 			if u.leased != m && u.leased != nil {
 				continue
@@ -607,7 +633,7 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 				c.errMsg = r.Error
 			}
 			c.log.Error("A file failed", "path", fsname.Show(string(u.u.Source)), "err", r.Error)
-			if !u.file.failed && !u.file.done {
+			if !u.file.failed && !u.file.done && !u.file.skipped {
 				u.file.failed = true
 				c.filesFailed++
 				c.listFailureLocked(contract.FailedFile{Path: fsname.Show(string(u.u.Source)), Error: r.Error})
@@ -635,7 +661,7 @@ func (c *Core) unitDoneLocked(u *cunit, digest string) {
 			f.chunkDigests[u.u.Index] = digest
 		}
 	}
-	if f.failed || f.done {
+	if f.failed || f.done || f.skipped {
 		return
 	}
 	switch u.u.Kind {
@@ -663,10 +689,10 @@ func (c *Core) fileDoneLocked(f *cfile, countBytes bool) {
 }
 
 func (c *Core) checkDoneLocked() {
-	if !c.built || c.phase == contract.PhaseComplete || c.phase == contract.PhaseFailed {
+	if !c.built || c.phase.Finished() {
 		return
 	}
-	if c.filesDone+c.filesFailed < c.dataset.Files {
+	if c.filesDone+c.filesFailed+c.filesSkipped < c.dataset.Files {
 		return
 	}
 	if c.filesFailed > 0 {
@@ -680,6 +706,35 @@ func (c *Core) checkDoneLocked() {
 	if !c.checkingLocked() {
 		c.startCheckLocked()
 	}
+}
+
+// skipLocked ends a unit that failed at its source in a job that skips such files: the
+// file is skipped and listed, the rest of its units are dropped (what the receivers
+// hold of it stays in their journals and temporary files, as for any file not yet
+// final), and the job goes on without it.
+func (c *Core) skipLocked(u *cunit, why string) {
+	u.done, u.leased = true, nil
+	delete(c.units, u.u.ID)
+	f := u.file
+	if f.skipped || f.failed || f.done {
+		return
+	}
+	f.skipped = true
+	c.filesSkipped++
+	name := fsname.Show(f.f.Path)
+	c.log.Warn("Skipping a file that failed at the source", "path", name, "err", why)
+	if len(c.skippedFiles) < contract.MaxFailedFiles {
+		c.skippedFiles = append(c.skippedFiles, contract.FailedFile{Path: name, Error: why})
+	}
+	kept := c.pending[:0]
+	for _, p := range c.pending {
+		if p.file == f {
+			delete(c.units, p.u.ID)
+			continue
+		}
+		kept = append(kept, p)
+	}
+	c.pending = kept
 }
 
 // listFailureLocked keeps a failed file for the report while the list has room.
@@ -739,7 +794,8 @@ func (c *Core) Report() contract.Report {
 		Samples: append([]contract.Sample(nil), c.samples...), BytesDone: c.bytesDone, BytesTotal: c.dataset.Bytes,
 		FilesDone: c.filesDone, FilesTotal: c.dataset.Files, Probe: c.probe, ChannelMoves: c.moves,
 		RecentMoves: append([]contract.ChannelMove(nil), c.recentMoves...), Classes: c.classReportLocked(time.Now()),
-		FilesFailed: c.filesFailed + c.rejected, FailedFiles: slices.Clone(c.failedFiles)}
+		FilesFailed: c.filesFailed + c.rejected, FailedFiles: slices.Clone(c.failedFiles),
+		FilesSkipped: c.filesSkipped, SkippedFiles: slices.Clone(c.skippedFiles)}
 	if c.ch != nil {
 		r.Scheduler = string(c.ch.sched) // "" when static
 	}

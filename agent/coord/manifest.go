@@ -18,7 +18,9 @@ import (
 // run made nothing final that the listing does not hold. Once every file is done the
 // coordinator asks each stripe for its receiver's manifest (the files its journal says
 // are final, each checked at its final name by the receiver) and compares their union
-// with the listing; anything else fails the job naming the files.
+// with the listing; anything else fails the job naming the files. Files skipped at the
+// source (Options.SourceErrors Skip) are left out of the comparison, and the job ends
+// PartiallyComplete.
 
 // manifestKey is one version of a destination file.
 type manifestKey struct {
@@ -51,7 +53,7 @@ func (c *Core) startCheckLocked() {
 func (c *Core) manifestPart(m *Member, mf wire.Manifest) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.checkingLocked() || c.phase == contract.PhaseComplete || c.phase == contract.PhaseFailed {
+	if !c.checkingLocked() || c.phase.Finished() {
 		return
 	}
 	for _, f := range mf.Files {
@@ -71,7 +73,7 @@ func (c *Core) manifestPart(m *Member, mf wire.Manifest) {
 
 // finishCheckLocked compares once every stripe has answered.
 func (c *Core) finishCheckLocked() {
-	if !c.checkingLocked() || c.phase == contract.PhaseComplete || c.phase == contract.PhaseFailed {
+	if !c.checkingLocked() || c.phase.Finished() {
 		return
 	}
 	waiting := 0
@@ -89,7 +91,12 @@ func (c *Core) finishCheckLocked() {
 	}
 	if len(problems) == 0 {
 		c.phase = contract.PhaseComplete
-		c.log.Info("Job finished", "phase", c.phase, "files", c.filesDone, "bytes", c.bytesDone)
+		if c.filesSkipped > 0 {
+			// every file read is verified in place, but not every file of the
+			// listing: never Complete
+			c.phase = contract.PhasePartiallyComplete
+		}
+		c.log.Info("Job finished", "phase", c.phase, "files", c.filesDone, "bytes", c.bytesDone, "skipped", c.filesSkipped)
 		return
 	}
 	shown := make([]string, 0, 5)
@@ -114,6 +121,9 @@ func (c *Core) finishCheckLocked() {
 func (c *Core) compareLocked() []contract.FailedFile {
 	var problems []contract.FailedFile
 	for _, f := range c.files {
+		if f.skipped {
+			continue // listed as skipped; whatever the destination holds of it stays
+		}
 		name := fsname.Show(f.dest)
 		e, ok := c.manifest[manifestKey{f.dest, f.f.Size, f.f.MtimeNs}]
 		switch {

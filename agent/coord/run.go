@@ -92,7 +92,7 @@ func (r *Runner) Run(ctx context.Context) contract.Phase {
 				publish()
 			}
 		}
-		if last == contract.PhaseComplete || last == contract.PhaseFailed {
+		if last.Finished() {
 			g := time.NewTimer(r.Grace)
 			defer g.Stop()
 			for {
@@ -253,7 +253,7 @@ func sameProbe(a, b *contract.ProbeDirective) bool {
 func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) {
 	c := r.Core
 	for ctx.Err() == nil {
-		if p := c.Phase(); p == contract.PhaseComplete || p == contract.PhaseFailed {
+		if p := c.Phase(); p.Finished() {
 			return
 		}
 		ch := c.Changed()

@@ -74,6 +74,31 @@ func isTransient(err error) bool {
 		errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR)
 }
 
+// SourceError is a failure of one source file itself: it could not be opened or read,
+// it vanished, or it changed since it was listed or while it was read. The sender
+// reports it as such (wire.UnitResult.Source), so that a job that skips such files
+// (--source-errors Skip) lists it and goes on; a momentary shortage of the host
+// (descriptors, memory) is never one.
+type SourceError struct{ Err error }
+
+func (e *SourceError) Error() string { return e.Err.Error() }
+func (e *SourceError) Unwrap() error { return e.Err }
+
+// sourceError marks err as a failure of the source file, unless it is the host's
+// momentary shortage.
+func sourceError(err error) error {
+	if err == nil || isTransient(err) {
+		return err
+	}
+	return &SourceError{Err: err}
+}
+
+// isSourceError says whether err is a failure of the source file (SourceError).
+func isSourceError(err error) bool {
+	var se *SourceError
+	return errors.As(err, &se)
+}
+
 // isFatal says whether a write error stops the whole job rather than one file.
 func isFatal(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS)

@@ -1077,7 +1077,7 @@ func (s *ssession) run(u wire.Unit, again bool) {
 		}
 	}
 	if err != nil && s.ctx.Err() == nil {
-		s.finish(u, wire.UnitResult{ID: u.ID, Error: fsname.Message(err), Fatal: isFatal(err)})
+		s.finish(u, wire.UnitResult{ID: u.ID, Error: fsname.Message(err), Fatal: isFatal(err), Source: isSourceError(err)})
 	}
 }
 
@@ -1094,25 +1094,27 @@ func (s *ssession) finish(u wire.Unit, r wire.UnitResult) {
 }
 
 // openSource opens a source file and checks that it is the version that was listed.
+// Its errors are SourceErrors (the file's own failure) unless the host is short of
+// something for a moment.
 func (s *ssession) openSource(u wire.Unit) (*os.File, error) {
 	src := string(u.Source)
 	dirName, base := split(src)
 	dir, err := s.dirs.get(dirName)
 	if err != nil {
-		return nil, fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err))
+		return nil, sourceError(fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err)))
 	}
 	f, err := dir.Open(base)
 	if err != nil {
-		return nil, fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err))
+		return nil, sourceError(fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err)))
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, sourceError(err)
 	}
 	if fi.Size() != u.Size || fi.ModTime().UnixNano() != u.MtimeNs {
 		f.Close()
-		return nil, fmt.Errorf("source file changed since it was listed: %s", fsname.Show(src))
+		return nil, &SourceError{Err: fmt.Errorf("source file changed since it was listed: %s", fsname.Show(src))}
 	}
 	return f, nil
 }
@@ -1124,10 +1126,10 @@ func (s *ssession) openSource(u wire.Unit) (*os.File, error) {
 func stillListed(f *os.File, u wire.Unit) error {
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return sourceError(err)
 	}
 	if fi.Size() != u.Size || fi.ModTime().UnixNano() != u.MtimeNs {
-		return fmt.Errorf("source file changed while it was read: %s", fsname.Show(string(u.Source)))
+		return &SourceError{Err: fmt.Errorf("source file changed while it was read: %s", fsname.Show(string(u.Source)))}
 	}
 	return nil
 }
@@ -1153,7 +1155,7 @@ func (s *ssession) sendFile(u wire.Unit) error {
 	data := (*bp)[:u.Size]
 	if _, err := io.ReadFull(f, data); err != nil {
 		s.bufs <- bp
-		return fmt.Errorf("reading source %s: %w", fsname.Show(string(u.Source)), err)
+		return sourceError(fmt.Errorf("reading source %s: %w", fsname.Show(string(u.Source)), err))
 	}
 	if err := stillListed(f, u); err != nil {
 		s.bufs <- bp
@@ -1288,7 +1290,10 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 			s.mu.Lock()
 			delete(s.chunks, id)
 			s.mu.Unlock()
-			return fmt.Errorf("reading source %s at %d: %w", fsname.Show(string(u.Source)), off, err)
+			if err == nil || errors.Is(err, io.EOF) {
+				err = fmt.Errorf("the file is shorter than listed (%w)", io.ErrUnexpectedEOF)
+			}
+			return sourceError(fmt.Errorf("reading source %s at %d: %w", fsname.Show(string(u.Source)), off, err))
 		}
 		if h != nil {
 			h.Block(data)

@@ -334,9 +334,12 @@ type UnitResult struct {
 	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"`
 	// Retry gives the unit back for another attempt (its stripe lost its receiver).
-	Retry bool  `json:"retry,omitempty"`
-	Fatal bool  `json:"fatal,omitempty"`
-	Bytes int64 `json:"bytes,omitempty"`
+	Retry bool `json:"retry,omitempty"`
+	Fatal bool `json:"fatal,omitempty"`
+	// Source says the unit failed at its source file (it could not be read, vanished,
+	// or changed since it was listed or while it was read), not at the destination.
+	Source bool  `json:"source,omitempty"`
+	Bytes  int64 `json:"bytes,omitempty"`
 	// Digest is the source digest of what the unit sent (a small file, a chunk; hex),
 	// when the job verifies: the coordinator compares it with the destination's
 	// manifest.

@@ -51,12 +51,15 @@ const (
 )
 
 // RunResult is how a run ended.
-// +kubebuilder:validation:Enum=Complete;Failed
+// +kubebuilder:validation:Enum=Complete;PartiallyComplete;Failed
 type RunResult string
 
 const (
 	RunComplete RunResult = "Complete"
-	RunFailed   RunResult = "Failed"
+	// RunPartiallyComplete: files failing at the source were skipped (spec.sourceErrors
+	// Skip).
+	RunPartiallyComplete RunResult = "PartiallyComplete"
+	RunFailed            RunResult = "Failed"
 )
 
 // TransferRun is one finished run of a recurring job.

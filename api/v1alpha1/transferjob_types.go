@@ -44,6 +44,19 @@ type TransferJobSpec struct {
 	// +optional
 	Overwrite OverwritePolicy `json:"overwrite,omitempty"`
 
+	// sourceErrors says what a file that fails at the source does to the job: one that
+	// cannot be read, that vanished since the source was listed, or that changed since
+	// it was listed or while it was read. Fail fails the job naming the file. Skip
+	// skips the file and goes on: the job moves and verifies every other file, lists
+	// the skipped ones in status.skippedFiles (their count in progress.filesSkipped),
+	// and ends PartiallyComplete, never Complete — Complete means every source file is
+	// at the destination with the source's digest. A failure at the destination fails
+	// the job either way. Absent means Fail. A change applies from the job's next run
+	// (`kubectl dtnflow rerun`, spec.trigger); a run going on keeps its value.
+	// +kubebuilder:validation:Enum=Fail;Skip
+	// +optional
+	SourceErrors SourceErrorPolicy `json:"sourceErrors,omitempty"`
+
 	// backoffLimit is the number of agent failures (pods that fail or vanish) the job
 	// survives; one more ends it as Failed with reason BackoffLimitExceeded.
 	// +kubebuilder:validation:Minimum=0
@@ -355,6 +368,15 @@ const (
 	InFlightEncrypted     InFlightCheck = "Encrypted"
 )
 
+// SourceErrorPolicy says what a file that fails at the source does to its job.
+// +kubebuilder:validation:Enum=Fail;Skip
+type SourceErrorPolicy string
+
+const (
+	SourceErrorsFail SourceErrorPolicy = "Fail"
+	SourceErrorsSkip SourceErrorPolicy = "Skip"
+)
+
 // OverwritePolicy says what happens to a destination file that already exists.
 // +kubebuilder:validation:Enum=Never;IfDifferent;Always
 type OverwritePolicy string
@@ -377,6 +399,11 @@ const (
 	ConditionComplete = "Complete"
 	// ConditionFailed is True when the job has ended without completing.
 	ConditionFailed = "Failed"
+	// ConditionPartiallyComplete is True when a job that skips source errors
+	// (spec.sourceErrors Skip) has ended with every file it could read at the
+	// destination and verified, and some skipped (reason SourceFilesSkipped; the message
+	// says how many, status.skippedFiles which). Such a job is never Complete.
+	ConditionPartiallyComplete = "PartiallyComplete"
 	// ConditionSuspended is True while spec.suspend holds the job.
 	ConditionSuspended = "Suspended"
 	// ConditionQueued is True while the job waits for room on its path or endpoints
@@ -416,7 +443,7 @@ const (
 const AnnotationRerun = "dtnflow.io/rerun"
 
 // TransferState is a one-word summary of a job's conditions, for `kubectl get`.
-// +kubebuilder:validation:Enum=Pending;Queued;Probing;Transferring;Suspended;Complete;Failed
+// +kubebuilder:validation:Enum=Pending;Queued;Probing;Transferring;Suspended;Complete;PartiallyComplete;Failed
 type TransferState string
 
 const (
@@ -426,7 +453,10 @@ const (
 	StateTransferring TransferState = "Transferring"
 	StateSuspended    TransferState = "Suspended"
 	StateComplete     TransferState = "Complete"
-	StateFailed       TransferState = "Failed"
+	// StatePartiallyComplete: every file read at the source is at the destination and
+	// verified, and some were skipped (spec.sourceErrors Skip).
+	StatePartiallyComplete TransferState = "PartiallyComplete"
+	StateFailed            TransferState = "Failed"
 )
 
 // TransferJobStatus is what the controller observed of a job and decided for it.
@@ -435,9 +465,9 @@ type TransferJobStatus struct {
 	// +optional
 	State TransferState `json:"state,omitempty"`
 
-	// conditions are Probing, Planned, Transferring, Complete, Failed and Suspended,
-	// each with a reason, and Ready, Reconciling and Stalled, which summarise them
-	// the way kstatus (Flux, Argo CD, kubectl wait) reads them.
+	// conditions are Probing, Planned, Transferring, Complete, PartiallyComplete,
+	// Failed and Suspended, each with a reason, and Ready, Reconciling and Stalled,
+	// which summarise them the way kstatus (Flux, Argo CD, kubectl wait) reads them.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -492,6 +522,14 @@ type TransferJobStatus struct {
 	// +listType=atomic
 	// +optional
 	FailedFiles []FailedFile `json:"failedFiles,omitempty"`
+
+	// skippedFiles lists the first 20 files skipped in this run because they failed
+	// at the source (spec.sourceErrors Skip), each with why; progress.filesSkipped
+	// counts them all.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	SkippedFiles []FailedFile `json:"skippedFiles,omitempty"`
 
 	// agentFailures counts agent pods that failed or vanished; it is compared with
 	// spec.backoffLimit.
@@ -1039,6 +1077,11 @@ type TransferProgress struct {
 	// status.failedFiles lists the first of them.
 	// +optional
 	FilesFailed int64 `json:"filesFailed,omitempty"`
+
+	// filesSkipped is the number of files skipped in this run because they failed at
+	// the source (spec.sourceErrors Skip); status.skippedFiles lists the first of them.
+	// +optional
+	FilesSkipped int64 `json:"filesSkipped,omitempty"`
 
 	// percent is bytesDone as a percentage of bytesTotal, rounded down.
 	// +kubebuilder:validation:Minimum=0

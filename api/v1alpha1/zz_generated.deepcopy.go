@@ -1193,6 +1193,11 @@ func (in *TransferJobStatus) DeepCopyInto(out *TransferJobStatus) {
 		*out = make([]FailedFile, len(*in))
 		copy(*out, *in)
 	}
+	if in.SkippedFiles != nil {
+		in, out := &in.SkippedFiles, &out.SkippedFiles
+		*out = make([]FailedFile, len(*in))
+		copy(*out, *in)
+	}
 	if in.StartTime != nil {
 		in, out := &in.StartTime, &out.StartTime
 		*out = (*in).DeepCopy()

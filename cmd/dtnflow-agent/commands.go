@@ -102,6 +102,7 @@ type jobFlags struct {
 	maxRate                          rateFlag
 	checksum, overwrite, destPath    string
 	inFlight, verifyMode             string
+	sourceErrors                     string
 	verify                           bool
 	job                              string
 	reportInterval                   time.Duration
@@ -130,6 +131,7 @@ func (j *jobFlags) register(fs interface {
 	fs.BoolVar(&j.verify, "verify", true, "compare every file's digest at the destination with the source's before renaming it")
 	fs.StringVar(&j.verifyMode, "verify-mode", "ReadBack", "where the destination's digest comes from: ReadBack (the file read back once written: proves the file system returns the source's bytes; a second pass) or OnArrival (each block as it arrives, before it is written: proves the receiver wrote the source's bytes; one pass)")
 	fs.StringVar(&j.overwrite, "overwrite", "IfDifferent", "existing destination files: Never, IfDifferent or Always")
+	fs.StringVar(&j.sourceErrors, "source-errors", contract.SourceErrorsFail, "a source file that cannot be read, vanishes or changes while it is read: Fail (the job fails naming it) or Skip (it is skipped and listed; the job ends PartiallyComplete, exit code 3)")
 	fs.StringVar(&j.inFlight, "in-flight", "Authenticated", "how data is checked on the way: Authenticated (every frame's data under its AES-GMAC tag), Checksum (headers, names and a CRC32C of the data under the tag: cheaper, not proof against content crafted to keep its CRC32C) or HeadersOnly (headers and names under the tag, data unchecked in flight and moved by sendfile/splice without a pass through user space; --verify then checks it end to end)")
 	fs.StringVar(&j.destPath, "dest-path", "", "directory under the destination root to write under (default: the root)")
 	fs.StringVar(&j.job, "job", "", "job id, names the receivers' journal (default: derived from the paths)")
@@ -232,7 +234,7 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	log, bar := progressOutput(log) // a progress bar on a terminal (progressbar.go)
 	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
-		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log, NoChannelMoves: !j.classMoves}, j.params())
+		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log, NoChannelMoves: !j.classMoves, SourceErrors: j.sourceErrors}, j.params())
 	if err != nil {
 		return err
 	}
@@ -308,6 +310,8 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 		fmt.Printf("Complete: %d files, %d bytes in %.2fs (%s); this run sent %d bytes, %d of them again; %d integrity failures and %d stalls repaired\n",
 			rep.FilesDone, rep.BytesTotal, el, coord.HumanRate(int64(float64(rep.BytesTotal)*8/max(el, 1e-3))), sent, core.Resent(sent), integrity, stalls)
 		return nil
+	case contract.PhasePartiallyComplete:
+		return partiallyComplete(rep)
 	case contract.PhaseFailed:
 		return fmt.Errorf("job failed: %s", rep.Error)
 	}
@@ -315,6 +319,29 @@ func runSend(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 	return fmt.Errorf("stopped before the job finished (%d of %d files done)", rep.FilesDone, rep.FilesTotal)
+}
+
+// errPartial is the error of a standalone job that ended PartiallyComplete: main exits
+// with exitPartial, so that a script tells it from a failure and from a verified copy.
+type errPartial struct{ msg string }
+
+func (e *errPartial) Error() string { return e.msg }
+
+// exitPartial is the exit code of a job that skipped files at the source.
+const exitPartial = 3
+
+// partiallyComplete says what a job that skipped files moved and which it skipped.
+func partiallyComplete(rep contract.Report) error {
+	files := make([]string, 0, len(rep.SkippedFiles))
+	for _, f := range rep.SkippedFiles {
+		files = append(files, f.String())
+	}
+	msg := fmt.Sprintf("partially complete: %d files verified at the destination; %d files skipped at the source (--source-errors Skip): %s",
+		rep.FilesDone, rep.FilesSkipped, strings.Join(files, "; "))
+	if n := rep.FilesSkipped - int64(len(files)); n > 0 {
+		msg += fmt.Sprintf("; and %d more", n)
+	}
+	return &errPartial{msg: msg}
 }
 
 func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver string, root *os.Root, secret []byte, retryFor, stallTimeout time.Duration, metricsAddr string, log *slog.Logger) error {
@@ -501,7 +528,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 		}
 	}
 	core, err := coord.New(coord.Options{Root: root, Paths: all, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
-		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log, NoChannelMoves: !j.classMoves}, j.params())
+		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log, NoChannelMoves: !j.classMoves, SourceErrors: j.sourceErrors}, j.params())
 	if err != nil {
 		return err
 	}
@@ -528,8 +555,8 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 	log.Info("Coordinating", "listen", ln.Addr().String(), "job", j.job, "files", core.Dataset().Files, "bytes", core.Dataset().Bytes)
 	runner := &coord.Runner{Core: core, Channel: ch, Interval: j.reportInterval, Grace: 30 * time.Second, Probe: probePlanner()}
 	switch phase := runner.Run(ctx); phase {
-	case contract.PhaseComplete:
-		return nil
+	case contract.PhaseComplete, contract.PhasePartiallyComplete:
+		return nil // the report says which; the controller reads it
 	case contract.PhaseFailed:
 		msg, _ := core.Err()
 		return fmt.Errorf("job failed: %s", msg)
@@ -641,7 +668,7 @@ func (l *localStripes) add(ctx context.Context) {
 		}
 		last := l.running == 0 && ctx.Err() == nil
 		l.mu.Unlock()
-		if p := l.core.Phase(); last && !l.keepAlive && p != contract.PhaseComplete && p != contract.PhaseFailed {
+		if p := l.core.Phase(); last && !l.keepAlive && !p.Finished() {
 			l.cancelAll() // every local stripe gave up
 		}
 	}()

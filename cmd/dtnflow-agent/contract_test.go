@@ -24,8 +24,10 @@ func TestContractCommandLines(t *testing.T) {
 		"coordinator": contract.CoordinatorArgs(7100, "ns/job-coordinator", contract.JobOptions{SourcePaths: []string{"a", "b/c"},
 			DestinationPath: "in", Checksum: "SHA256", Verify: true, Overwrite: "IfDifferent"}),
 		"coordinator, no verify": contract.CoordinatorArgs(7100, "ns/j", contract.JobOptions{SourcePaths: []string{"a"}, Checksum: "MD5", Overwrite: "Never"}),
-		"sender":                 contract.SenderArgs(3, "10.0.0.1:7100", "10.0.0.2:7000"),
-		"receiver":               contract.ReceiverArgs(3, 7000),
+		"coordinator, skipping source errors": contract.CoordinatorArgs(7100, "ns/j", contract.JobOptions{SourcePaths: []string{"a"}, Checksum: "SHA256",
+			Overwrite: "IfDifferent", SourceErrors: contract.SourceErrorsSkip}),
+		"sender":   contract.SenderArgs(3, "10.0.0.1:7100", "10.0.0.2:7000"),
+		"receiver": contract.ReceiverArgs(3, 7000),
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {

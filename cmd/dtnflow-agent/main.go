@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -67,6 +68,10 @@ func main() {
 			os.Exit(2)
 		}
 		fmt.Fprintln(os.Stderr, "dtnflow-agent:", err)
+		var partial *errPartial
+		if errors.As(err, &partial) {
+			os.Exit(exitPartial)
+		}
 		os.Exit(1)
 	}
 }

@@ -160,7 +160,7 @@ func (s *sharedSend) start(ctx context.Context) (autotune.Outcome, bool) {
 		s.log.Warn("Auto-tuning failed; the transfer goes on with the parameters it has", "err", err.Error())
 		s.setState("Transferring")
 		return out, false
-	case out.Finished || err != nil && s.tuner.Core.Phase() == contract.PhaseComplete:
+	case out.Finished || err != nil && (s.tuner.Core.Phase() == contract.PhaseComplete || s.tuner.Core.Phase() == contract.PhasePartiallyComplete):
 		// the job ended while it probed (seen by the probe, or by the context its end
 		// cancels first): what it sampled still spares the others a probe of their own
 		if len(out.Samples) > 0 {

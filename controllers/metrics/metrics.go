@@ -43,7 +43,7 @@ var (
 	// JobDuration is how long jobs (and runs of recurring jobs) took, by result.
 	JobDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "dtnflow_transferjob_duration_seconds",
-		Help:    "Time from a TransferJob's start (or a recurring job's run's) to its completion or failure, by result (Complete or Failed).",
+		Help:    "Time from a TransferJob's start (or a recurring job's run's) to its completion or failure, by result (Complete, PartiallyComplete or Failed).",
 		Buckets: prometheus.ExponentialBuckets(10, 2, 14), // 10 s to about 23 h
 	}, []string{"result"})
 
@@ -91,13 +91,13 @@ type JobLister func(ctx context.Context) ([]dtnflowv1alpha1.TransferJob, error)
 
 var conditionTypes = []string{
 	dtnflowv1alpha1.ConditionProbing, dtnflowv1alpha1.ConditionPlanned, dtnflowv1alpha1.ConditionTransferring,
-	dtnflowv1alpha1.ConditionComplete, dtnflowv1alpha1.ConditionFailed, dtnflowv1alpha1.ConditionSuspended,
+	dtnflowv1alpha1.ConditionComplete, dtnflowv1alpha1.ConditionPartiallyComplete, dtnflowv1alpha1.ConditionFailed, dtnflowv1alpha1.ConditionSuspended,
 	dtnflowv1alpha1.ConditionReady, dtnflowv1alpha1.ConditionReconciling, dtnflowv1alpha1.ConditionStalled,
 }
 
 var states = []dtnflowv1alpha1.TransferState{
 	dtnflowv1alpha1.StatePending, dtnflowv1alpha1.StateProbing, dtnflowv1alpha1.StateTransferring,
-	dtnflowv1alpha1.StateSuspended, dtnflowv1alpha1.StateComplete, dtnflowv1alpha1.StateFailed,
+	dtnflowv1alpha1.StateSuspended, dtnflowv1alpha1.StateComplete, dtnflowv1alpha1.StatePartiallyComplete, dtnflowv1alpha1.StateFailed,
 }
 
 // jobCollector counts jobs by condition and by state at scrape time, with the lister

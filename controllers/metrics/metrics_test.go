@@ -31,13 +31,14 @@ func TestRegisterOnceAndCountJobs(t *testing.T) {
 			job(dtnflowv1alpha1.StateTransferring, dtnflowv1alpha1.ConditionPlanned, dtnflowv1alpha1.ConditionTransferring),
 			job(dtnflowv1alpha1.StateTransferring, dtnflowv1alpha1.ConditionPlanned, dtnflowv1alpha1.ConditionTransferring),
 			job(dtnflowv1alpha1.StateFailed, dtnflowv1alpha1.ConditionFailed, dtnflowv1alpha1.ConditionStalled),
+			job(dtnflowv1alpha1.StatePartiallyComplete, dtnflowv1alpha1.ConditionPartiallyComplete, dtnflowv1alpha1.ConditionStalled),
 			job(""),
 		}, nil
 	})
 	want := map[string]map[string]float64{
-		"dtnflow_transferjob_status_condition": {"condition=Complete": 0, "condition=Failed": 1, "condition=Planned": 2, "condition=Probing": 0, "condition=Suspended": 0, "condition=Transferring": 2,
-			"condition=Ready": 0, "condition=Reconciling": 0, "condition=Stalled": 1},
-		"dtnflow_transferjob_status_state": {"state=Complete": 0, "state=Failed": 1, "state=Pending": 1, "state=Probing": 0, "state=Suspended": 0, "state=Transferring": 2},
+		"dtnflow_transferjob_status_condition": {"condition=Complete": 0, "condition=PartiallyComplete": 1, "condition=Failed": 1, "condition=Planned": 2, "condition=Probing": 0, "condition=Suspended": 0, "condition=Transferring": 2,
+			"condition=Ready": 0, "condition=Reconciling": 0, "condition=Stalled": 2},
+		"dtnflow_transferjob_status_state": {"state=Complete": 0, "state=PartiallyComplete": 1, "state=Failed": 1, "state=Pending": 1, "state=Probing": 0, "state=Suspended": 0, "state=Transferring": 2},
 	}
 	got := gather(t)
 	for name, values := range want {

@@ -38,6 +38,11 @@ end
 if isTrue("Failed") then
   return say("Degraded", "Failed")
 end
+-- files skipped at the source (spec.sourceErrors: Skip): ended, but not a verified
+-- copy of the whole source
+if isTrue("PartiallyComplete") then
+  return say("Degraded", "PartiallyComplete")
+end
 if isTrue("Ready") then
   return say("Healthy", "Ready")
 end

@@ -81,7 +81,7 @@ func describe(w io.Writer, job *dtnflowv1alpha1.TransferJob, events []eventsv1.E
 	field("Name", "%s", job.Name)
 	field("Namespace", "%s", job.Namespace)
 	field("State", "%s", stateOf(job))
-	for _, t := range []string{dtnflowv1alpha1.ConditionFailed, dtnflowv1alpha1.ConditionStalled, dtnflowv1alpha1.ConditionComplete} {
+	for _, t := range []string{dtnflowv1alpha1.ConditionFailed, dtnflowv1alpha1.ConditionPartiallyComplete, dtnflowv1alpha1.ConditionStalled, dtnflowv1alpha1.ConditionComplete} {
 		if c := condition(job, t); c != nil && c.Status == "True" {
 			field("Because", "%s: %s", c.Reason, c.Message)
 			break
@@ -144,21 +144,28 @@ func describe(w io.Writer, job *dtnflowv1alpha1.TransferJob, events []eventsv1.E
 	describeEvents(w, events, evErr, now)
 }
 
-// describeFailedFiles lists the files that failed in this run, with why.
+// describeFailedFiles lists the files that failed in this run, and those skipped at the
+// source, with why.
 func describeFailedFiles(w io.Writer, st *dtnflowv1alpha1.TransferJobStatus) {
-	if len(st.FailedFiles) == 0 {
+	var failed, skipped int64
+	if st.Progress != nil {
+		failed, skipped = st.Progress.FilesFailed, st.Progress.FilesSkipped
+	}
+	describeFileList(w, "Failed files", st.FailedFiles, failed)
+	describeFileList(w, "Skipped at the source", st.SkippedFiles, skipped)
+}
+
+func describeFileList(w io.Writer, title string, files []dtnflowv1alpha1.FailedFile, count int64) {
+	if len(files) == 0 {
 		return
 	}
-	total := int64(len(st.FailedFiles))
-	if st.Progress != nil && st.Progress.FilesFailed > total {
-		total = st.Progress.FilesFailed
-	}
-	fmt.Fprintf(w, "Failed files (%d", total)
-	if total > int64(len(st.FailedFiles)) {
-		fmt.Fprintf(w, "; the first %d", len(st.FailedFiles))
+	total := max(int64(len(files)), count)
+	fmt.Fprintf(w, "%s (%d", title, total)
+	if total > int64(len(files)) {
+		fmt.Fprintf(w, "; the first %d", len(files))
 	}
 	fmt.Fprintln(w, "):")
-	for _, f := range st.FailedFiles {
+	for _, f := range files {
 		fmt.Fprintf(w, "  %s: %s\n", f.Path, f.Error)
 	}
 }

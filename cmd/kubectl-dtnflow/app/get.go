@@ -92,10 +92,15 @@ func snapshotOf(j *dtnflowv1alpha1.TransferJob) progress.Snapshot {
 	return s
 }
 
-// finished says whether a job has completed or failed.
+// finished says whether a job has completed, partially completed or failed.
 func finished(j *dtnflowv1alpha1.TransferJob) bool {
 	return meta.IsStatusConditionTrue(j.Status.Conditions, dtnflowv1alpha1.ConditionComplete) ||
-		meta.IsStatusConditionTrue(j.Status.Conditions, dtnflowv1alpha1.ConditionFailed)
+		partial(j) || meta.IsStatusConditionTrue(j.Status.Conditions, dtnflowv1alpha1.ConditionFailed)
+}
+
+// partial says whether a job ended with files skipped at the source.
+func partial(j *dtnflowv1alpha1.TransferJob) bool {
+	return meta.IsStatusConditionTrue(j.Status.Conditions, dtnflowv1alpha1.ConditionPartiallyComplete)
 }
 
 // failed says whether a job has failed.

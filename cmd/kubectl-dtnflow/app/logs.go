@@ -7,10 +7,13 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,24 +21,28 @@ import (
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/controllers"
+	"github.com/dtnflow/dtnflow/controllers/agentlogs"
 )
 
 // LogStreamer opens the log of a pod's agent container.
 type LogStreamer func(ctx context.Context, pod *corev1.Pod, opts *corev1.PodLogOptions) (io.ReadCloser, error)
 
 func logsCommand() *command {
-	var follow bool
+	var follow, archived bool
 	var tail int64
 	var role string
 	return &command{
-		name: "logs", short: "the logs of a job's agent pods, each line prefixed with its pod", args: "JOB [-f] [--tail N] [--role coordinator|sender|receiver]",
+		name: "logs", short: "the logs of a job's agent pods, each line prefixed with its pod", args: "JOB [-f] [--tail N] [--role coordinator|sender|receiver] [--archived]",
 		summary: "Print the logs of a job's agent pods (coordinator, then senders and receivers by stripe),\n" +
-			"each line prefixed with its pod; -f follows them all at once. Agent pods are deleted when the\n" +
-			"job finishes, and their logs with them.",
+			"each line prefixed with its pod; -f follows them all at once. When the job has no agent pods\n" +
+			"(it ended, or was suspended) it prints what the manager kept of their logs as it deleted them:\n" +
+			"the last 32 KiB of each, and of each failed pod before its replacement (the ConfigMap\n" +
+			"<job>-agent-logs, kept until the job is deleted); --archived prints those while pods run too.",
 		flags: func(fs *pflag.FlagSet, o *Options) {
 			fs.BoolVarP(&follow, "follow", "f", false, "keep printing as the agents log")
 			fs.Int64Var(&tail, "tail", -1, "lines from the end of each log (-1: all)")
 			fs.StringVar(&role, "role", "", "only the pods of this role: coordinator, sender or receiver")
+			fs.BoolVar(&archived, "archived", false, "print the logs kept of pods already deleted (failed ones replaced, or all once the job ended)")
 		},
 		run: func(ctx context.Context, o *Options, args []string) error {
 			name, err := exactlyOneJob(args)
@@ -58,8 +65,17 @@ func logsCommand() *command {
 			if err != nil {
 				return err
 			}
-			if len(pods) == 0 {
-				return fmt.Errorf("TransferJob %s/%s has no agent pods now (state %s; they are deleted when the job finishes or is suspended)", job.Namespace, job.Name, stateOf(job))
+			if archived || len(pods) == 0 {
+				printed, err := o.printArchive(ctx, job, contract.Role(role), tail)
+				if err != nil {
+					return err
+				}
+				if len(pods) == 0 {
+					if !printed {
+						return fmt.Errorf("TransferJob %s/%s has no agent pods now (state %s; they are deleted when the job finishes or is suspended) and no logs kept of them", job.Namespace, job.Name, stateOf(job))
+					}
+					return nil
+				}
 			}
 			opts := &corev1.PodLogOptions{Follow: follow}
 			if tail >= 0 {
@@ -166,4 +182,63 @@ func (o *Options) printLogs(ctx context.Context, pods []corev1.Pod, opts *corev1
 		return &exitError{code: 1}
 	}
 	return nil
+}
+
+// printArchive prints what the manager kept of the job's deleted agents' logs (the
+// ConfigMap controllers.AgentLogsName), oldest first, each line prefixed with its pod
+// like a live log and each pod's lines after one that says when and why they were
+// kept; false when nothing was kept.
+func (o *Options) printArchive(ctx context.Context, job *dtnflowv1alpha1.TransferJob, role contract.Role, tail int64) (bool, error) {
+	var cm corev1.ConfigMap
+	err := o.client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: controllers.AgentLogsName(job.Name)}, &cm)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the logs kept of TransferJob %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	if ref := metav1.GetControllerOf(&cm); ref == nil || ref.UID != job.UID {
+		return false, nil // an earlier job's of the same name
+	}
+	a, err := agentlogs.Decode(cm.Data)
+	if err != nil {
+		return false, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	printed := false
+	for _, r := range a.Index.Records {
+		if role != "" && r.Role != string(role) {
+			continue
+		}
+		printed = true
+		why := "when the job ended"
+		if r.Reason == agentlogs.ReasonFailed {
+			why = "when it failed, before its replacement"
+		}
+		if r.Ended != "" {
+			why += " (" + r.Ended + ")"
+		}
+		head := fmt.Sprintf("--- kept at %s %s", r.Time.UTC().Format(time.RFC3339), why)
+		if r.Error != "" {
+			fmt.Fprintf(o.Out, "[%s] %s; its log could not be read: %s\n", r.Pod, head, r.Error)
+			continue
+		}
+		if r.Cut {
+			head += fmt.Sprintf("; its last %d bytes", r.Bytes)
+		}
+		fmt.Fprintf(o.Out, "[%s] %s\n", r.Pod, head)
+		lines := strings.SplitAfter(a.Texts[r.Key], "\n")
+		if n := len(lines); n > 0 && lines[n-1] == "" {
+			lines = lines[:n-1]
+		}
+		if tail >= 0 && int64(len(lines)) > tail {
+			lines = lines[int64(len(lines))-tail:]
+		}
+		for _, l := range lines {
+			fmt.Fprintf(o.Out, "[%s] %s\n", r.Pod, strings.TrimSuffix(l, "\n"))
+		}
+	}
+	if a.Index.NotKept > 0 {
+		fmt.Fprintf(o.Err, "The logs of %d more pod(s) were not kept: the archive holds at most %d KiB.\n", a.Index.NotKept, agentlogs.TotalBytes>>10)
+	}
+	return printed, nil
 }

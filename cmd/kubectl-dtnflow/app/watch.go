@@ -20,7 +20,8 @@ func watchCommand() *command {
 	return &command{
 		name: "watch", short: "follow the progress bars; with names, wait until the jobs finish", args: "[JOB...] [-A] [--timeout D]",
 		summary: "Follow jobs' progress bars as they change. With job names it returns once every one has\n" +
-			"finished: exit code 0 when all completed, 1 when one failed (like `globus task wait`).",
+			"finished: exit code 0 when all completed, 1 when one failed or skipped files at the source\n" +
+			"(PartiallyComplete; like `globus task wait`).",
 		flags: func(fs *pflag.FlagSet, o *Options) {
 			fs.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "watch the jobs of every namespace")
 			fs.DurationVar(&timeout, "timeout", 0, "give up after this long (exit code 3); 0 waits for ever")
@@ -139,7 +140,7 @@ func (w *watcher) done() (bool, error) {
 	if len(w.names) == 0 {
 		return false, nil
 	}
-	var failedJobs []string
+	var failedJobs, partialJobs []string
 	for n := range w.names {
 		j, ok := w.jobs[w.o.namespace+"/"+n]
 		if !ok || !finished(&j) {
@@ -148,9 +149,19 @@ func (w *watcher) done() (bool, error) {
 		if failed(&j) {
 			failedJobs = append(failedJobs, n)
 		}
+		if partial(&j) {
+			partialJobs = append(partialJobs, n)
+		}
 	}
+	var msgs []string
 	if len(failedJobs) > 0 {
-		return true, &exitError{code: 1, msg: "failed: " + strings.Join(failedJobs, ", ")}
+		msgs = append(msgs, "failed: "+strings.Join(failedJobs, ", "))
+	}
+	if len(partialJobs) > 0 {
+		msgs = append(msgs, "partially complete (files skipped at the source): "+strings.Join(partialJobs, ", "))
+	}
+	if len(msgs) > 0 {
+		return true, &exitError{code: 1, msg: strings.Join(msgs, "; ")}
 	}
 	return true, nil
 }

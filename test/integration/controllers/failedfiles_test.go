@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/controllers"
 )
 
 // TestFailedFilesReadableAfterwards: a job that fails on some of its files keeps them in
@@ -48,5 +50,51 @@ func TestFailedFilesReadableAfterwards(t *testing.T) {
 		g.Expect(j.Status.FailedFiles[1].Path).To(HaveLen(1024))
 		g.Expect(j.Status.FailedFiles[1].Path).To(HaveSuffix("..."))
 		g.Expect(j.Status.FailedFiles[19]).To(Equal(dtnflowv1alpha1.FailedFile{Path: "runs/017.dat", Error: "read: input/output error"}))
+	})
+}
+
+// TestSkippedSourceFilesEndPartiallyComplete: a job run with spec.sourceErrors Skip
+// gives its coordinator the option, and when the coordinator reports files skipped at
+// the source the job ends PartiallyComplete — never Complete — with the skipped files
+// listed and counted, the kstatus conditions reading it as ended and not Ready, and its
+// agents stopped.
+func TestSkippedSourceFilesEndPartiallyComplete(t *testing.T) {
+	clk := newClock()
+	startManager(t, clk, managerOptions{})
+	src, dst := newSite(t, "src", siteOptions{}), newSite(t, "dst", siteOptions{})
+	ns := createNamespace(t, nil)
+	spec := jobSpec(src, dst)
+	spec.SourceErrors = dtnflowv1alpha1.SourceErrorsSkip
+	spec.Tuning = dtnflowv1alpha1.TransferTuning{Mode: dtnflowv1alpha1.TuningFixed, Fixed: &dtnflowv1alpha1.FixedTuning{Nodes: 1, StripesPerNode: 1, StreamsPerStripe: 4, Concurrency: 2, Pipelining: 8}}
+	job := createJob(t, ns, "skips-unreadable", spec)
+	startTransfer(t, job)
+	eventually(t, func(g Gomega) {
+		g.Expect(strings.Join(listAgents(g, job).coordinator.Spec.Containers[0].Args, " ")).To(ContainSubstring("--source-errors Skip"))
+	})
+
+	skipped := []contract.FailedFile{{Path: "runs/007.dat", Error: "source file changed while it was read: runs/007.dat"},
+		{Path: "runs/012.dat", Error: "opening source runs/012.dat: no such file or directory"}}
+	eventually(t, func(g Gomega) {
+		if getJob(g, job).Status.State != dtnflowv1alpha1.StatePartiallyComplete {
+			report(g, job, contract.Report{Generation: directive(g, job).Generation, Phase: contract.PhasePartiallyComplete, Time: clk.Now(),
+				BytesDone: 38 << 20, BytesTotal: 40 << 20, FilesDone: 38, FilesTotal: 40, FilesSkipped: 2, SkippedFiles: skipped})
+		}
+		j := getJob(g, job)
+		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StatePartiallyComplete))
+		g.Expect(condition(j, dtnflowv1alpha1.ConditionComplete)).To(BeNil(), "a job that skipped files is never Complete")
+		c := condition(j, dtnflowv1alpha1.ConditionPartiallyComplete)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(controllers.ReasonSourceFilesSkipped))
+		g.Expect(c.Message).To(ContainSubstring("2 files skipped at the source"))
+		g.Expect(c.Message).To(ContainSubstring("runs/007.dat"))
+		g.Expect(reason(j, dtnflowv1alpha1.ConditionReady)).To(Equal(controllers.ReasonSourceFilesSkipped))
+		g.Expect(condition(j, dtnflowv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(condition(j, dtnflowv1alpha1.ConditionStalled).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(condition(j, dtnflowv1alpha1.ConditionReconciling).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(j.Status.SkippedFiles).To(Equal([]dtnflowv1alpha1.FailedFile{{Path: skipped[0].Path, Error: skipped[0].Error}, {Path: skipped[1].Path, Error: skipped[1].Error}}))
+		g.Expect(j.Status.Progress.FilesSkipped).To(Equal(int64(2)))
+		g.Expect(j.Status.Progress.FilesDone).To(Equal(int64(38)))
+		g.Expect(j.Status.CompletionTime).NotTo(BeNil())
+		g.Expect(listAgents(g, job).all).To(BeEmpty())
 	})
 }

@@ -54,6 +54,22 @@ type managerOptions struct {
 	workers        int
 	// namespace is the manager's own namespace (RemoteSites' credentials).
 	namespace string
+	// agentLogs plays the kubelets' logs (envtest runs none); nil: fakeLogs{}.
+	agentLogs controllers.AgentLogSource
+}
+
+// fakeLogs plays the kubelet's answer to pods/log: a few lines naming the pod, or the
+// error set for it.
+type fakeLogs struct {
+	errs map[string]error
+}
+
+func (f fakeLogs) TailLog(_ context.Context, pod *corev1.Pod, limit int) ([]byte, bool, error) {
+	if err := f.errs[pod.Name]; err != nil {
+		return nil, false, err
+	}
+	text := fmt.Sprintf("level=INFO msg=\"Started\" pod=%s uid=%s\nlevel=ERROR msg=\"Last words\" pod=%s\n", pod.Name, pod.UID, pod.Name)
+	return []byte(text[:min(len(text), limit)]), false, nil
 }
 
 var managerSeq atomic.Int32
@@ -88,6 +104,9 @@ func startManager(t testing.TB, clk *clocktesting.FakeClock, o managerOptions) *
 		t.Fatalf("creating the manager: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if o.agentLogs == nil {
+		o.agentLogs = fakeLogs{}
+	}
 	if err := controllers.Setup(ctx, mgr, controllers.Config{
 		Planner: controllers.NewPlanner(),
 		Pods: controllers.AgentPodOptions{Image: "dtnflow-agent:test", ImagePullPolicy: corev1.PullNever,
@@ -96,6 +115,7 @@ func startManager(t testing.TB, clk *clocktesting.FakeClock, o managerOptions) *
 		JobWorkers:     o.workers,
 		Clock:          clk,
 		Namespace:      o.namespace,
+		AgentLogs:      o.agentLogs,
 	}); err != nil {
 		cancel()
 		t.Fatalf("setting up the controllers: %v", err)

@@ -33,6 +33,7 @@ import (
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/cmd/kubectl-dtnflow/app"
 	"github.com/dtnflow/dtnflow/controllers"
+	"github.com/dtnflow/dtnflow/controllers/agentlogs"
 	"github.com/dtnflow/dtnflow/test/integration/framework"
 )
 
@@ -300,6 +301,37 @@ func TestDescribe(t *testing.T) {
 
 // TestPlot draws a job and looks at the PNG: the size asked for, and the colours of
 // the samples, the model, the plan and the achieved rate present in quantity.
+// partiallyComplete writes the status of a job that ended with files skipped at the
+// source (spec.sourceErrors Skip).
+func partiallyComplete(st *dtnflowv1alpha1.TransferJobStatus) {
+	st.State = dtnflowv1alpha1.StatePartiallyComplete
+	st.Progress.FilesSkipped = 23
+	st.SkippedFiles = []dtnflowv1alpha1.FailedFile{{Path: "runs/0427/raw/b18.dat", Error: "source file changed while it was read: runs/0427/raw/b18.dat"}}
+	st.Conditions = append(st.Conditions, metav1.Condition{Type: dtnflowv1alpha1.ConditionPartiallyComplete, Status: metav1.ConditionTrue,
+		Reason: controllers.ReasonSourceFilesSkipped, Message: "23 files skipped at the source (spec.sourceErrors: Skip)", LastTransitionTime: *at(200)})
+}
+
+// TestDescribePartiallyComplete: describe says why a job is PartiallyComplete and lists
+// the files it skipped at the source; get shows the state.
+func TestDescribePartiallyComplete(t *testing.T) {
+	ns := namespace(t)
+	job := createJob(t, ns, "run-0432")
+	setStatus(t, job, partiallyComplete)
+	r := run(t, nil, "describe", "-n", ns, "run-0432")
+	if r.code != 0 {
+		t.Fatalf("describe: %+v", r)
+	}
+	for _, want := range []string{"PartiallyComplete", "Because:       SourceFilesSkipped: 23 files skipped at the source",
+		"Skipped at the source (23; the first 1):", "  runs/0427/raw/b18.dat: source file changed while it was read"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("describe lacks %q:\n%s", want, r.out)
+		}
+	}
+	if r := run(t, nil, "get", "-n", ns, "run-0432"); r.code != 0 || !strings.Contains(r.out, "PartiallyComplete") {
+		t.Errorf("get: %+v", r)
+	}
+}
+
 func TestPlot(t *testing.T) {
 	ns := namespace(t)
 	createJob(t, ns, "run-0427")
@@ -399,6 +431,12 @@ func TestWatch(t *testing.T) {
 	})
 	if r := run(t, nil, "watch", "-n", ns, "run-0429"); r.code != 1 || !strings.Contains(r.err, "failed: run-0429") {
 		t.Errorf("watch of a failed job: %+v", r)
+	}
+	// So does one that skipped files at the source: not a verified copy of the source.
+	partial := createJob(t, ns, "run-0431")
+	setStatus(t, partial, partiallyComplete)
+	if r := run(t, nil, "watch", "-n", ns, "run-0431"); r.code != 1 || !strings.Contains(r.err, "partially complete (files skipped at the source): run-0431") {
+		t.Errorf("watch of a partially complete job: %+v", r)
 	}
 	// A terminal gets the table redrawn in place.
 	term := true
@@ -514,6 +552,42 @@ func TestLogs(t *testing.T) {
 	none := createJob(t, ns, "run-0431")
 	if r := run(t, &app.Options{Logs: logs}, "logs", "-n", ns, none.Name); r.code != 1 || !strings.Contains(r.err, "has no agent pods now") {
 		t.Errorf("logs of a job without pods: %+v", r)
+	}
+}
+
+// TestLogsKeptAfterTheJob: once a job's agent pods are gone, logs prints what the
+// manager kept of them (the ConfigMap <job>-agent-logs, written here as the manager
+// writes it), oldest first, saying for each pod when and why it was kept.
+func TestLogsKeptAfterTheJob(t *testing.T) {
+	ns := namespace(t)
+	job := createJob(t, ns, "run-0433")
+	a, _ := agentlogs.Decode(nil)
+	a.Add([]agentlogs.Log{{Record: agentlogs.Record{Pod: "run-0433-s0-send", UID: "u1", Role: "sender", Stripe: "0", Reason: agentlogs.ReasonFailed,
+		Ended: "exit code 1, Error: connection reset by peer", Time: t0.Add(time.Minute)}, Text: []byte("started\nopening source a/b: input/output error\n")}})
+	a.Add([]agentlogs.Log{
+		{Record: agentlogs.Record{Pod: "run-0433-coordinator", UID: "u2", Role: "coordinator", Reason: agentlogs.ReasonFinished, Time: t0.Add(time.Hour), Cut: true},
+			Text: []byte("Listed the dataset\nJob finished phase=Complete\n")},
+		{Record: agentlogs.Record{Pod: "run-0433-s0-recv", UID: "u3", Role: "receiver", Stripe: "0", Reason: agentlogs.ReasonFinished, Time: t0.Add(time.Hour),
+			Error: "the kubelet did not answer"}},
+	})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controllers.AgentLogsName(job.Name),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: dtnflowv1alpha1.GroupVersion.String(), Kind: "TransferJob", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
+		Data: a.Data()}
+	if err := env.Client.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, nil, "logs", "-n", ns, job.Name)
+	want := "[run-0433-s0-send] --- kept at 2026-03-01T12:01:00Z when it failed, before its replacement (exit code 1, Error: connection reset by peer)\n" +
+		"[run-0433-s0-send] started\n[run-0433-s0-send] opening source a/b: input/output error\n" +
+		"[run-0433-coordinator] --- kept at 2026-03-01T13:00:00Z when the job ended; its last 47 bytes\n" +
+		"[run-0433-coordinator] Listed the dataset\n[run-0433-coordinator] Job finished phase=Complete\n" +
+		"[run-0433-s0-recv] --- kept at 2026-03-01T13:00:00Z when the job ended; its log could not be read: the kubelet did not answer\n"
+	if r.code != 0 || r.out != want {
+		t.Errorf("logs printed (exit %d, %s):\n%s\nwant:\n%s", r.code, r.err, r.out, want)
+	}
+	r = run(t, nil, "logs", "-n", ns, job.Name, "--role", "coordinator", "--tail", "1")
+	if r.code != 0 || r.out != "[run-0433-coordinator] --- kept at 2026-03-01T13:00:00Z when the job ended; its last 47 bytes\n[run-0433-coordinator] Job finished phase=Complete\n" {
+		t.Errorf("logs --role coordinator --tail 1: %+v", r)
 	}
 }
 

@@ -1,0 +1,150 @@
+package coord
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+// runWithSourceFailure runs a job of the small files d/a and d/b and the chunked file
+// d/big (three chunks) in which the first chunk of d/big, and with sourceToo the file
+// d/a too, fail at the source; failure says what else fails. Every other unit is sent
+// and verified. It returns the core and its stripe once every unit has an end.
+func runWithSourceFailure(t *testing.T, sourceErrors string, failure wire.UnitResult) (*Core, *Member) {
+	t.Helper()
+	c := newCore(t, map[string]int{"d/a": 10, "d/b": 20, "d/big": 700})
+	c.opts.SourceErrors = sourceErrors
+	m := c.Join(0)
+	m.Summary(wire.Summary{Last: true})
+	failedBig := false
+	for range 20 {
+		g, ok := c.request(m, 1)
+		if !ok || g.Finished || g.Manifest {
+			break
+		}
+		var rs []wire.UnitResult
+		for _, u := range g.Units {
+			switch {
+			case u.Dest == "out/d/big" && !failedBig:
+				failedBig = true
+				rs = append(rs, wire.UnitResult{ID: u.ID, Error: "source file changed while it was read: d/big", Source: true})
+			case u.Dest == "out/d/a" && failure.Error != "":
+				f := failure
+				f.ID = u.ID
+				rs = append(rs, f)
+			default:
+				rs = append(rs, wire.UnitResult{ID: u.ID, OK: true, Digest: "src-" + string(u.Dest)})
+			}
+		}
+		m.Done(rs)
+	}
+	return c, m
+}
+
+// TestSourceErrorsSkip: with Skip, a file that fails at the source is skipped and
+// listed, its remaining chunks are not sent, the final check leaves it out, and the job
+// ends PartiallyComplete — never Complete — with every other file verified.
+func TestSourceErrorsSkip(t *testing.T) {
+	c, m := runWithSourceFailure(t, contract.SourceErrorsSkip, wire.UnitResult{Error: "opening source d/a: no such file or directory", Source: true})
+	r := c.Report()
+	if r.FilesSkipped != 2 || r.FilesDone != 1 || r.FilesFailed != 0 {
+		t.Fatalf("done %d, skipped %d, failed %d; want 1 done (d/b), 2 skipped, 0 failed", r.FilesDone, r.FilesSkipped, r.FilesFailed)
+	}
+	if len(r.SkippedFiles) != 2 || r.SkippedFiles[0].Path != "d/big" || !strings.Contains(r.SkippedFiles[0].Error, "changed while it was read") ||
+		r.SkippedFiles[1].Path != "d/a" || !strings.Contains(r.SkippedFiles[1].Error, "no such file") {
+		t.Fatalf("skipped files %+v", r.SkippedFiles)
+	}
+	if r.Error != "" {
+		t.Errorf("a skipped file set the job's error: %q", r.Error)
+	}
+	for _, u := range c.units {
+		if u.file.skipped {
+			t.Errorf("unit %d of skipped %s is still to be sent", u.u.ID, u.u.Source)
+		}
+	}
+	// The destination holds only d/b: the check passes without the skipped files.
+	answerManifest(t, c, m, func(fs []wire.ManifestFile) []wire.ManifestFile {
+		var kept []wire.ManifestFile
+		for _, f := range fs {
+			if f.Path == "out/d/b" {
+				kept = append(kept, f)
+			}
+		}
+		return kept
+	})
+	if got := c.Phase(); got != contract.PhasePartiallyComplete {
+		t.Fatalf("phase %s, want PartiallyComplete", got)
+	}
+	if !c.Phase().Finished() {
+		t.Fatal("PartiallyComplete does not count as finished")
+	}
+	if g, ok := c.request(m, 1); !ok || !g.Finished {
+		t.Fatalf("a stripe asking for work after the end got %+v", g)
+	}
+}
+
+// TestSourceErrorsSkipStillChecksTheRest: skipping is no excuse for the files that were
+// sent — one missing at the destination fails the job.
+func TestSourceErrorsSkipStillChecksTheRest(t *testing.T) {
+	c, m := runWithSourceFailure(t, contract.SourceErrorsSkip, wire.UnitResult{})
+	answerManifest(t, c, m, func(fs []wire.ManifestFile) []wire.ManifestFile {
+		var kept []wire.ManifestFile
+		for _, f := range fs {
+			if f.Path == "out/d/b" { // d/a, sent and verified, is missing
+				kept = append(kept, f)
+			}
+		}
+		return kept
+	})
+	if got, r := c.Phase(), c.Report(); got != contract.PhaseFailed || !strings.Contains(r.Error, "out/d/a: no receiver holds it as final") {
+		t.Fatalf("phase %s (%s), want Failed naming out/d/a", got, r.Error)
+	}
+}
+
+// TestSourceErrorsFailOrDestinationErrors: a source failure fails the job under Fail
+// (the default), and under Skip a failure at the destination still fails it.
+func TestSourceErrorsFailOrDestinationErrors(t *testing.T) {
+	cases := map[string]struct {
+		sourceErrors string
+		failure      wire.UnitResult
+		wantSkipped  int64
+		wantFailed   int64
+		wantErr      string
+	}{
+		"Fail: a source error fails the job": {sourceErrors: "", failure: wire.UnitResult{Error: "opening source d/a: permission denied", Source: true},
+			wantFailed: 2, wantErr: "changed while it was read: d/big (and 1 more errors)"},
+		"Skip: a destination error fails the job": {sourceErrors: contract.SourceErrorsSkip,
+			failure: wire.UnitResult{Error: "destination file exists: out/d/a (overwrite: Never)"}, wantSkipped: 1, wantFailed: 1, wantErr: "destination file exists: out/d/a"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c, _ := runWithSourceFailure(t, tc.sourceErrors, tc.failure)
+			r := c.Report()
+			if r.Phase != contract.PhaseFailed {
+				t.Fatalf("phase %s, want Failed", r.Phase)
+			}
+			if r.FilesSkipped != tc.wantSkipped || r.FilesFailed != tc.wantFailed || !strings.Contains(r.Error, tc.wantErr) {
+				t.Fatalf("skipped %d (want %d), failed %d (want %d), error %q (want %q)", r.FilesSkipped, tc.wantSkipped, r.FilesFailed, tc.wantFailed, r.Error, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestSourceErrorsOption(t *testing.T) {
+	for in, want := range map[string]string{"": contract.SourceErrorsFail, "Fail": contract.SourceErrorsFail, "skip": contract.SourceErrorsSkip} {
+		c := newCore(t, map[string]int{"d/a": 1})
+		o := c.opts
+		o.SourceErrors = in
+		got, err := New(o, Params{})
+		if err != nil || got.opts.SourceErrors != want {
+			t.Errorf("--source-errors %q: %v, %q; want %q", in, err, got.opts.SourceErrors, want)
+		}
+	}
+	o := newCore(t, map[string]int{"d/a": 1}).opts
+	o.SourceErrors = "Ignore"
+	if _, err := New(o, Params{}); err == nil || !strings.Contains(err.Error(), "--source-errors") {
+		t.Errorf("--source-errors Ignore: %v, want refused", err)
+	}
+}
