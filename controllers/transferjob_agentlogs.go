@@ -41,10 +41,13 @@ type AgentLogSource interface {
 }
 
 // How long archiving may hold a pass up: each pod's fetch, and all of them together
-// (fetched archiveFetches at once).
+// (fetched archiveFetches at once). A pass runs with every job's sharing decisions
+// held (one pass at a time), so the bounds are short — a 32 KiB tail comes back in
+// milliseconds from a kubelet that answers — and a pod on a node that is not Ready
+// is not asked at all.
 const (
-	logFetchTimeout = 5 * time.Second
-	archiveTimeout  = 15 * time.Second
+	logFetchTimeout = 2 * time.Second
+	archiveTimeout  = 4 * time.Second
 	archiveFetches  = 8
 	// logTailLines is how many lines the kubelet is asked for: more than PodBytes
 	// holds of the agents' lines, so that the kubelet does not send the whole log.
@@ -107,6 +110,10 @@ func (r *TransferJobReconciler) archiveLogs(ctx context.Context, p *pass, pods [
 			Reason: reason, Time: r.Clock.Now().UTC().Truncate(time.Second)}
 		if podTerminal(pod) {
 			logs[i].Ended = truncate(terminationOf(pod), 512)
+		}
+		if node := pinnedNode(pod); !p.obs.usable(p.obs.endpoints.SourceNodes, node) && !p.obs.usable(p.obs.endpoints.DestinationNodes, node) {
+			logs[i].Error = fmt.Sprintf("not read: node %s is not ready", node)
+			continue
 		}
 		wg.Add(1)
 		go func() {
