@@ -114,6 +114,10 @@ type Result struct {
 	// CPU is the operator's agent pods: each one's CPU request against what its
 	// cgroup accounted while it ran.
 	CPU []podCPU `json:"cpu,omitempty"`
+	// Samples and ReplanLog are the operator job's probe samples and re-plans as its
+	// status kept them: where its time to plan went.
+	Samples   []dtnflowv1alpha1.ProbeSample `json:"samples,omitempty"`
+	ReplanLog []dtnflowv1alpha1.Replan      `json:"replanLog,omitempty"`
 	// Scheduler and ChannelMoves are the job's status.channels at the end.
 	Scheduler    string `json:"scheduler,omitempty"`
 	ChannelMoves int64  `json:"channelMoves,omitempty"`
@@ -160,7 +164,7 @@ func run() error {
 	gridStripes := flag.String("grid-stripes", "1,2,4", "dtnflow-grid: stripes")
 	sampleSeconds := flag.Float64("sample-seconds", 3, "dtnflow-grid: each grid point is probed on a sample of this many seconds at the link rate")
 	runLimit := flag.Duration("run-limit", 0, "bench-wan's tools: stop a run that takes longer and extrapolate its time from what it moved (0: none)")
-	logDir := flag.String("log-dir", "", "bench-wan's tools write their output here")
+	logDir := flag.String("log-dir", "", "bench-wan's tools write their output here, and each operator run its agents' logs (the job's archive) in <scenario>-operator/")
 	fixed := flag.String("fixed", "8,1", "dtnflow-fixed: streams,stripes of the fixed setting (the grid's best on the path)")
 	scheduleSize := flag.String("schedule-size", "5GiB", "the suite's scheduled scenario: size of its file (it must outlast the schedule)")
 	only := flag.String("only", "", "the suite's scenarios to run, by name (comma-separated; default all)")
@@ -308,7 +312,7 @@ func run() error {
 			}
 			switch tool.name {
 			case "operator":
-				r = runScenario(ctx, c, peer != nil, 10*i+n, s, tool.inFlight, !*warm, *verify, *jobVerify, *timeout)
+				r = runScenario(ctx, c, peer != nil, 10*i+n, s, tool.inFlight, !*warm, *verify, *jobVerify, *timeout, *logDir)
 			case "agent-auto":
 				r = runAgentAuto(ctx, c, i, s, *agentBin, *maxStripes, *maxStreams, *verify, *jobVerify, *timeout)
 			default:
@@ -486,7 +490,7 @@ func applyEndpoints(ctx context.Context, c *framework.Cluster) error {
 	return nil
 }
 
-func runScenario(ctx context.Context, c *framework.Cluster, federated bool, i int, s scenario, inFlight dtnflowv1alpha1.InFlightCheck, cold, verify, jobVerify bool, timeout time.Duration) Result {
+func runScenario(ctx context.Context, c *framework.Cluster, federated bool, i int, s scenario, inFlight dtnflowv1alpha1.InFlightCheck, cold, verify, jobVerify bool, timeout time.Duration, logDir string) Result {
 	tool := "dtnflow-operator"
 	if federated {
 		tool = "dtnflow-two-clusters"
@@ -586,6 +590,12 @@ func runScenario(ctx context.Context, c *framework.Cluster, federated bool, i in
 	r.BitsPerSecond = int64(float64(r.Bytes*8) / r.Seconds)
 	r.ShareOfLink = float64(r.BitsPerSecond) / float64(s.RateBitsPerSecond)
 	r.Replans = len(got.Status.Replans)
+	r.Samples, r.ReplanLog = got.Status.Samples, got.Status.Replans
+	if logDir != "" {
+		if err := keepAgentLogs(ctx, c, &got, filepath.Join(logDir, fmt.Sprintf("%s-operator", s.Name))); err != nil {
+			fmt.Fprintf(os.Stderr, "bench-cluster: the agents' logs of %s: %v\n", got.Name, err)
+		}
+	}
 	if tm := got.Status.Timings; tm != nil {
 		r.FirstByteMilliseconds, r.PlanMilliseconds, r.CompleteMilliseconds = tm.FirstByteMilliseconds, tm.PlanMilliseconds, tm.CompleteMilliseconds
 	}
@@ -801,4 +811,22 @@ func expandModes(tools, modes []string) []toolRun {
 		}
 	}
 	return out
+}
+
+// keepAgentLogs writes the job's archive of agent logs (the ConfigMap the manager fills
+// as the job ends, which goes with the job) into dir, one file per key.
+func keepAgentLogs(ctx context.Context, c *framework.Cluster, job *dtnflowv1alpha1.TransferJob, dir string) error {
+	var cm corev1.ConfigMap
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: controllers.AgentLogsName(job.Name)}, &cm); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for k, v := range cm.Data {
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(k)), []byte(v), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
