@@ -641,6 +641,13 @@ func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 			r.makePlan(p, rep.Dataset)
 		}
 	}
+	if c := meta.FindStatusCondition(p.st.Conditions, dtnflowv1alpha1.ConditionPlanned); p.st.Plan != nil && c != nil &&
+		c.Status == metav1.ConditionFalse && c.Reason == ReasonRemoteUnreachable {
+		// the peer answered again with the job's end: the pass that would have said
+		// the plan holds again (run) is not reached, and a Complete job must not read
+		// as unplanned for a link that is back
+		p.condition(dtnflowv1alpha1.ConditionPlanned, metav1.ConditionTrue, plannedReason(p.job), describePlan(p.st.Plan))
+	}
 	p.st.Progress = progressFrom(p.st.Progress, rep, p.st.StartTime, p.now.Time)
 	p.st.Channels = channelStatusFrom(p.st.Channels, rep)
 	p.st.Progress.CurrentBitsPerSecond, p.st.Progress.Rate = 0, formatRate(0)

@@ -83,6 +83,14 @@ func NewPathCapacity(curve Curve, maxStreams int, stripeRates []StreamPoint, acc
 		ref = StreamPoint{Streams: 1, BitsPerSecond: p.StripeBitsPerSecond}
 	} else {
 		levels = levels[1:]
+		// Stripes pay only beyond what one stripe carries at its best: the stripe
+		// levels are measured at one stream count (fewer than the plateau's, often), and
+		// a second stripe that only matched one stripe with more streams measured no
+		// gain of its own (issue 11: 2 × 2 streams 963 Mbit/s, 1 × 2 905 and 1 × 4 967
+		// was planned as 2 stripes predicting 1029 and ran slower than one stripe)
+		if s := p.StripeBitsPerSecond; !math.IsInf(s, 0) && s > ref.BitsPerSecond {
+			ref.BitsPerSecond = s
+		}
 	}
 	prev := ref
 	p.StillRising = len(levels) > 0

@@ -106,9 +106,15 @@ func TestNewPathCapacity(t *testing.T) {
 	}{
 		"no stripe measured: one stripe's plateau everywhere": {nil, 0, map[int]float64{1: 1e9, 2: 1e9, 64: 1e9}, false},
 		"the stream limit lowers the plateau":                 {nil, 1, map[int]float64{1: 400e6, 8: 400e6}, false},
-		// 1, 2, 4 stripes measured 0.9, 1.7, 1.75 Gbit/s: the doubling to 4 did not pay
-		// (3 % < 5 %), so two stripes' gain (1.7/0.9) caps every count from 2
-		"a doubling that did not pay ends the gains": {levels(0.9e9, 1.7e9, 1.75e9), 0, map[int]float64{1: 1e9, 2: 1e9 * 1.7 / 0.9, 4: 1e9 * 1.7 / 0.9}, false},
+		// 1, 2, 4 stripes measured 0.9, 1.7, 1.75 Gbit/s (at fewer streams than one
+		// stripe's plateau of 1 Gbit/s): the doubling to 4 did not pay (3 % < 5 %), so
+		// what two stripes measured caps every count from 2
+		"a doubling that did not pay ends the gains": {levels(0.9e9, 1.7e9, 1.75e9), 0, map[int]float64{1: 1e9, 2: 1.7e9, 4: 1.7e9}, false},
+		// issue 11's mixed dataset on the cluster: one stripe 905 Mbit/s at 2 streams and
+		// 967 at 4 (the plateau), two stripes of 2 streams 963: no gain over one stripe
+		// at its best, so no second stripe
+		"a second stripe that only matched one stripe's more streams": {levels(905e6, 963e6),
+			0, map[int]float64{1: 1e9, 2: 1e9}, false},
 		// every doubling paid: interpolated between levels, flat beyond the last
 		"still rising":             {levels(1e9, 1.9e9, 3.6e9), 0, map[int]float64{1: 1e9, 2: 1.9e9, 3: 2.75e9, 4: 3.6e9, 16: 3.6e9}, true},
 		"two stripes carried less": {levels(1e9, 0.95e9), 0, map[int]float64{1: 1e9, 2: 1e9}, false},
@@ -163,13 +169,14 @@ func TestMakePlanWithinThePath(t *testing.T) {
 			model: Dinda, stripes: 1, streams: 10, predicted: risingFit.BitsPerSecond(10), binding: BindingPath,
 		},
 		// the same with stripes measured: 1, 2, 4 stripes carried 0.97, 1.9 and 3.1
-		// Gbit/s, 8 stripes 3.2 (no gain): the plan has 4 stripes and predicts 4
-		// stripes' measured gain over one on the model's plateau (3.11 Gbit/s); 4
-		// streams each (4 × 801 Mbit/s) already reach it, 3 (4 × 710) do not
+		// Gbit/s, 8 stripes 3.2 (no gain): the plan has 4 stripes and predicts what 4
+		// stripes measured (their gain over one stripe at its plateau, 972 Mbit/s,
+		// which the 1-stripe level barely misses); 4 streams each (4 × 801 Mbit/s)
+		// already reach it, 3 (4 × 710) do not
 		"stripes measured to pay up to 4": {
 			in: PlanInput{Samples: risingPathSamples, SourceNodes: nic(10e9), DestinationNodes: nic(10e9),
 				StripeRates: []StreamPoint{{1, 0.97e9}, {2, 1.9e9}, {4, 3.1e9}, {8, 3.2e9}}},
-			model: Dinda, stripes: 4, streams: 4, predicted: risingFit.PeakBitsPerSecond * 3.1 / 0.97, binding: BindingPath,
+			model: Dinda, stripes: 4, streams: 4, predicted: 3.1e9, binding: BindingPath,
 		},
 	}
 	for name, tc := range tests {
