@@ -592,7 +592,7 @@ func runScenario(ctx context.Context, c *framework.Cluster, federated bool, i in
 	r.Replans = len(got.Status.Replans)
 	r.Samples, r.ReplanLog = got.Status.Samples, got.Status.Replans
 	if logDir != "" {
-		if err := keepAgentLogs(ctx, c, &got, filepath.Join(logDir, fmt.Sprintf("%s-operator", s.Name))); err != nil {
+		if err := keepAgentLogs(ctx, c, &got, filepath.Join(logDir, fmt.Sprintf("%s-operator", s.Name()))); err != nil {
 			fmt.Fprintf(os.Stderr, "bench-cluster: the agents' logs of %s: %v\n", got.Name, err)
 		}
 	}
