@@ -306,3 +306,20 @@ func monitorSettle(ctx context.Context, conns []*wire.Conn, o ProbeOptions, stop
 		}
 	}
 }
+
+// probe runs one memory-to-memory sample for the coordinator. A request that asks to
+// settle ends as soon as its rate is precise, with its Seconds as the ceiling (the
+// settle limits come from the streams' RTT: at most 40 of them).
+func (s *ssession) probe(p wire.ProbeRequest) wire.ProbeResult {
+	res, err := Probe(s.ctx, s.st.Receiver, s.st.Secret, probeOptions(p, s.cfg.BlockSize))
+	if err != nil {
+		return wire.ProbeResult{Error: err.Error(), Sample: contract.Sample{Streams: p.Streams, BufferBytes: p.BufferBytes}}
+	}
+	return wire.ProbeResult{Sample: res.Sample, Seconds: res.Seconds, Settled: res.Settled}
+}
+
+// probeOptions are the options of the sample a coordinator's request asks for.
+func probeOptions(p wire.ProbeRequest, blockSize int64) ProbeOptions {
+	return ProbeOptions{Streams: p.Streams, BufferBytes: p.BufferBytes, Duration: time.Duration(p.Seconds) * time.Second,
+		BlockSize: blockSize, Settle: p.Settle}
+}
