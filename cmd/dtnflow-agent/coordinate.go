@@ -15,6 +15,8 @@ import (
 	"github.com/dtnflow/dtnflow/agent/mover"
 )
 
+// runCoordinate is `dtnflow-agent coordinate`: it lists a job's dataset, hands its
+// work to the senders that connect, and reports progress (to its pod in a cluster).
 func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := newFlags("coordinate", "coordinate --listen ADDR --root DIR --secret-file FILE --path P... [--pod NS/NAME]")
 	var j jobFlags

@@ -13,6 +13,8 @@ import (
 	"github.com/dtnflow/dtnflow/agent/mover"
 )
 
+// runProbe is `dtnflow-agent probe`: memory-to-memory samples against a receiver, one
+// for each stream count, printed as JSON lines.
 func runProbe(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := newFlags("probe", "probe --to HOST:PORT --secret-file FILE [--streams 1,2,4,8] [--seconds 3]")
 	to := fs.String("to", "", "receiver address")

@@ -12,6 +12,8 @@ import (
 	"github.com/dtnflow/dtnflow/agent/mover"
 )
 
+// runReceive is `dtnflow-agent receive`: it serves the senders of any number of jobs
+// and writes what they send under --root.
 func runReceive(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := newFlags("receive", "receive --listen ADDR --root DIR --secret-file FILE [--stripe K]")
 	addr := fs.String("listen", "", "address senders connect to, for example :7000 (only the authenticated protocol is spoken there)")

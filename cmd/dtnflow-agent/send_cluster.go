@@ -16,6 +16,8 @@ import (
 	"github.com/dtnflow/dtnflow/agent/wire"
 )
 
+// runClusterSender is send's cluster mode: one stripe of a job whose coordinator runs
+// elsewhere, reconnecting while it fails for no longer than retryFor.
 func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver string, root *os.Root, secret []byte, retryFor, stallTimeout time.Duration, metricsAddr string, log *slog.Logger) error {
 	st := &mover.Stripe{Index: stripe, Receiver: receiver, Secret: secret, Root: root, Log: log, RetryFor: retryFor, StallTimeout: stallTimeout}
 	if stripe == 0 {

@@ -3,14 +3,135 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
+	"github.com/dtnflow/dtnflow/agent/autotune"
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/coord"
 	"github.com/dtnflow/dtnflow/agent/mover"
+	"github.com/dtnflow/dtnflow/agent/share"
 )
+
+// sendStandalone runs a whole job from this process: the coordinator's core and its
+// stripes, with fixed parameters or (--auto) tuned as the job goes, and prints how it
+// ended.
+func sendStandalone(ctx context.Context, f *sendFlags, root *os.Root, secret []byte, log *slog.Logger) error {
+	j := &f.job
+	if j.job == "" {
+		j.job = jobID(j.destPath, f.paths)
+	}
+	log, bar := progressOutput(log) // a progress bar on a terminal (progressbar.go)
+	core, err := coord.New(coord.Options{Root: root, Paths: f.paths, DestPath: j.destPath, Job: j.job, Checksum: j.checksum, Verify: j.verify, VerifyMode: j.verifyMode, InFlight: j.inFlight,
+		Overwrite: j.overwrite, BlockSize: int64(j.blockSize), ChunkSize: int64(j.chunkSize), Log: log, NoChannelMoves: !j.classMoves}, j.params())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if f.listenAddr != "" {
+		ln, err := listen(f.listenAddr)
+		if err != nil {
+			return err
+		}
+		go mover.Serve(ctx, ln, secret, 0, core.ServeConn, log)
+	}
+	serveMetrics(ctx, f.metricsAddr, core.Status, log)
+	start := time.Now()
+	ls := &localStripes{core: core, cancelAll: cancel, log: log, newStripe: func(k int32) *mover.Stripe {
+		return &mover.Stripe{Index: k, Receiver: f.to[int(k)%len(f.to)], Secret: secret, Root: root, Log: log, RetryFor: f.retryFor, StallTimeout: f.stallTimeout}
+	}, keepAlive: f.listenAddr != "", ctx: ctx}
+	if f.auto {
+		shared, err := startAuto(ctx, f, core, ls, secret, log)
+		if err != nil {
+			return err
+		}
+		if shared != nil {
+			defer func() { cancel(); <-shared.done }()
+		}
+	} else {
+		core.SetPhase(contract.PhaseTransferring)
+		for range f.stripes {
+			ls.add(ctx)
+		}
+	}
+	runner := &coord.Runner{Core: core, Channel: bar.channel(log), Interval: j.reportInterval, Grace: 30 * time.Second}
+	phase := runner.Run(ctx)
+	cancel()
+	ls.wg.Wait()
+	bar.finish()
+	return sendOutcome(phase, core, ls, start)
+}
+
+// startAuto starts tuning a standalone send (--auto) in one of three ways: sharing the
+// path with the other jobs of --share-dir, probing memory to memory before the
+// transfer (--probe-mem), or probing on the job's data while it moves. It returns the
+// path's sharing when it runs one, which the caller waits for.
+func startAuto(ctx context.Context, f *sendFlags, core *coord.Core, ls *localStripes, secret []byte, log *slog.Logger) (*sharedSend, error) {
+	j := &f.job
+	policy, err := autotune.ParseBufferPolicy(f.autoBuffers)
+	if err != nil {
+		return nil, fmt.Errorf("--auto-buffers: %w", err)
+	}
+	tuner := &autotune.Tuner{Core: core, Stripes: ls, Params: j.params(), LocalLimits: mover.ReadSocketLimits(), Log: log,
+		Options: autotune.Options{MaxStreams: int(f.maxStreams), MaxStripes: int(f.stripes), Buffers: policy,
+			NICBitsPerSecond: float64(f.nicRate), SampleCeiling: time.Duration(f.probeSeconds * float64(time.Second))}}
+	switch {
+	case f.shareDir != "":
+		dir, err := share.Open(f.shareDir, share.PathKey(f.to[0]), j.job, int(f.priority))
+		if err != nil {
+			return nil, err
+		}
+		shared := &sharedSend{dir: dir, tuner: tuner, stripe: ls, maxStripes: int(f.stripes), userRate: int64(j.maxRate), every: j.reportInterval, log: log, done: make(chan struct{})}
+		go shared.run(ctx)
+		return shared, nil
+	case f.probeMem:
+		out, err := tuner.InMemory(ctx, f.to[0], secret, int64(j.blockSize))
+		if err != nil {
+			return nil, err
+		}
+		core.SetPhase(contract.PhaseTransferring)
+		for range out.Stripes {
+			ls.add(ctx)
+		}
+		go ls.adapt(ctx, newAdapter(out.Plan, int(f.stripes)), j.reportInterval)
+	default:
+		// The probe runs on the job's data while the caller's runner reports it.
+		go func() {
+			out, err := tuner.OnData(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Warn("Auto-tuning failed; the transfer goes on with the parameters it has", "err", err.Error())
+			case err == nil && !out.Finished:
+				ls.adapt(ctx, newAdapter(out.Plan, int(f.stripes)), j.reportInterval)
+			}
+		}()
+	}
+	return nil, nil
+}
+
+// sendOutcome prints a complete job's summary, or says why the job did not complete.
+func sendOutcome(phase contract.Phase, core *coord.Core, ls *localStripes, start time.Time) error {
+	rep := core.Report()
+	el := time.Since(start).Seconds()
+	switch phase {
+	case contract.PhaseComplete:
+		sent := mover.BytesSent()
+		integrity, stalls := mover.Repairs()
+		fmt.Printf("Complete: %d files, %d bytes in %.2fs (%s); this run sent %d bytes, %d of them again; %d integrity failures and %d stalls repaired\n",
+			rep.FilesDone, rep.BytesTotal, el, coord.HumanRate(int64(float64(rep.BytesTotal)*8/max(el, 1e-3))), sent, core.Resent(sent), integrity, stalls)
+		return nil
+	case contract.PhaseFailed:
+		return fmt.Errorf("job failed: %s", rep.Error)
+	}
+	if err := ls.firstErr(); err != nil {
+		return err
+	}
+	return fmt.Errorf("stopped before the job finished (%d of %d files done)", rep.FilesDone, rep.FilesTotal)
+}
 
 // localStripes are the stripes a standalone send runs in its own process.
 type localStripes struct {
