@@ -123,96 +123,21 @@ func (r *TransferJobReconciler) syncPods(ctx context.Context, p *pass, l layout,
 	return err
 }
 
+// syncAgentPods runs the steps of syncPods in order; a step that fails ends the pass.
+// Receivers come before the senders of their stripe, which need their addresses.
 func (r *TransferJobReconciler) syncAgentPods(ctx context.Context, p *pass, l layout, directive *contract.Directive) error {
-	obs := p.obs
-	src, dst := obs.endpoints.Source, obs.endpoints.Destination
-	hash := l.planHash()
-
-	coord := obs.coordinator
-	rem := obs.remote
-	if rem.isSource() {
-		// the peer's coordinator: its directive goes into the RemoteTransfer
-		if directive != nil {
-			rem.setDirective(*directive)
-		}
-	} else if coord != nil && !obs.usable(obs.endpoints.SourceNodes, pinnedNode(coord)) {
-		if err := r.deletePod(ctx, p, coord); err != nil {
-			return err
-		}
-		p.event(corev1.EventTypeNormal, ReasonNodeNotReady, "MoveCoordinator", fmt.Sprintf("Node %s is not usable: moving the coordinator to %s", pinnedNode(coord), l.coordinatorNode))
-		coord, obs.coordinator = nil, nil
+	coordAddr, err := r.syncCoordinator(ctx, p, l, directive)
+	if err != nil {
+		return err
 	}
-	if rem.isSource() {
-	} else if coord == nil {
-		ap := agentPod{Role: contract.RoleCoordinator, Node: l.coordinatorNode, Endpoint: src}
-		if directive != nil {
-			d := *directive
-			d.Generation = 1
-			ap.Directive = encodeDirective(d)
-		}
-		created, err := r.createAgent(ctx, p, l.plan, ap, obs.endpoints.SourceNodes)
-		if err != nil {
-			return err
-		}
-		coord, obs.coordinator = created, created
-	} else {
-		if directive != nil {
-			if err := r.syncDirective(ctx, p, *directive, hash); err != nil {
-				return err
-			}
-		}
-		if !podTerminal(coord) {
-			if err := r.resize(ctx, coord, agentResources(l.plan, agentPod{Role: contract.RoleCoordinator, Endpoint: src}, r.Pods)); err != nil {
-				return err
-			}
-		}
-	}
-	coordAddr := ""
-	if coord != nil {
-		if n := obs.node(obs.endpoints.SourceNodes, pinnedNode(coord)); n != nil && n.Address != "" && listenPortOf(coord) != 0 {
-			coordAddr = hostPort(n.Address, listenPortOf(coord))
-		}
-	}
-
+	rem := p.obs.remote
 	if rem != nil && rem.want != nil {
 		r.wantRemote(rem, l)
 	}
 	for k := int32(0); k < l.stripes; k++ {
-		sNode, dNode := l.sourceNode(k), l.destinationNode(k)
-		recvAddr := dst.Spec.ExternalAddress
-		if rem.isDestination() {
-			if s := rem.stripe(k); s != nil {
-				recvAddr = s.Address // "" until the peer's receiver listens
-			}
-			if recvAddr == "" {
-				p.requeue(r.ReportInterval)
-			}
-		} else if recvAddr == "" {
-			recv := obs.receivers[k]
-			if recv != nil && !podTerminal(recv) && pinnedNode(recv) != dNode {
-				if err := r.deletePod(ctx, p, recv); err != nil {
-					return err
-				}
-				recv, obs.receivers[k] = nil, nil
-				delete(obs.receivers, k)
-			}
-			if recv == nil {
-				created, err := r.createAgent(ctx, p, l.plan, agentPod{Role: contract.RoleReceiver, Stripe: k, Node: dNode, Endpoint: dst}, obs.endpoints.DestinationNodes)
-				if err != nil {
-					return err
-				}
-				if created != nil {
-					recv, obs.receivers[k] = created, created
-				}
-			}
-			if recv != nil && !podTerminal(recv) {
-				if n := obs.node(obs.endpoints.DestinationNodes, pinnedNode(recv)); n != nil && n.Address != "" {
-					recvAddr = hostPort(n.Address, listenPortOf(recv))
-				}
-				if err := r.resize(ctx, recv, agentResources(l.plan, agentPod{Role: contract.RoleReceiver, Endpoint: dst}, r.Pods)); err != nil {
-					return err
-				}
-			}
+		recvAddr, err := r.syncReceiver(ctx, p, l, k)
+		if err != nil {
+			return err
 		}
 		if rem.isSource() {
 			if rem.want != nil {
@@ -220,39 +145,175 @@ func (r *TransferJobReconciler) syncAgentPods(ctx context.Context, p *pass, l la
 			}
 			continue
 		}
-		send := obs.senders[k]
-		if send != nil && !podTerminal(send) {
-			stale := pinnedNode(send) != sNode
-			if !stale && coordAddr != "" && recvAddr != "" {
-				stale = !slices.Equal(send.Spec.Containers[0].Args, contract.SenderArgs(k, coordAddr, recvAddr))
-			}
-			if stale {
-				if err := r.deletePod(ctx, p, send); err != nil {
-					return err
-				}
-				send = nil
-				delete(obs.senders, k)
-			}
-		}
-		if send != nil && !podTerminal(send) {
-			if err := r.resize(ctx, send, agentResources(l.plan, agentPod{Role: contract.RoleSender, Endpoint: src}, r.Pods)); err != nil {
-				return err
-			}
-		}
-		if send == nil && coordAddr != "" && recvAddr != "" {
-			created, err := r.createAgent(ctx, p, l.plan, agentPod{Role: contract.RoleSender, Stripe: k, Node: sNode, Endpoint: src,
-				CoordinatorAddress: coordAddr, ReceiverAddress: recvAddr}, obs.endpoints.SourceNodes)
-			if err != nil {
-				return err
-			}
-			if created != nil {
-				obs.senders[k] = created
-			}
-		} else if send == nil {
-			p.requeue(r.ReportInterval) // an address is missing: the node publishes none yet
+		if err := r.syncSender(ctx, p, l, k, coordAddr, recvAddr); err != nil {
+			return err
 		}
 	}
+	if err := r.deleteExtraAgents(ctx, p, l); err != nil {
+		return err
+	}
+	p.st.Stripes = stripeStatuses(p.job, l, p.obs)
+	return nil
+}
 
+// syncCoordinator makes the coordinator run on a usable node with the directive, and
+// returns the address it listens on ("" until its node publishes one). A coordinator
+// on a node no longer usable is deleted and made again on the layout's node. When the
+// peer site runs the source side, the directive goes into its RemoteTransfer instead.
+func (r *TransferJobReconciler) syncCoordinator(ctx context.Context, p *pass, l layout, directive *contract.Directive) (string, error) {
+	obs := p.obs
+	if obs.remote.isSource() {
+		if directive != nil {
+			obs.remote.setDirective(*directive)
+		}
+		return coordinatorAddress(obs), nil
+	}
+	if coord := obs.coordinator; coord != nil && !obs.usable(obs.endpoints.SourceNodes, pinnedNode(coord)) {
+		if err := r.deletePod(ctx, p, coord); err != nil {
+			return "", err
+		}
+		p.event(corev1.EventTypeNormal, ReasonNodeNotReady, "MoveCoordinator", fmt.Sprintf("Node %s is not usable: moving the coordinator to %s", pinnedNode(coord), l.coordinatorNode))
+		obs.coordinator = nil
+	}
+	if obs.coordinator == nil {
+		ap := agentPod{Role: contract.RoleCoordinator, Node: l.coordinatorNode, Endpoint: obs.endpoints.Source}
+		if directive != nil {
+			d := *directive
+			d.Generation = 1
+			ap.Directive = encodeDirective(d)
+		}
+		created, err := r.createAgent(ctx, p, l.plan, ap, obs.endpoints.SourceNodes)
+		if err != nil {
+			return "", err
+		}
+		obs.coordinator = created
+	} else {
+		if directive != nil {
+			if err := r.syncDirective(ctx, p, *directive, l.planHash()); err != nil {
+				return "", err
+			}
+		}
+		if coord := obs.coordinator; !podTerminal(coord) {
+			// the plan sizes the coordinator as it sizes the other agents
+			if err := r.resize(ctx, coord, agentResources(l.plan, agentPod{Role: contract.RoleCoordinator, Endpoint: obs.endpoints.Source}, r.Pods)); err != nil {
+				return "", err
+			}
+		}
+	}
+	return coordinatorAddress(obs), nil
+}
+
+// coordinatorAddress is where the senders reach the coordinator: its node's address and
+// its host port, "" while either is unknown.
+func coordinatorAddress(obs *observed) string {
+	coord := obs.coordinator
+	if coord == nil {
+		return ""
+	}
+	if n := obs.node(obs.endpoints.SourceNodes, pinnedNode(coord)); n != nil && n.Address != "" && listenPortOf(coord) != 0 {
+		return hostPort(n.Address, listenPortOf(coord))
+	}
+	return ""
+}
+
+// syncReceiver makes stripe k's receiver run on the layout's node with the plan's CPU,
+// and returns the address its sender sends to ("" while unknown). An external
+// destination listens at its own address, and a peer site's receiver at the address
+// its RemoteTransfer reports; only receivers of this cluster are created here. A live
+// receiver on another node than the layout's is deleted and made again.
+func (r *TransferJobReconciler) syncReceiver(ctx context.Context, p *pass, l layout, k int32) (string, error) {
+	obs, rem := p.obs, p.obs.remote
+	dst := obs.endpoints.Destination
+	if rem.isDestination() {
+		addr := dst.Spec.ExternalAddress
+		if s := rem.stripe(k); s != nil {
+			addr = s.Address // "" until the peer's receiver listens
+		}
+		if addr == "" {
+			p.requeue(r.ReportInterval)
+		}
+		return addr, nil
+	}
+	if addr := dst.Spec.ExternalAddress; addr != "" {
+		return addr, nil
+	}
+	dNode := l.destinationNode(k)
+	recv := obs.receivers[k]
+	if recv != nil && !podTerminal(recv) && pinnedNode(recv) != dNode {
+		if err := r.deletePod(ctx, p, recv); err != nil {
+			return "", err
+		}
+		recv = nil
+		delete(obs.receivers, k)
+	}
+	if recv == nil {
+		created, err := r.createAgent(ctx, p, l.plan, agentPod{Role: contract.RoleReceiver, Stripe: k, Node: dNode, Endpoint: dst}, obs.endpoints.DestinationNodes)
+		if err != nil {
+			return "", err
+		}
+		if created != nil {
+			recv, obs.receivers[k] = created, created
+		}
+	}
+	if recv == nil || podTerminal(recv) {
+		return "", nil
+	}
+	addr := ""
+	if n := obs.node(obs.endpoints.DestinationNodes, pinnedNode(recv)); n != nil && n.Address != "" {
+		addr = hostPort(n.Address, listenPortOf(recv))
+	}
+	if err := r.resize(ctx, recv, agentResources(l.plan, agentPod{Role: contract.RoleReceiver, Endpoint: dst}, r.Pods)); err != nil {
+		return "", err
+	}
+	return addr, nil
+}
+
+// syncSender makes stripe k's sender run on the layout's node, sending from the
+// coordinator's address to recvAddr with the plan's CPU. A live sender on another node,
+// or with other addresses than the ones now known, is deleted and made again; a sender
+// is created only once both addresses are known (until then the pass is requeued).
+func (r *TransferJobReconciler) syncSender(ctx context.Context, p *pass, l layout, k int32, coordAddr, recvAddr string) error {
+	obs := p.obs
+	src := obs.endpoints.Source
+	sNode := l.sourceNode(k)
+	send := obs.senders[k]
+	if send != nil && !podTerminal(send) {
+		stale := pinnedNode(send) != sNode
+		if !stale && coordAddr != "" && recvAddr != "" {
+			stale = !slices.Equal(send.Spec.Containers[0].Args, contract.SenderArgs(k, coordAddr, recvAddr))
+		}
+		if stale {
+			if err := r.deletePod(ctx, p, send); err != nil {
+				return err
+			}
+			send = nil
+			delete(obs.senders, k)
+		}
+	}
+	switch {
+	case send != nil && !podTerminal(send):
+		return r.resize(ctx, send, agentResources(l.plan, agentPod{Role: contract.RoleSender, Endpoint: src}, r.Pods))
+	case send != nil:
+		return nil
+	case coordAddr == "" || recvAddr == "":
+		p.requeue(r.ReportInterval) // an address is missing: the node publishes none yet
+		return nil
+	}
+	created, err := r.createAgent(ctx, p, l.plan, agentPod{Role: contract.RoleSender, Stripe: k, Node: sNode, Endpoint: src,
+		CoordinatorAddress: coordAddr, ReceiverAddress: recvAddr}, obs.endpoints.SourceNodes)
+	if err != nil {
+		return err
+	}
+	if created != nil {
+		obs.senders[k] = created
+	}
+	return nil
+}
+
+// deleteExtraAgents deletes the senders and receivers of stripes beyond the layout and
+// the stray pods, and forgets them.
+func (r *TransferJobReconciler) deleteExtraAgents(ctx context.Context, p *pass, l layout) error {
+	obs := p.obs
 	var extra []*corev1.Pod
 	for _, m := range []map[int32]*corev1.Pod{obs.senders, obs.receivers} {
 		for k, pod := range m {
@@ -269,7 +330,6 @@ func (r *TransferJobReconciler) syncAgentPods(ctx context.Context, p *pass, l la
 			return err
 		}
 	}
-	p.st.Stripes = stripeStatuses(p.job, l, obs)
 	return nil
 }
 

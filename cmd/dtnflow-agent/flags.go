@@ -1,19 +1,26 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/dtnflow/dtnflow/agent/contract"
+	"log/slog"
 	"net"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/dtnflow/dtnflow/agent/auth"
+	"github.com/dtnflow/dtnflow/agent/coord"
+	"github.com/dtnflow/dtnflow/agent/metrics"
+	"github.com/dtnflow/dtnflow/agent/mover"
 )
 
 var errUsage = errors.New("usage")
@@ -129,4 +136,76 @@ func parseInts(s string) ([]int32, error) {
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+// serveMetrics serves /metrics and /status on addr ("" or "off": not at all). Failing
+// to bind is not fatal: several agents on one host (pods on a host network) cannot all
+// have the default port, and the data path does not need it.
+func serveMetrics(ctx context.Context, addr string, status func() any, log *slog.Logger) {
+	if addr == "" || addr == "off" {
+		return
+	}
+	if _, err := metrics.Serve(ctx, addr, status, log); err != nil {
+		log.Info("Not serving metrics and status", "metricsAddr", addr, "err", err.Error())
+	}
+}
+
+const metricsAddrUsage = "serve /metrics and /status (which name paths and errors) on this address; keep it on loopback or a management network (\"off\": not at all)"
+
+func openRoot(dir string) (*os.Root, error) {
+	if dir == "" {
+		return nil, errors.New("--root is required")
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--root: %w", err)
+	}
+	return r, nil
+}
+
+type jobFlags struct {
+	streams, concurrency, pipelining int32
+	buffer, blockSize, chunkSize     byteSize
+	maxRate                          rateFlag
+	checksum, overwrite, destPath    string
+	inFlight, verifyMode             string
+	sourceErrors                     string
+	verify                           bool
+	job                              string
+	reportInterval                   time.Duration
+	classMoves                       bool
+}
+
+func (j *jobFlags) register(fs interface {
+	Int32Var(*int32, string, int32, string)
+	StringVar(*string, string, string, string)
+	BoolVar(*bool, string, bool, string)
+	DurationVar(*time.Duration, string, time.Duration, string)
+}, add func(v interface {
+	String() string
+	Set(string) error
+	Type() string
+}, name, usage string)) {
+	fs.Int32Var(&j.streams, "streams", 4, "parallel TCP streams per stripe")
+	fs.Int32Var(&j.concurrency, "concurrency", 4, "files in flight per stripe")
+	fs.Int32Var(&j.pipelining, "pipelining", 16, "requests kept in flight per concurrent file (small files cost no round trip)")
+	j.blockSize, j.chunkSize = mover.DefaultBlockSize, mover.DefaultChunkSize
+	add(&j.buffer, "buffer", "socket buffer per stream (0: kernel autotuning), e.g. 16M")
+	add(&j.blockSize, "block-size", "block size on the wire; files up to this size travel in one frame")
+	add(&j.chunkSize, "chunk-size", "large files are handed out and verified in chunks of this size")
+	add(&j.maxRate, "max-rate", "cap on the job's aggregate rate in bits/s, e.g. 5G (0: none)")
+	fs.StringVar(&j.checksum, "checksum", "SHA256", "end-to-end digest: SHA256, SHA512 or MD5")
+	fs.BoolVar(&j.verify, "verify", true, "compare every file's digest at the destination with the source's before renaming it")
+	fs.StringVar(&j.verifyMode, "verify-mode", "ReadBack", "where the destination's digest comes from: ReadBack (the file read back once written: proves the file system returns the source's bytes; a second pass) or OnArrival (each block as it arrives, before it is written: proves the receiver wrote the source's bytes; one pass)")
+	fs.StringVar(&j.overwrite, "overwrite", "IfDifferent", "existing destination files: Never, IfDifferent or Always")
+	fs.StringVar(&j.sourceErrors, "source-errors", contract.SourceErrorsFail, "a source file that cannot be read, vanishes or changes while it is read: Fail (the job fails naming it) or Skip (it is skipped and listed; the job ends PartiallyComplete, exit code 3)")
+	fs.StringVar(&j.inFlight, "in-flight", "Authenticated", "how data is checked on the way: Authenticated (every frame's data under its AES-GMAC tag), Checksum (headers, names and a CRC32C of the data under the tag: cheaper, not proof against content crafted to keep its CRC32C) or HeadersOnly (headers and names under the tag, data unchecked in flight and moved by sendfile/splice without a pass through user space; --verify then checks it end to end)")
+	fs.StringVar(&j.destPath, "dest-path", "", "directory under the destination root to write under (default: the root)")
+	fs.StringVar(&j.job, "job", "", "job id, names the receivers' journal (default: derived from the paths)")
+	fs.DurationVar(&j.reportInterval, "report-interval", 2*time.Second, "how often progress is reported")
+	fs.BoolVar(&j.classMoves, "class-moves", true, "let the size classes' scheduler (MC, ProMC) move channels between classes while the job runs; false keeps the plan's channels (to measure what the moves bring)")
+}
+
+func (j *jobFlags) params() coord.Params {
+	return coord.Params{Streams: j.streams, BufferBytes: int64(j.buffer), Concurrency: j.concurrency, Pipelining: j.pipelining, MaxBitsPerSecond: int64(j.maxRate)}
 }

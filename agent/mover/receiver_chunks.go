@@ -1,0 +1,420 @@
+package mover
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path"
+	"sync"
+
+	"github.com/dtnflow/dtnflow/agent/fsname"
+	"github.com/dtnflow/dtnflow/agent/fsroot"
+	"github.com/dtnflow/dtnflow/agent/journal"
+	"github.com/dtnflow/dtnflow/agent/metrics"
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+// The chunks of large files: opened, written block by block from the data streams,
+// verified, and the file finalized once its last chunk is in.
+
+// finalOrLost answers for a file version the journal says was made final: true when it
+// is at its final name (its rename redone if a crash came before it); false when it is
+// lost and must be received again, which the journal is told (KindLost) before any
+// chunk of it is opened, so that later chunks neither redo a rename of the temporary
+// file being written nor count the old chunks as verified.
+func (s *rsession) finalOrLost(key journal.Key) bool {
+	j := s.job
+	j.finalMu.Lock()
+	defer j.finalMu.Unlock()
+	if fst := j.state.File(key); fst == nil || !fst.Final {
+		return false // lost, as another chunk found first
+	}
+	if s.redoRename(key) {
+		return true
+	}
+	lost := journal.Record{Kind: journal.KindLost, Path: fsname.Path(key.Path), Size: key.Size, MtimeNs: key.MtimeNs}
+	j.journal.Append(lost)
+	j.state.Apply(lost)
+	return false
+}
+
+// rchunk is a chunk being received.
+type rchunk struct {
+	open    wire.ChunkOpen
+	key     journal.Key
+	tmp     string
+	f       *os.File
+	nblocks int64
+
+	mu       sync.Mutex
+	have     journal.Ranges // blocks written (durable or not)
+	journal  journal.Ranges // blocks recorded in the journal
+	ended    bool
+	digest   []byte
+	finished bool
+	refs     int
+	// writing counts the block writes under way; retired marks a copy of the chunk
+	// whose file version another copy has made final (committer.retireCopies): none of
+	// its blocks are written any more. A copy left behind by a stalled session — whose
+	// connections deliver their last blocks when the path comes back — would otherwise
+	// write into the file after it took its final name and its mtime.
+	writing int
+	idle    sync.Cond
+	retired bool
+	// blockDigests are the digests of the blocks that arrived in this session, by
+	// index, when the job verifies on arrival (nil otherwise).
+	blockDigests [][]byte
+}
+
+func (c *rchunk) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refs--
+	if c.refs <= 0 && c.f != nil {
+		c.f.Close()
+		c.f = nil
+	}
+}
+
+func (s *rsession) openChunk(m wire.ChunkOpen) {
+	r, j := s.r, s.job
+	reply := wire.ChunkOpened{ID: m.ID}
+	fail := func(msg string, fatal bool) {
+		reply.Error, reply.Fatal = msg, fatal
+		s.send(wire.TypeChunkOpened, reply)
+	}
+	failOS := func(msg string, err error) {
+		reply.Retry = isTransient(err)
+		fail(msg, isFatal(err))
+	}
+	p, err := r.destinationPath(m.Path)
+	if err != nil {
+		fail(fsname.Message(err), false)
+		return
+	}
+	if err := checkChunkOpen(m, s.cfg.BlockSize, s.cfg.ChunkSize, r.maxFileSize()); err != nil {
+		fail(fmt.Sprintf("malformed chunk of %s: %v", fsname.Show(p), err), false)
+		return
+	}
+	key := journal.Key{Path: p, Size: m.FileSize, MtimeNs: m.MtimeNs}
+	j.state.Refresh()
+	fst := j.state.File(key)
+	if fst != nil && fst.Final {
+		if s.finalOrLost(key) {
+			reply.Verified = true
+			s.send(wire.TypeChunkOpened, reply)
+			return
+		}
+		fst = j.state.File(key)
+	}
+	c := &rchunk{open: m, key: key, tmp: TempName(p, s.cfg.Job), nblocks: (m.Length + m.BlockSize - 1) / m.BlockSize, refs: 1}
+	if s.onArrival() {
+		c.blockDigests = make([][]byte, c.nblocks)
+	}
+	// A file made final and since lost at the destination (deleted, or not where its
+	// rename put it) is no longer Final here (finalOrLost): its old chunk records are
+	// forgotten, and this run's, if any, resume it.
+	if fst != nil && !fst.Final && fst.ChunkSize == m.ChunkSize {
+		if cs := fst.Chunks[m.Index]; cs != nil {
+			if cs.Verified {
+				if m.Chunks == 1 {
+					// Verified but the crash came before the rename: finish it.
+					s.job.commit.add(&commitItem{session: s, chunkOnly: false, finalize: true, tmp: c.tmp, final: p, key: key, mode: m.Mode, openReply: &reply})
+					return
+				}
+				reply.Verified = true
+				s.send(wire.TypeChunkOpened, reply)
+				return
+			}
+			if cs.BlockSize == m.BlockSize {
+				c.have = append(c.have, cs.Have...)
+				c.journal = append(c.journal, cs.Have...)
+			}
+		}
+	}
+	if fst == nil || !fst.Final {
+		if fi, err := r.Root.Lstat(p); err == nil && fst == nil {
+			if fi.IsDir() {
+				fail("destination path is a directory: "+p, false)
+				return
+			}
+			if s.cfg.Overwrite == "Never" {
+				j.state.Refresh()
+				if f2 := j.state.File(key); f2 == nil || !f2.Final {
+					fail(fmt.Sprintf("destination file exists: %s (overwrite: Never)", fsname.Show(p)), false)
+					return
+				}
+			}
+		}
+	}
+	if dir := path.Dir(p); dir != "." {
+		if err := r.Root.MkdirAll(dir, 0o755); err != nil {
+			failOS(fsname.Message(fsroot.Explain(p, fmt.Errorf("creating directory %s: %w", fsname.Show(dir), err))), err)
+			return
+		}
+	}
+	f, err := r.Root.OpenFile(c.tmp, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		failOS(fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(c.tmp), err))), err)
+		return
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() > m.FileSize {
+		f.Truncate(m.FileSize) // left over from another version of the file
+	}
+	c.f = f
+	s.mu.Lock()
+	s.chunks[m.ID] = c
+	s.mu.Unlock()
+	j.commit.track(c)
+	for _, rg := range c.have {
+		reply.Have = append(reply.Have, rg)
+	}
+	s.send(wire.TypeChunkOpened, reply)
+}
+
+func (s *rsession) chunk(id uint64) *rchunk {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.chunks[id]
+}
+
+// block writes one block; an error means the session is broken (a block that does not
+// belong where it says, after its frame passed the check: a peer that breaks the
+// protocol).
+func (s *rsession) block(m wire.BlockMeta, data []byte, bh *blockHasher) error {
+	c, idx, off, f, err := s.blockAt(m, int64(len(data)))
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, off)
+	c.wrote()
+	if err != nil {
+		s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err), Retry: isTransient(err)})
+		return nil
+	}
+	var d []byte
+	if c.blockDigests != nil {
+		d = bh.digest(data)
+	}
+	s.blockWritten(c, idx, int64(len(data)), d)
+	return nil
+}
+
+// spliceBlock moves a block whose data nothing checks in flight (in-flight mode
+// HeadersOnly) from the stream into its chunk's file without a copy through user
+// space. A failed write leaves the stream in the middle of a frame: the stream ends.
+func (s *rsession) spliceBlock(m wire.BlockMeta, h wire.Header, rd *wire.Reader) error {
+	c, idx, off, f, err := s.blockAt(m, int64(h.DataLen))
+	if err != nil {
+		return err
+	}
+	err = rd.SpliceData(f, off)
+	c.wrote()
+	if err != nil {
+		if !wire.IsIntegrity(err) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err), Retry: isTransient(err)})
+		}
+		return err
+	}
+	s.blockWritten(c, idx, int64(h.DataLen), nil)
+	return nil
+}
+
+// blockAt says where a block of n bytes goes — its chunk, index, offset and file — or
+// why it does not belong anywhere (after its frame passed the check: a peer that breaks
+// the protocol).
+func (s *rsession) blockAt(m wire.BlockMeta, n int64) (*rchunk, int64, int64, *os.File, error) {
+	c := s.chunk(m.Chunk)
+	if c == nil {
+		return nil, 0, 0, nil, fmt.Errorf("%w: block for unknown chunk %d", wire.ErrFrame, m.Chunk)
+	}
+	if m.Offset > math.MaxInt64 {
+		return nil, 0, 0, nil, fmt.Errorf("%w: block offset %d", wire.ErrFrame, m.Offset)
+	}
+	off := int64(m.Offset)
+	rel := off - c.open.Offset
+	if rel < 0 || rel%c.open.BlockSize != 0 || rel >= c.open.Length {
+		return nil, 0, 0, nil, fmt.Errorf("%w: block at %d outside chunk %d [%d, +%d)", wire.ErrFrame, off, m.Chunk, c.open.Offset, c.open.Length)
+	}
+	if want := min(c.open.BlockSize, c.open.Length-rel); n != want {
+		return nil, 0, 0, nil, fmt.Errorf("%w: block at %d of %d bytes, want %d", wire.ErrFrame, off, n, want)
+	}
+	c.mu.Lock()
+	f := c.f
+	if c.retired {
+		f = nil
+	}
+	if f != nil {
+		c.writing++
+	}
+	c.mu.Unlock()
+	if f == nil {
+		return nil, 0, 0, nil, errors.New("chunk closed")
+	}
+	return c, rel / c.open.BlockSize, off, f, nil
+}
+
+// wrote ends a block write that blockAt allowed.
+func (c *rchunk) wrote() {
+	c.mu.Lock()
+	c.writing--
+	if c.writing == 0 && c.idle.L != nil {
+		c.idle.Broadcast()
+	}
+	c.mu.Unlock()
+}
+
+// retire stops the copy's block writes, waiting for those under way.
+func (c *rchunk) retire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.retired = true
+	if c.idle.L == nil {
+		c.idle.L = &c.mu
+	}
+	for c.writing > 0 {
+		c.idle.Wait()
+	}
+}
+
+// blockWritten records a block written at its place, with its digest when the job
+// verifies on arrival, and starts the chunk's verification once it is complete.
+func (s *rsession) blockWritten(c *rchunk, idx, n int64, d []byte) {
+	s.r.bytes.Add(n)
+	receivedCounter.Add(float64(n))
+	c.mu.Lock()
+	if d != nil {
+		c.blockDigests[idx] = d
+	}
+	c.have.Add(idx, idx+1)
+	ready := c.ended && !c.finished && c.have.Count() == c.nblocks
+	if ready {
+		c.finished = true
+	}
+	c.mu.Unlock()
+	if ready {
+		go s.verifyChunk(c)
+	}
+}
+
+func (s *rsession) endChunk(m wire.ChunkEnd) {
+	c := s.chunk(m.ID)
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.ended, c.digest = true, m.Digest
+	ready := !c.finished && c.have.Count() == c.nblocks
+	if ready {
+		c.finished = true
+	}
+	c.mu.Unlock()
+	if ready {
+		go s.verifyChunk(c)
+	}
+}
+
+// verifyChunk runs once every block of a chunk is written and its end is known.
+func (s *rsession) verifyChunk(c *rchunk) {
+	digest := ""
+	if s.cfg.Verify && len(c.digest) > 0 {
+		sum, err := s.chunkDigest(c)
+		if err != nil || !bytes.Equal(sum, c.digest) {
+			metrics.VerifyFailures.Inc()
+			c.mu.Lock()
+			c.have, c.journal, c.finished, c.ended = nil, nil, false, false
+			clear(c.blockDigests)
+			c.mu.Unlock()
+			// Forget the journaled blocks too, or a resumed chunk would skip them again.
+			s.job.journal.Append(journal.Record{Kind: journal.KindReset, Path: fsname.Path(c.key.Path), Size: c.key.Size, MtimeNs: c.key.MtimeNs, ChunkSize: c.open.ChunkSize, Index: c.open.Index})
+			s.job.journal.Sync()
+			s.result(wire.Result{Chunk: c.open.ID, Retry: true, Error: "end-to-end digest mismatch on " + fsname.Show(c.key.Path)})
+			return
+		}
+		digest = hex.EncodeToString(c.digest)
+	}
+	s.job.commit.add(&commitItem{session: s, chunk: c, chunkOnly: c.open.Chunks > 1, finalize: c.open.Chunks == 1,
+		tmp: c.tmp, final: c.key.Path, key: c.key, mode: c.open.Mode, digest: digest, bytes: c.open.Length})
+}
+
+// chunkDigest is the destination's digest of a chunk whose blocks are all written: read
+// back, or (on arrival) the digest of its blocks' digests, reading back only the blocks
+// that arrived before this session (resumed from the journal).
+func (s *rsession) chunkDigest(c *rchunk) ([]byte, error) {
+	c.mu.Lock()
+	f := c.f
+	blocks := append([][]byte(nil), c.blockDigests...)
+	c.mu.Unlock()
+	if f == nil {
+		return nil, errors.New("session closed")
+	}
+	if !s.onArrival() {
+		h, _ := NewDigest(s.cfg.Checksum)
+		buf := make([]byte, min(c.open.Length, 4<<20))
+		if err := readBack(f, c.open.Offset, c.open.Length, buf, h); err != nil {
+			return nil, err
+		}
+		return h.Sum(nil), nil
+	}
+	list, _ := NewDigest(s.cfg.Checksum)
+	var bh *blockHasher
+	var buf []byte
+	for i, d := range blocks {
+		if d == nil {
+			if bh == nil {
+				bh, buf = newBlockHasher(s.cfg.Checksum), make([]byte, c.open.BlockSize)
+			}
+			off := int64(i) * c.open.BlockSize
+			n := min(c.open.BlockSize, c.open.Length-off)
+			if got, err := f.ReadAt(buf[:n], c.open.Offset+off); int64(got) < n {
+				return nil, fmt.Errorf("reading back block %d: %v", i, err)
+			}
+			d = bh.digest(buf[:n])
+		}
+		list.Write(d)
+	}
+	return list.Sum(nil), nil
+}
+
+// finalize gives a file of several chunks its final name once every chunk is verified.
+func (s *rsession) finalize(m wire.Finalize) {
+	res := wire.Result{Unit: m.ID}
+	p, err := s.r.destinationPath(m.Path)
+	if err != nil {
+		res.Error = fsname.Message(err)
+		s.result(res)
+		return
+	}
+	if err := checkFinalize(m, s.cfg.BlockSize, s.cfg.ChunkSize, s.r.maxFileSize()); err != nil {
+		res.Error = fmt.Sprintf("malformed finalization of %s: %v", fsname.Show(p), err)
+		s.result(res)
+		return
+	}
+	key := journal.Key{Path: p, Size: m.FileSize, MtimeNs: m.MtimeNs}
+	s.job.state.Refresh()
+	fst := s.job.state.File(key)
+	if fst != nil && fst.Final && s.redoRename(key) {
+		res.OK = true
+		s.result(res)
+		return
+	}
+	if fst == nil || fst.ChunkSize != m.ChunkSize {
+		res.Error = fmt.Sprintf("finalizing %s: no verified chunks in the journal (is the destination root shared by all receivers of the job?)", fsname.Show(p))
+		res.Retry = true
+		s.result(res)
+		return
+	}
+	for i := int32(0); i < m.Chunks; i++ {
+		if cs := fst.Chunks[i]; cs == nil || !cs.Verified {
+			res.Error = fmt.Sprintf("finalizing %s: chunk %d is not verified in the journal", fsname.Show(p), i)
+			res.Retry = true
+			s.result(res)
+			return
+		}
+	}
+	s.job.commit.add(&commitItem{session: s, unit: m.ID, finalize: true, tmp: TempName(p, s.cfg.Job), final: p, key: key, mode: m.Mode})
+}

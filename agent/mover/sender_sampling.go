@@ -1,0 +1,149 @@
+package mover
+
+import (
+	"time"
+
+	"github.com/dtnflow/dtnflow/agent/metrics"
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+// What a sender measures of its stripe: the transport as read from outside
+// (Stripe.Transport) and the stats it reports to the coordinator every second.
+
+// Transport is what a stripe's data streams have done so far, for measuring it from
+// outside (send --auto's probe on the job's own data).
+type Transport struct {
+	// DeliveredBytes counts what the receiver's TCP acknowledged on every data stream
+	// this stripe has had (TCP_INFO bytes_acked): data that arrived, not data written
+	// into socket buffers. It only grows.
+	DeliveredBytes int64
+	// MinRTT is the smallest round-trip time of the current streams (0: unknown).
+	MinRTT time.Duration
+	// Streams is the number of data streams open now.
+	Streams int
+	// PeerCPUSeconds is the receiver process's CPU time as it last reported it, and
+	// PeerTime when; zero before the first report.
+	PeerCPUSeconds float64
+	PeerTime       time.Time
+	// PeerLimits are the receiver's socket buffer limits, nil when unknown (not yet
+	// connected, or an older receiver).
+	PeerLimits *wire.SocketLimits
+	// Connected says a session with the receiver is up.
+	Connected bool
+}
+
+// Transport reads the stripe's data streams now.
+func (st *Stripe) Transport() Transport {
+	t := Transport{PeerLimits: st.peerLimits.Load()}
+	s := st.cur.Load()
+	if s == nil {
+		t.DeliveredBytes = st.retiredAcked.Load()
+		return t
+	}
+	t.Connected = true
+	if p := s.peer.Load(); p != nil {
+		t.PeerCPUSeconds, t.PeerTime = p.CPUSeconds, time.Unix(0, p.UnixNano)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t.DeliveredBytes = st.retiredAcked.Load()
+	for x := range s.live {
+		acked, minRTT := x.readAcked()
+		t.DeliveredBytes += acked
+		if minRTT > 0 && (t.MinRTT == 0 || minRTT < t.MinRTT) {
+			t.MinRTT = minRTT
+		}
+	}
+	t.Streams = len(s.streams)
+	return t
+}
+
+// readAcked reads the stream's bytes_acked (and min RTT); once its connection is
+// closed the last value read stands.
+func (x *stream) readAcked() (int64, time.Duration) {
+	ti := metrics.ReadTCPInfo(x.conn)
+	if ti.OK && int64(ti.BytesAcked) > x.acked.Load() {
+		x.acked.Store(int64(ti.BytesAcked))
+	}
+	return x.acked.Load(), ti.MinRTT
+}
+
+// retire moves a stream that is closing from the live set into the stripe's total.
+func (s *ssession) retire(x *stream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.live[x]; !ok {
+		return
+	}
+	delete(s.live, x)
+	acked, _ := x.readAcked()
+	s.st.retiredAcked.Add(acked)
+}
+
+func (s *ssession) sample() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := time.Now()
+	lastBytes := s.st.bytesSent.Load()
+	lastCPU := metrics.CPUSeconds()
+	var lastPeer *wire.PeerStats
+	label := metrics.Label(s.st.Index)
+	for {
+		select {
+		case <-s.ctx.Done():
+			s.src.Stats(wire.StripeStats{Stripe: s.st.Index})
+			return
+		case now := <-t.C:
+			dt := now.Sub(last).Seconds()
+			last = now
+			s.mu.Lock()
+			streams := append([]*stream(nil), s.streams...)
+			s.mu.Unlock()
+			stats := wire.StripeStats{Stripe: s.st.Index, Connected: true, Streams: int32(len(streams))}
+			var rttSum time.Duration
+			var dRetrans, dSegs uint32
+			for _, st := range streams {
+				b := st.bytes.Load()
+				bps := int64(float64(b-st.lastBytes) * 8 / dt)
+				st.lastBytes = b
+				stats.StreamBitsPerSecond = append(stats.StreamBitsPerSecond, bps)
+				metrics.StreamBitsPerSecond.WithLabelValues(label, metrics.Label(st.idx)).Set(float64(bps))
+				ti := metrics.ReadTCPInfo(st.conn)
+				rttSum += ti.RTT
+				if ti.TotalRetrans >= st.lastRetrans {
+					dRetrans += ti.TotalRetrans - st.lastRetrans
+				}
+				if ti.SegsOut >= st.lastSegs {
+					dSegs += ti.SegsOut - st.lastSegs
+				}
+				st.lastRetrans, st.lastSegs = ti.TotalRetrans, ti.SegsOut
+			}
+			if len(streams) > 0 {
+				stats.RTTMicros = (rttSum / time.Duration(len(streams))).Microseconds()
+			}
+			if dSegs > 0 {
+				stats.LossPPM = int64(dRetrans) * 1_000_000 / int64(dSegs)
+			}
+			b := s.st.bytesSent.Load()
+			stats.BytesSent = b
+			stats.BitsPerSecond = int64(float64(b-lastBytes) * 8 / dt)
+			lastBytes = b
+			cpu := metrics.CPUSeconds()
+			stats.SourceCPUSeconds = cpu
+			stats.SourceMillicores = int64((cpu - lastCPU) / dt * 1000)
+			lastCPU = cpu
+			if p := s.peer.Load(); p != nil {
+				stats.DestinationCPUSeconds = p.CPUSeconds
+				if lastPeer != nil && p.UnixNano > lastPeer.UnixNano {
+					stats.DestinationMillicores = int64((p.CPUSeconds - lastPeer.CPUSeconds) / (float64(p.UnixNano-lastPeer.UnixNano) / 1e9) * 1000)
+				}
+				lastPeer = p
+			}
+			metrics.StripeBitsPerSecond.WithLabelValues(label).Set(float64(stats.BitsPerSecond))
+			metrics.RTTSeconds.WithLabelValues(label).Set(float64(stats.RTTMicros) / 1e6)
+			metrics.LossRatio.WithLabelValues(label).Set(float64(stats.LossPPM) / 1e6)
+			metrics.RetransmitsTotal.WithLabelValues(label).Add(float64(dRetrans))
+			s.src.Stats(stats)
+		}
+	}
+}

@@ -1,0 +1,243 @@
+package mover
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/time/rate"
+
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+// The sender's data streams: dialling and retiring them, the queue of frames they
+// write, the block buffers and the rate limit, and applying a new job configuration.
+
+// outFrame is a frame queued for a stream.
+type outFrame struct {
+	typ     wire.Type
+	flags   wire.Flags
+	meta    []byte
+	metaArr [32]byte
+	data    []byte
+	buf     *[]byte
+	// file, when set, holds the frame's data instead of data: fileLen bytes at
+	// fileOff, sent from the page cache (in-flight mode HeadersOnly).
+	file    *os.File
+	fileOff int64
+	fileLen int
+	// slots, when set, gets one token back once the frame is on the wire (a chunk's
+	// bound on blocks in flight).
+	slots chan struct{}
+}
+
+// dataLen is the length of the frame's data.
+func (f *outFrame) dataLen() int {
+	if f.file != nil {
+		return f.fileLen
+	}
+	return len(f.data)
+}
+
+var framePool = sync.Pool{New: func() any { return new(outFrame) }}
+
+type stream struct {
+	idx   int32
+	conn  *wire.Conn
+	w     *wire.Writer
+	bytes atomic.Int64
+	quit  chan struct{}
+	// for rates
+	lastBytes   int64
+	lastRetrans uint32
+	lastSegs    uint32
+	acked       atomic.Int64 // bytes_acked when last read
+}
+
+func (s *ssession) setStreams(n int32, buffer int64) error {
+	n = max(n, 1)
+	s.mu.Lock()
+	have := int32(len(s.streams))
+	for int32(len(s.streams)) > n {
+		last := s.streams[len(s.streams)-1]
+		s.streams = s.streams[:len(s.streams)-1]
+		close(last.quit)
+	}
+	s.mu.Unlock()
+	if have >= n {
+		return nil
+	}
+	// New streams are dialled at once, not one after the other (each costs a TCP and
+	// an authentication handshake, several round trips on a long path), and without
+	// the lock, which Transport and the results take. Only the session's own loop
+	// calls setStreams, so nobody else adds streams meanwhile.
+	conns := make([]*wire.Conn, n-have)
+	errs := make([]error, n-have)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			idx := have + int32(i)
+			c, err := Dial(s.ctx, s.st.Receiver, s.st.Secret, buffer)
+			if err == nil && s.encrypted() {
+				if err = c.Writer().SetEncrypt(true); err != nil {
+					c.Close()
+				}
+			}
+			if err == nil {
+				err = c.Writer().WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: s.id, Stripe: s.st.Index, Stream: idx, BufferBytes: buffer})
+				if err != nil {
+					c.Close()
+				}
+			}
+			conns[i], errs[i] = c, err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for i, c := range conns {
+			if errs[i] == nil {
+				c.Close()
+			}
+		}
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, c := range conns {
+		st := &stream{idx: have + int32(i), conn: c, w: c.Writer(), quit: make(chan struct{})}
+		s.streams = append(s.streams, st)
+		s.live[st] = struct{}{}
+		go s.runStream(st)
+	}
+	return nil
+}
+
+func (s *ssession) closeStreams() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.streams {
+		st.conn.Close()
+	}
+}
+
+func (s *ssession) runStream(st *stream) {
+	defer func() {
+		s.retire(st)
+		st.conn.Close()
+	}()
+	for {
+		var f *outFrame
+		select {
+		case f = <-s.queue:
+		case <-st.quit:
+			return
+		case <-s.ctx.Done():
+			return
+		}
+		n := int64(f.dataLen())
+		if s.limiter.Limit() != rate.Inf && n > 0 {
+			if s.limiter.WaitN(s.ctx, int(n)) != nil {
+				s.release(f)
+				return
+			}
+		}
+		var err error
+		if f.file != nil {
+			err = st.w.WriteFrameFile(f.typ, f.flags, f.meta, f.file, f.fileOff, f.fileLen)
+		} else {
+			err = st.w.WriteFrameFlags(f.typ, f.flags, f.meta, f.data)
+		}
+		s.release(f)
+		if err != nil {
+			s.fail(fmt.Errorf("stream %d: %w", st.idx, err))
+			return
+		}
+		st.bytes.Add(n)
+		s.st.bytesSent.Add(n)
+		totalSent.Add(n)
+		sentCounter.Add(float64(n))
+	}
+}
+
+func (s *ssession) release(f *outFrame) {
+	if f.buf != nil {
+		s.bufs <- f.buf
+	}
+	if f.slots != nil {
+		<-f.slots
+	}
+	*f = outFrame{}
+	framePool.Put(f)
+}
+
+func (s *ssession) enqueue(f *outFrame) bool {
+	select {
+	case s.queue <- f:
+		return true
+	case <-s.ctx.Done():
+		s.release(f)
+		return false
+	}
+}
+
+// maxBlockBuffers bounds a session's block buffers (and so its memory: 1 MiB each at
+// the default block size).
+const maxBlockBuffers = 2*1024 + 2*256 + 2
+
+// growBuffers adds block buffers up to what the configuration needs: two per stream
+// (one on the wire, one queued) and two per file in flight, plus two.
+func (s *ssession) growBuffers() {
+	s.mu.Lock()
+	want := min(2*int(max(s.cfg.Streams, 1))+2*int(max(s.cfg.Concurrency, 1))+2, maxBlockBuffers)
+	add := want - s.nbufs
+	s.nbufs = max(s.nbufs, want)
+	s.mu.Unlock()
+	for range add {
+		b := make([]byte, s.cfg.BlockSize)
+		s.bufs <- &b
+	}
+}
+
+func (s *ssession) getBuf() *[]byte {
+	select {
+	case b := <-s.bufs:
+		return b
+	case <-s.ctx.Done():
+		return nil
+	}
+}
+
+func (s *ssession) setRate(bps int64) {
+	if bps <= 0 {
+		s.limiter.SetLimit(rate.Inf)
+		return
+	}
+	s.limiter.SetLimit(rate.Limit(float64(bps) / 8))
+}
+
+func (s *ssession) reconfigure(c wire.JobConfig) {
+	old := s.cfg
+	s.mu.Lock()
+	s.cfg.Generation, s.cfg.Mode, s.cfg.SizeClasses, s.cfg.MaxBitsPerSecond = c.Generation, c.Mode, c.SizeClasses, c.MaxBitsPerSecond
+	s.cfg.Streams, s.cfg.BufferBytes, s.cfg.Concurrency, s.cfg.Pipelining = c.Streams, c.BufferBytes, c.Concurrency, c.Pipelining
+	if c.BufferBytes != old.BufferBytes {
+		// A new buffer size needs new connections (the window scale is chosen at
+		// connect); retired streams finish the frame in hand and close.
+		for _, st := range s.streams {
+			close(st.quit)
+		}
+		s.streams = nil
+	}
+	s.mu.Unlock()
+	s.setRate(c.MaxBitsPerSecond)
+	s.growBuffers()
+	s.setConcurrency(c.Concurrency)
+	if err := s.setStreams(c.Streams, c.BufferBytes); err != nil {
+		s.fail(err)
+	}
+	s.log.Info("Applied a new configuration", "stripe", s.st.Index, "generation", c.Generation, "streams", c.Streams, "bufferBytes", c.BufferBytes, "concurrency", c.Concurrency)
+}

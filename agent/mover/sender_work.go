@@ -1,0 +1,459 @@
+package mover
+
+import (
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/dtnflow/dtnflow/agent/fsname"
+	"github.com/dtnflow/dtnflow/agent/fsroot"
+	"github.com/dtnflow/dtnflow/agent/metrics"
+	"github.com/dtnflow/dtnflow/agent/wire"
+)
+
+// The sender's work: pulling units from the work source, reading and sending files
+// and chunks, and giving each unit's result back.
+
+// flight is a unit on its way.
+type flight struct {
+	unit     wire.Unit
+	attempts int
+	chunk    uint64
+	opened   chan wire.ChunkOpened
+	// digest is the source digest of what was sent, when verifying.
+	digest []byte
+}
+
+// work pulls units and runs them with cfg.Concurrency workers until the source says
+// the job is finished.
+func (s *ssession) work() error {
+	units := make(chan wire.Unit, cap(s.inflight))
+	var wg sync.WaitGroup
+	// Worker i runs while i < the configured concurrency; a directive that raises it
+	// starts more (setConcurrency), one that lowers it lets the extra ones finish the
+	// unit in hand and stop.
+	s.spawnWorker = func(idx int32) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.workers.Add(-1)
+			for idx < s.concurrency.Load() {
+				select {
+				case u := <-s.retry:
+					s.run(u, true)
+				case u, ok := <-units:
+					if !ok {
+						return
+					}
+					s.run(u, false)
+				case <-s.ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	s.setConcurrency(s.cfg.Concurrency)
+	defer func() { close(units); wg.Wait() }()
+	for {
+		// Wait for room, then ask for as many units as there is room for.
+		select {
+		case s.inflight <- struct{}{}:
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
+		room := 1
+		for room < cap(s.inflight) {
+			select {
+			case s.inflight <- struct{}{}:
+				room++
+				continue
+			default:
+			}
+			break
+		}
+		g, err := s.src.Request(s.ctx, room)
+		if err != nil {
+			return err
+		}
+		for range room - len(g.Units) {
+			<-s.inflight
+		}
+		if g.Manifest {
+			if err := s.fetchManifest(); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, u := range g.Units {
+			s.mu.Lock()
+			s.flights[u.ID] = &flight{unit: u}
+			s.mu.Unlock()
+			units <- u
+		}
+		if g.Finished {
+			// Everything is verified; make the renames durable and stop.
+			if s.ctrlW.WriteFrame(wire.TypeFlush, nil, nil) == nil {
+				select {
+				case <-s.flushed:
+				case <-s.ctx.Done():
+				case <-time.After(time.Minute):
+				}
+			}
+			return errFinished
+		}
+	}
+}
+
+// maxAttempts bounds how often a unit is sent again within a session after a failed
+// check or a momentary error at the receiver.
+const maxAttempts = 5
+
+// again queues a unit in flight to be sent once more; false when it has had its
+// attempts.
+func (s *ssession) again(unit uint64, reason string) bool {
+	s.mu.Lock()
+	fl := s.flights[unit]
+	if fl == nil || fl.attempts >= maxAttempts {
+		s.mu.Unlock()
+		return false
+	}
+	fl.attempts++
+	attempt := fl.attempts
+	s.mu.Unlock()
+	metrics.Resent.Inc()
+	s.log.Warn("Sending again", "path", fsname.Show(string(fl.unit.Source)), "reason", reason, "attempt", attempt)
+	s.retry <- fl.unit
+	return true
+}
+
+// fetchManifest asks the receiver for its manifest; readControl passes the parts on to
+// the work source.
+func (s *ssession) fetchManifest() error {
+	if err := s.ctrlW.WriteJSON(wire.TypeManifestAsk, wire.ManifestQuery{Run: s.cfg.Run}); err != nil {
+		return err
+	}
+	select {
+	case <-s.manifested:
+		return nil
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
+}
+
+func (s *ssession) run(u wire.Unit, again bool) {
+	var err error
+	switch u.Kind {
+	case wire.UnitFile:
+		err = s.sendFile(u)
+	case wire.UnitChunk:
+		err = s.sendChunk(u)
+	case wire.UnitFinalize:
+		err = s.ctrlW.WriteJSON(wire.TypeFinalize, wire.Finalize{ID: u.ID, Path: u.Dest, FileSize: u.Size, Mode: u.Mode, MtimeNs: u.MtimeNs, Chunks: u.Chunks, ChunkSize: s.cfg.ChunkSize})
+		if err != nil {
+			s.fail(err)
+			return
+		}
+	}
+	if err != nil && s.ctx.Err() == nil {
+		s.finish(u, wire.UnitResult{ID: u.ID, Error: fsname.Message(err), Fatal: isFatal(err), Source: isSourceError(err)})
+	}
+}
+
+func (s *ssession) finish(u wire.Unit, r wire.UnitResult) {
+	s.mu.Lock()
+	_, ok := s.flights[u.ID]
+	delete(s.flights, u.ID)
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	<-s.inflight
+	s.src.Done([]wire.UnitResult{r})
+}
+
+// openSource opens a source file and checks that it is the version that was listed.
+// Its errors are SourceErrors (the file's own failure) unless the host is short of
+// something for a moment.
+func (s *ssession) openSource(u wire.Unit) (*os.File, error) {
+	src := string(u.Source)
+	dirName, base := split(src)
+	dir, err := s.dirs.get(dirName)
+	if err != nil {
+		return nil, sourceError(fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err)))
+	}
+	f, err := dir.Open(base)
+	if err != nil {
+		return nil, sourceError(fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err)))
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, sourceError(err)
+	}
+	if fi.Size() != u.Size || fi.ModTime().UnixNano() != u.MtimeNs {
+		f.Close()
+		return nil, &SourceError{Err: fmt.Errorf("source file changed since it was listed: %s", fsname.Show(src))}
+	}
+	return f, nil
+}
+
+// stillListed checks, once a unit's data has been read, that the source is still the
+// version that was listed: a file rewritten while it was read would otherwise be
+// digested, verified and completed as a mixture of two versions. (A write updates the
+// mtime before it copies its data, so data read from it shows here.)
+func stillListed(f *os.File, u wire.Unit) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return sourceError(err)
+	}
+	if fi.Size() != u.Size || fi.ModTime().UnixNano() != u.MtimeNs {
+		return &SourceError{Err: fmt.Errorf("source file changed while it was read: %s", fsname.Show(string(u.Source)))}
+	}
+	return nil
+}
+
+func (s *ssession) digest() hash.Hash {
+	h, _ := NewDigest(s.cfg.Checksum)
+	return h
+}
+
+func (s *ssession) sendFile(u wire.Unit) error {
+	if u.Size > s.cfg.BlockSize {
+		return fmt.Errorf("file %s of %d bytes sent as a small file", fsname.Show(string(u.Source)), u.Size)
+	}
+	f, err := s.openSource(u)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bp := s.getBuf()
+	if bp == nil {
+		return s.ctx.Err()
+	}
+	data := (*bp)[:u.Size]
+	if _, err := io.ReadFull(f, data); err != nil {
+		s.bufs <- bp
+		return sourceError(fmt.Errorf("reading source %s: %w", fsname.Show(string(u.Source)), err))
+	}
+	if err := stillListed(f, u); err != nil {
+		s.bufs <- bp
+		return err
+	}
+	meta := wire.FileMeta{Unit: u.ID, Size: uint64(u.Size), Mode: u.Mode, MtimeNs: u.MtimeNs, Path: string(u.Dest)}
+	flags := s.dataFlags()
+	if needsCRC(flags) {
+		meta.CRC = wire.CRC32C(data)
+	}
+	if s.cfg.Verify {
+		// (Without verification the receiver needs no digest: for IfDifferent it
+		// compares an existing file with the bytes that arrived.)
+		h := s.digest()
+		h.Write(data)
+		meta.Digest = h.Sum(nil)
+		meta.Flags |= wire.FileVerify
+		s.setDigest(u.ID, meta.Digest)
+	}
+	fr := framePool.Get().(*outFrame)
+	fr.typ, fr.flags, fr.data, fr.buf = wire.TypeFile, flags, data, bp
+	fr.meta, err = meta.Append(fr.metaArr[:0])
+	if err != nil {
+		s.release(fr)
+		return err
+	}
+	s.enqueue(fr)
+	return nil
+}
+
+func (s *ssession) sendChunk(u wire.Unit) error {
+	bs := s.cfg.BlockSize
+	s.mu.Lock()
+	s.nextChunk++
+	id := s.nextChunk
+	fl := s.flights[u.ID]
+	if fl == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	fl.chunk, fl.opened = id, make(chan wire.ChunkOpened, 1)
+	s.chunks[id] = fl
+	s.mu.Unlock()
+	err := s.ctrlW.WriteJSON(wire.TypeChunkOpen, wire.ChunkOpen{ID: id, Path: u.Dest, FileSize: u.Size, Mode: u.Mode, MtimeNs: u.MtimeNs,
+		Index: u.Index, Chunks: u.Chunks, Offset: u.Offset, Length: u.Length, ChunkSize: s.cfg.ChunkSize, BlockSize: bs})
+	if err != nil {
+		s.fail(err)
+		return nil
+	}
+	var op wire.ChunkOpened
+	select {
+	case op = <-fl.opened:
+	case <-s.ctx.Done():
+		return nil
+	}
+	if op.Error != "" || op.Verified {
+		s.mu.Lock()
+		delete(s.chunks, id)
+		s.mu.Unlock()
+		if op.Retry && !op.Fatal && s.again(u.ID, op.Error) {
+			return nil
+		}
+		s.finish(u, wire.UnitResult{ID: u.ID, OK: op.Verified && op.Error == "", Error: op.Error, Fatal: op.Fatal})
+		return nil
+	}
+	have := make(map[int64]bool)
+	for _, r := range op.Have {
+		for i := r[0]; i < r[1]; i++ {
+			have[i] = true
+		}
+	}
+	f, err := s.openSource(u)
+	if err != nil {
+		s.mu.Lock()
+		delete(s.chunks, id)
+		s.mu.Unlock()
+		return err
+	}
+	defer f.Close()
+	var h *chunkHasher
+	if s.cfg.Verify {
+		h = newChunkHasher(s.cfg.Checksum, s.cfg.VerifyMode)
+	}
+	// Parallelism of the file's size class bounds how many of its blocks are queued or
+	// on the wire at once, hence over how many streams it is spread.
+	par := s.parallelism(u)
+	slots := make(chan struct{}, par)
+	nblocks := (u.Length + bs - 1) / bs
+	// Nothing reads the data in user space (no check in flight, no digest to take):
+	// the blocks go from the page cache to the socket, and the file stays open until
+	// the last of them is on the wire.
+	zeroCopy := s.dataFlags()&wire.FlagDataUnchecked != 0 && h == nil
+	if zeroCopy {
+		defer func() {
+			for range cap(slots) {
+				select {
+				case slots <- struct{}{}:
+				case <-s.ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	for i := int64(0); i < nblocks; i++ {
+		off := u.Offset + i*bs
+		n := min(bs, u.Offset+u.Length-off)
+		if zeroCopy {
+			if have[i] {
+				continue
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-s.ctx.Done():
+				return nil
+			}
+			fr := framePool.Get().(*outFrame)
+			fr.typ, fr.flags, fr.file, fr.fileOff, fr.fileLen = wire.TypeBlock, s.dataFlags(), f, off, int(n)
+			fr.meta = wire.BlockMeta{Chunk: id, Offset: uint64(off)}.Put(fr.metaArr[:])
+			fr.slots = slots
+			if !s.enqueue(fr) {
+				return nil
+			}
+			continue
+		}
+		bp := s.getBuf()
+		if bp == nil {
+			return nil
+		}
+		data := (*bp)[:n]
+		if got, err := f.ReadAt(data, off); got < len(data) {
+			s.bufs <- bp
+			s.mu.Lock()
+			delete(s.chunks, id)
+			s.mu.Unlock()
+			if err == nil || errors.Is(err, io.EOF) {
+				err = fmt.Errorf("the file is shorter than listed (%w)", io.ErrUnexpectedEOF)
+			}
+			return sourceError(fmt.Errorf("reading source %s at %d: %w", fsname.Show(string(u.Source)), off, err))
+		}
+		if h != nil {
+			h.Block(data)
+		}
+		if have[i] {
+			s.bufs <- bp
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-s.ctx.Done():
+			s.bufs <- bp
+			return nil
+		}
+		fr := framePool.Get().(*outFrame)
+		fr.typ, fr.flags, fr.data, fr.buf = wire.TypeBlock, s.dataFlags(), data, bp
+		bm := wire.BlockMeta{Chunk: id, Offset: uint64(off)}
+		if needsCRC(fr.flags) {
+			bm.CRC = wire.CRC32C(data)
+		}
+		fr.meta = bm.Put(fr.metaArr[:])
+		fr.slots = slots
+		if !s.enqueue(fr) {
+			return nil
+		}
+	}
+	if err := stillListed(f, u); err != nil {
+		s.mu.Lock()
+		delete(s.chunks, id)
+		s.mu.Unlock()
+		return err
+	}
+	end := wire.ChunkEnd{ID: id, Blocks: nblocks}
+	if h != nil {
+		end.Digest = h.Sum()
+		s.setDigest(u.ID, end.Digest)
+	}
+	if err := s.ctrlW.WriteJSON(wire.TypeChunkEnd, end); err != nil {
+		s.fail(err)
+	}
+	return nil
+}
+
+// dataFlags are the flags of the session's data frames: in-flight mode Checksum puts
+// their data outside the tag, under a CRC32C; HeadersOnly leaves it unchecked.
+func (s *ssession) dataFlags() wire.Flags {
+	switch s.cfg.InFlight {
+	case wire.InFlightChecksum:
+		return wire.FlagDataOutsideTag
+	case wire.InFlightHeadersOnly:
+		return wire.FlagDataOutsideTag | wire.FlagDataUnchecked
+	}
+	return 0
+}
+
+// encrypted says the session encrypts every frame (in-flight mode Encrypted).
+func (s *ssession) encrypted() bool { return s.cfg.InFlight == wire.InFlightEncrypted }
+
+// needsCRC says data frames carry a CRC32C of their data.
+func needsCRC(flags wire.Flags) bool {
+	return flags&wire.FlagDataOutsideTag != 0 && flags&wire.FlagDataUnchecked == 0
+}
+
+// setDigest records the source digest of what a unit sent.
+func (s *ssession) setDigest(unit uint64, d []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fl := s.flights[unit]; fl != nil {
+		fl.digest = d
+	}
+}
+
+func (s *ssession) parallelism(u wire.Unit) int {
+	streams := int(max(s.cfg.Streams, 1))
+	for _, c := range s.cfg.SizeClasses {
+		if c.Class == u.Class && c.Parallelism > 0 {
+			return min(int(c.Parallelism), streams) * 2
+		}
+	}
+	return streams * 2
+}
