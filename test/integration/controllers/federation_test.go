@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -307,6 +308,43 @@ func TestSitePairPeerRunsTheSource(t *testing.T) {
 		j := getJob(g, job)
 		g.Expect(j.Status.Progress).NotTo(BeNil(), "conditions %v", j.Status.Conditions)
 		g.Expect(progressOf(g, j).BytesDone).To(Equal(dataset.Bytes / 2))
+	})
+
+	// B's API server out of reach (its address in A's credential points nowhere): the
+	// job says so and goes on; B's agents finish meanwhile, and once B answers again the
+	// job is Complete, planned as it was — not unplanned for a link that is back.
+	setKubeconfig := func(kc []byte) {
+		t.Helper()
+		var secret corev1.Secret
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: mgrNS, Name: p.site + "-kubeconfig"}, &secret); err != nil {
+			t.Fatal(err)
+		}
+		secret.Data[controllers.KubeconfigKey] = kc
+		if err := env.Client.Update(ctx, &secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setKubeconfig(bytes.ReplaceAll(p.kubeconf, []byte(env.Config.Host), []byte("https://127.0.0.1:1")))
+	eventually(t, func(g Gomega) {
+		g.Expect(reason(getJob(g, job), dtnflowv1alpha1.ConditionPlanned)).To(Equal(controllers.ReasonRemoteUnreachable))
+	})
+	eventually(t, func(g Gomega) {
+		for _, pod := range peerPods(g, p.peerNS) {
+			if pod.Labels[contract.LabelRole] == string(contract.RoleCoordinator) {
+				b, _ := json.Marshal(contract.Report{Generation: 9, Phase: contract.PhaseComplete, Time: time.Now(), Dataset: dataset,
+					BytesTotal: dataset.Bytes, FilesTotal: dataset.Files, BytesDone: dataset.Bytes, FilesDone: dataset.Files})
+				patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{contract.AnnotationReport: string(b)}}})
+				g.Expect(env.Client.Patch(ctx, &pod, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
+			}
+		}
+	})
+	setKubeconfig(p.kubeconf)
+	eventually(t, func(g Gomega) {
+		j := getJob(g, job)
+		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StateComplete), "conditions %v", j.Status.Conditions)
+		c := condition(j, dtnflowv1alpha1.ConditionPlanned)
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "Planned %s %s: %s", c.Status, c.Reason, c.Message)
+		g.Expect(c.Reason).To(Equal(controllers.ReasonFixedTuning))
 	})
 }
 
