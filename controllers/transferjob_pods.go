@@ -20,13 +20,17 @@ import (
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/controllers/agentlogs"
+	"github.com/dtnflow/dtnflow/controllers/planning"
 )
 
 // layout is where a pass wants the job's agents: the coordinator's node and, for each
 // stripe 0…stripes-1, the nodes of its sender and receiver.
 type layout struct {
 	// plan is what the pods are built for; nil while probing.
-	plan            *dtnflowv1alpha1.TransferPlan
+	plan *dtnflowv1alpha1.TransferPlan
+	// probeCPU sizes the probe's pods while there is no plan, from what the samples
+	// measured (planning.ProbeRequests); nil before the first sample.
+	probeCPU        *dtnflowv1alpha1.TransferPlan
 	stripes         int32
 	coordinatorNode string
 	sourceNodes     []string
@@ -41,6 +45,15 @@ func (l layout) destinationNode(k int32) string {
 		return ""
 	}
 	return l.destinationNodes[int(k)%len(l.destinationNodes)]
+}
+
+// cpu is what the agents' CPU requests come from: the plan, else the probe's
+// measurements, else nil (the manager's defaults).
+func (l layout) cpu() *dtnflowv1alpha1.TransferPlan {
+	if l.plan != nil {
+		return l.plan
+	}
+	return l.probeCPU
 }
 
 func (l layout) planHash() string {
@@ -61,6 +74,7 @@ func (r *TransferJobReconciler) probeLayout(p *pass, probe bool) layout {
 	}
 	l.stripes = 1
 	l.sourceNodes = []string{l.coordinatorNode}
+	l.probeCPU = r.probeCPU(p)
 	if obs.endpoints.Destination.Spec.ExternalAddress == "" {
 		dst := ""
 		if recv := obs.receivers[0]; recv != nil && obs.usable(obs.endpoints.DestinationNodes, pinnedNode(recv)) {
@@ -71,6 +85,27 @@ func (r *TransferJobReconciler) probeLayout(p *pass, probe bool) layout {
 		l.destinationNodes = []string{dst}
 	}
 	return l
+}
+
+// probeCPU is the probe stripe's and the coordinator's CPU while the job probes, as
+// planning.ProbeRequests reads it from the samples so far (a side no sample measured
+// keeps the probe's default); nil before the first sample.
+func (r *TransferJobReconciler) probeCPU(p *pass) *dtnflowv1alpha1.TransferPlan {
+	var ds *contract.Dataset
+	if rep := p.obs.report; rep != nil {
+		ds = rep.Dataset
+	}
+	src, dst, coord := planning.ProbeRequests(p.st.Samples, ds)
+	if src == 0 && dst == 0 && coord == 0 {
+		return nil
+	}
+	orDefault := func(m int64) int64 {
+		if m > 0 {
+			return m
+		}
+		return r.Pods.ProbeMillicores
+	}
+	return &dtnflowv1alpha1.TransferPlan{StripesPerNode: 1, SourceCPUMillicores: orDefault(src), DestinationCPUMillicores: orDefault(dst), CoordinatorCPUMillicores: coord}
 }
 
 // planLayout places the agents of a plan: stripe k on the (k mod nodes)-th node of each
@@ -195,7 +230,7 @@ func (r *TransferJobReconciler) syncCoordinator(ctx context.Context, p *pass, l 
 		}
 		if coord := obs.coordinator; !podTerminal(coord) {
 			// the plan sizes the coordinator as it sizes the other agents
-			if err := r.resize(ctx, coord, agentResources(l.plan, agentPod{Role: contract.RoleCoordinator, Endpoint: obs.endpoints.Source}, r.Pods)); err != nil {
+			if err := r.resize(ctx, coord, agentResources(l.cpu(), agentPod{Role: contract.RoleCoordinator, Endpoint: obs.endpoints.Source}, r.Pods)); err != nil {
 				return "", err
 			}
 		}
@@ -262,7 +297,7 @@ func (r *TransferJobReconciler) syncReceiver(ctx context.Context, p *pass, l lay
 	if n := obs.node(obs.endpoints.DestinationNodes, pinnedNode(recv)); n != nil && n.Address != "" {
 		addr = hostPort(n.Address, listenPortOf(recv))
 	}
-	if err := r.resize(ctx, recv, agentResources(l.plan, agentPod{Role: contract.RoleReceiver, Endpoint: dst}, r.Pods)); err != nil {
+	if err := r.resize(ctx, recv, agentResources(l.cpu(), agentPod{Role: contract.RoleReceiver, Endpoint: dst}, r.Pods)); err != nil {
 		return "", err
 	}
 	return addr, nil
@@ -292,7 +327,7 @@ func (r *TransferJobReconciler) syncSender(ctx context.Context, p *pass, l layou
 	}
 	switch {
 	case send != nil && !podTerminal(send):
-		return r.resize(ctx, send, agentResources(l.plan, agentPod{Role: contract.RoleSender, Endpoint: src}, r.Pods))
+		return r.resize(ctx, send, agentResources(l.cpu(), agentPod{Role: contract.RoleSender, Endpoint: src}, r.Pods))
 	case send != nil:
 		return nil
 	case coordAddr == "" || recvAddr == "":

@@ -477,3 +477,23 @@ func TestPlanMixedProbeOnTheCluster(t *testing.T) {
 		t.Errorf("predicted %d bit/s, above the best sample (966.7 Mbit/s)", plan.PredictedBitsPerSecond)
 	}
 }
+
+// TestProbeRequests: the probe stripe's requests follow what its samples measured.
+func TestProbeRequests(t *testing.T) {
+	samples := []v1alpha1.ProbeSample{
+		{Streams: 1, BitsPerSecond: 467_500_000, SourceMillicores: 39, DestinationMillicores: 80},
+		{Streams: 4, BitsPerSecond: 966_700_000, SourceMillicores: 70, DestinationMillicores: 124},
+		{Stripes: 2, Streams: 2, BitsPerSecond: 962_900_000, SourceMillicores: 75, DestinationMillicores: 146},
+	}
+	// 36 files, 4 GiB at 966.7 Mbit/s: 1.01 files/s → 5.2, rounded up
+	ds := &contract.Dataset{Files: 36, Bytes: 4 << 30}
+	if s, d, c := ProbeRequests(samples, ds); s != 75 || d != 146 || c != 6 {
+		t.Errorf("requests %d/%d/%d millicores, want the samples' most, 75/146, and the coordinator's 6", s, d, c)
+	}
+	if s, d, c := ProbeRequests(samples, nil); s != 75 || d != 146 || c != 0 {
+		t.Errorf("before the listing: %d/%d/%d, want 75/146 and no coordinator's", s, d, c)
+	}
+	if s, d, c := ProbeRequests(nil, ds); s != 0 || d != 0 || c != 0 {
+		t.Errorf("no sample: %d/%d/%d, want none", s, d, c)
+	}
+}

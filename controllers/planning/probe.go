@@ -112,3 +112,24 @@ func sampleSeconds(rtt time.Duration) int32 {
 	s := math.Ceil((50 * rtt).Seconds())
 	return int32(min(max(s, 5), 30))
 }
+
+// ProbeRequests is what the probe stripe's agents and the coordinator ask for while
+// the job probes, once a sample has measured them: each side the most it used over the
+// samples (the probe stripe's pods run a sample's helper stripes too), and the
+// coordinator its model (optimizer.CoordinatorMillicores) at the best rate sampled over
+// the dataset listed. Before, the pods ask the manager's flat defaults until the plan
+// (250 and 100 millicores), which on issue 11's mixed dataset were 3–30× what the
+// agents used for the 24 s the probe took. A side no sample measured, or a dataset not
+// yet listed, gets 0: the default stands.
+func ProbeRequests(samples []v1alpha1.ProbeSample, ds *contract.Dataset) (source, destination, coordinator int64) {
+	var best int64
+	for _, s := range samples {
+		source = max(source, s.SourceMillicores)
+		destination = max(destination, s.DestinationMillicores)
+		best = max(best, s.BitsPerSecond)
+	}
+	if ds != nil && best > 0 {
+		coordinator = coordinatorCPU(ds.Files, ds.Bytes, best)
+	}
+	return source, destination, coordinator
+}

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"github.com/dtnflow/dtnflow/controllers/planning"
 	"testing"
 	"time"
 
@@ -40,6 +41,7 @@ func TestColdJobMovesDataFromTheFirstSecond(t *testing.T) {
 		g.Expect(stripe0.senders).To(HaveLen(1))
 		g.Expect(stripe0.receivers).To(HaveLen(1))
 		first = directive(g, job)
+		g.Expect(stripe0.senders[0].Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(int64(250)), "before any sample, the probe's default")
 	})
 	if first.Mode != contract.ModeTransfer || first.Probe == nil || first.StreamsPerStripe != 1 || first.Stripes != 1 || first.MaxBitsPerSecond != 5_000_000_000 {
 		t.Fatalf("first directive %+v: want a transfer on one stripe of one stream, capped as spec.tuning.limits says, with a probe", first)
@@ -68,6 +70,14 @@ func TestColdJobMovesDataFromTheFirstSecond(t *testing.T) {
 		g.Expect(j.Status.Timings).NotTo(BeNil())
 		g.Expect(j.Status.Timings.FirstByteMilliseconds).To(Equal(ptr.To[int64](1500)))
 		g.Expect(j.Status.Timings.PlanMilliseconds).To(BeNil())
+		// the probe stripe and the coordinator ask what the sample measured, not the
+		// manager's defaults (250m, 100m) until the plan
+		pods := listAgents(g, job)
+		_, _, coord := planning.ProbeRequests(j.Status.Samples, dataset)
+		g.Expect(pods.senders[0].Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(int64(290)))
+		g.Expect(pods.receivers[0].Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(int64(450)))
+		g.Expect(coord).To(BeNumerically(">", 0))
+		g.Expect(pods.coordinator.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(coord))
 	})
 
 	// The probe ends: the plan, made at 4 s, grows the running job.
