@@ -50,6 +50,27 @@ type Stripe struct {
 	cur          atomic.Pointer[ssession]
 	retiredAcked atomic.Int64
 	peerLimits   atomic.Pointer[wire.SocketLimits]
+
+	// drain is closed by Drain (made on first use: a Stripe is built as a literal).
+	drainMake, drainClose sync.Once
+	drain                 chan struct{}
+}
+
+// drained is closed once Drain is called.
+func (st *Stripe) drained() <-chan struct{} {
+	st.drainMake.Do(func() { st.drain = make(chan struct{}) })
+	return st.drain
+}
+
+// Drain ends the stripe without wasting what it has on the wire: it asks for no more
+// work and starts none of the units it holds, finishes the ones it has started, and
+// then Run returns nil, the units it held unstarted going back to the work source for
+// other stripes. A stripe that is only cancelled gives back its started units too, and
+// another stripe sends them again from their first byte: a probe's helper stripe, or
+// send --auto's extra stripes, dropped mid-chunk cost up to a 256 MiB chunk each.
+func (st *Stripe) Drain() {
+	st.drained()
+	st.drainClose.Do(func() { close(st.drain) })
 }
 
 // HelperStripeBase numbers the helper stripes a cluster's probe stripe runs for a
@@ -74,6 +95,9 @@ func Repairs() (integrity, stalls int64) { return totalIntegrity.Load(), totalSt
 
 // errFinished ends a session whose job is done.
 var errFinished = errors.New("finished")
+
+// errDrained ends a session that Drain emptied of the units it had started.
+var errDrained = errors.New("drained")
 
 // FatalError stops the stripe: retrying cannot help.
 type FatalError struct{ Msg string }
@@ -123,7 +147,7 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 	everConnected := false
 	for {
 		end, err := st.session(ctx, src, &cfg)
-		if err == nil || errors.Is(err, errFinished) {
+		if err == nil || errors.Is(err, errFinished) || errors.Is(err, errDrained) {
 			return nil
 		}
 		if ctx.Err() != nil {

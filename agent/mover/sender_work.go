@@ -1,6 +1,7 @@
 package mover
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash"
@@ -26,42 +27,65 @@ type flight struct {
 	opened   chan wire.ChunkOpened
 	// digest is the source digest of what was sent, when verifying.
 	digest []byte
+	// started says a worker began sending it: a draining stripe finishes it.
+	started bool
 }
 
 // work pulls units and runs them with cfg.Concurrency workers until the source says
 // the job is finished.
 func (s *ssession) work() error {
 	units := make(chan wire.Unit, cap(s.inflight))
+	// stopWorkers ends the workers as work returns (a draining worker no longer
+	// watches units, whose close would otherwise end it).
+	stopWorkers := make(chan struct{})
 	var wg sync.WaitGroup
 	// Worker i runs while i < the configured concurrency; a directive that raises it
 	// starts more (setConcurrency), one that lowers it lets the extra ones finish the
-	// unit in hand and stop.
+	// unit in hand and stop. Once the stripe drains, workers start no new unit; they
+	// still send again what they had started.
 	s.spawnWorker = func(idx int32) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer s.workers.Add(-1)
+			drainSignal, draining := s.st.drained(), false
 			for idx < s.concurrency.Load() {
+				next := units
+				if draining {
+					next = nil
+				}
 				select {
 				case u := <-s.retry:
 					s.run(u, true)
-				case u, ok := <-units:
+				case u, ok := <-next:
 					if !ok {
 						return
 					}
 					s.run(u, false)
+				case <-drainSignal:
+					draining, drainSignal = true, nil
+				case <-stopWorkers:
+					return
 				case <-s.ctx.Done():
 					return
 				}
 			}
 		}()
 	}
+	drain := s.st.drained()
 	s.setConcurrency(s.cfg.Concurrency)
-	defer func() { close(units); wg.Wait() }()
+	defer func() { close(units); close(stopWorkers); wg.Wait() }()
 	for {
+		select {
+		case <-drain:
+			return s.drainStarted()
+		default:
+		}
 		// Wait for room, then ask for as many units as there is room for.
 		select {
 		case s.inflight <- struct{}{}:
+		case <-drain:
+			return s.drainStarted()
 		case <-s.ctx.Done():
 			return s.ctx.Err()
 		}
@@ -75,8 +99,16 @@ func (s *ssession) work() error {
 			}
 			break
 		}
-		g, err := s.src.Request(s.ctx, room)
+		g, err := s.request(room, drain)
 		if err != nil {
+			for range room {
+				<-s.inflight
+			}
+			select {
+			case <-drain:
+				return s.drainStarted()
+			default:
+			}
 			return err
 		}
 		for range room - len(g.Units) {
@@ -104,6 +136,47 @@ func (s *ssession) work() error {
 				}
 			}
 			return errFinished
+		}
+	}
+}
+
+// request asks the work source for up to room units, giving up when the stripe
+// drains (a source with nothing to hand out keeps a request waiting).
+func (s *ssession) request(room int, drain <-chan struct{}) (wire.WorkGrant, error) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-drain:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return s.src.Request(ctx, room)
+}
+
+// drainStarted waits until every unit the session started is done and ends it with
+// errDrained; the units it holds unstarted go back to the source as the session ends.
+func (s *ssession) drainStarted() error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		busy := false
+		for _, fl := range s.flights {
+			if fl.started {
+				busy = true
+				break
+			}
+		}
+		s.mu.Unlock()
+		if !busy {
+			return errDrained
+		}
+		select {
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		case <-t.C:
 		}
 	}
 }
@@ -145,6 +218,11 @@ func (s *ssession) fetchManifest() error {
 }
 
 func (s *ssession) run(u wire.Unit, again bool) {
+	s.mu.Lock()
+	if fl := s.flights[u.ID]; fl != nil {
+		fl.started = true
+	}
+	s.mu.Unlock()
 	var err error
 	switch u.Kind {
 	case wire.UnitFile:

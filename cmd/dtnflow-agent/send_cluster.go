@@ -23,7 +23,7 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 	if stripe == 0 {
 		// the probe stripe runs the helpers of a probe sample of several stripes
 		h := &helperStripes{ctx: ctx, coordinator: coordinator, receiver: receiver, root: root, secret: secret, log: log, stallTimeout: stallTimeout}
-		defer h.stopAll()
+		defer h.cancelAll()
 		st.OnConfig = func(c wire.JobConfig) { h.set(int(max(c.SampleStripes, 1)) - 1) }
 		st.Helpers = h.transports
 	}
@@ -143,8 +143,34 @@ func (h *helperStripes) set(n int) {
 		hs := h.running[len(h.running)-1]
 		h.running = h.running[:len(h.running)-1]
 		h.log.Info("Stopping a helper stripe", "stripe", hs.st.Index)
+		// It finishes the units it has on the wire (a chunk dropped mid-way is sent
+		// again from its first byte by another stripe) and gives the rest back; one
+		// that cannot finish in helperDrainLimit is cancelled.
+		hs.st.Drain()
+		go func() {
+			t := time.NewTimer(helperDrainLimit)
+			defer t.Stop()
+			select {
+			case <-hs.done:
+			case <-t.C:
+				hs.cancel()
+			}
+		}()
+	}
+}
+
+// helperDrainLimit bounds how long a helper stripe told to stop may take to finish the
+// units it started: a 256 MiB chunk at 70 Mbit/s.
+const helperDrainLimit = 30 * time.Second
+
+// cancelAll stops every helper at once (the sender is ending).
+func (h *helperStripes) cancelAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hs := range h.running {
 		hs.cancel()
 	}
+	h.running = nil
 }
 
 // transports reads the running helpers' data streams.
@@ -156,8 +182,4 @@ func (h *helperStripes) transports() []mover.Transport {
 		out = append(out, hs.st.Transport())
 	}
 	return out
-}
-
-func (h *helperStripes) stopAll() {
-	h.set(0)
 }

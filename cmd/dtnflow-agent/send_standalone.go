@@ -228,16 +228,20 @@ func (l *localStripes) add(ctx context.Context) {
 	}()
 }
 
-// remove stops the newest stripe; its unfinished work goes back to the others.
+// remove stops the newest stripe: it finishes the units it has started and gives the
+// rest back to the others (mover.Stripe.Drain); one that cannot finish within
+// helperDrainLimit is cancelled, and its unfinished units go back too.
 func (l *localStripes) remove() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.cancels) <= 1 {
 		return
 	}
-	l.cancels[len(l.cancels)-1]()
+	cancel, st := l.cancels[len(l.cancels)-1], l.stripes[len(l.stripes)-1]
 	l.cancels = l.cancels[:len(l.cancels)-1]
 	l.stripes = l.stripes[:len(l.stripes)-1]
+	st.Drain()
+	time.AfterFunc(helperDrainLimit, cancel)
 }
 
 func (l *localStripes) firstErr() error {
