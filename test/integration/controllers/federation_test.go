@@ -165,6 +165,14 @@ func TestSitePair(t *testing.T) {
 	// B's receivers: confined, encrypted only, as B's owner, mounting the job's secret
 	// that A wrote there; A's senders connect to their addresses.
 	eventually(t, func(g Gomega) {
+		// both sites still play their kubelets: a sender made again after the first
+		// wait (its receiver's address came later) must start too
+		for _, pod := range peerPods(g, p.peerNS) {
+			if pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending {
+				setPhase(g, &pod, corev1.PodRunning)
+			}
+		}
+		runAll(g, job)
 		addrs := map[string]bool{}
 		for _, pod := range peerPods(g, p.peerNS) {
 			c := pod.Spec.Containers[0]
