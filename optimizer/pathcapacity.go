@@ -88,9 +88,23 @@ func NewPathCapacity(curve Curve, maxStreams int, stripeRates []StreamPoint, acc
 		// a second stripe that only matched one stripe with more streams measured no
 		// gain of its own (issue 11: 2 × 2 streams 963 Mbit/s, 1 × 2 905 and 1 × 4 967
 		// was planned as 2 stripes predicting 1029 and ran slower than one stripe)
-		if s := p.StripeBitsPerSecond; !math.IsInf(s, 0) && s > ref.BitsPerSecond {
-			ref.BitsPerSecond = s
+		// — at its best as the model's plateau puts it or as a sample measured it,
+		// whichever is higher (a model whose peak falls below the best sample, 920
+		// against 981 Mbit/s on the cluster, let a noisy 2-stripe sample of 975 pass
+		// for a gain, and then 4 stripes at 1.08 Gbit/s on a 1 Gbit/s path)
+		best := p.StripeBitsPerSecond
+		if fit, ok := curve.(StreamFit); ok && fit.BestSampledBitsPerSecond > best {
+			best = fit.BestSampledBitsPerSecond
 		}
+		if !math.IsInf(best, 0) && best > ref.BitsPerSecond {
+			ref.BitsPerSecond = best
+		}
+	}
+	// a level that paid carries what it measured: its gain is over one stripe's
+	// capacity, which BitsPerSecond multiplies it by
+	base := ref.BitsPerSecond
+	if s := p.StripeBitsPerSecond; !math.IsInf(s, 0) && s > 0 {
+		base = s
 	}
 	prev := ref
 	p.StillRising = len(levels) > 0
@@ -100,7 +114,7 @@ func NewPathCapacity(curve Curve, maxStreams int, stripeRates []StreamPoint, acc
 			p.StillRising = false
 			break
 		}
-		p.Gains = append(p.Gains, StripeGain{Stripes: l.Streams, Gain: l.BitsPerSecond / ref.BitsPerSecond})
+		p.Gains = append(p.Gains, StripeGain{Stripes: l.Streams, Gain: l.BitsPerSecond / base})
 		prev = l
 	}
 	return p

@@ -476,6 +476,29 @@ func TestPlanMixedProbeOnTheCluster(t *testing.T) {
 	if plan.PredictedBitsPerSecond > 966_700_000 {
 		t.Errorf("predicted %d bit/s, above the best sample (966.7 Mbit/s)", plan.PredictedBitsPerSecond)
 	}
+
+	// A later run of the same probe: Newton's fit peaks at 920.6 Mbit/s (3 streams),
+	// below the 981.3 one stripe measured at 4; two stripes measured 975.1 (no gain
+	// over that) and four 1080 (above the 1 Gbit/s link: a sample that had not
+	// settled). One stripe still — the plan was 4 stripes × 1 stream, three of them idle.
+	samples = []v1alpha1.ProbeSample{
+		{Streams: 1, BufferBytes: 0, BitsPerSecond: 475_200_000, SourceMillicores: 55, DestinationMillicores: 105, Time: at(10)},
+		{Streams: 1, BufferBytes: 4 * mib, BitsPerSecond: 878_500_000, SourceMillicores: 70, DestinationMillicores: 156, Time: at(11)},
+		{Streams: 1, BufferBytes: 8 * mib, BitsPerSecond: 881_800_000, SourceMillicores: 71, DestinationMillicores: 158, Time: at(12)},
+		{Streams: 2, BufferBytes: 4 * mib, BitsPerSecond: 918_400_000, SourceMillicores: 72, DestinationMillicores: 143, Time: at(13)},
+		{Streams: 4, BufferBytes: 4 * mib, BitsPerSecond: 981_300_000, SourceMillicores: 89, DestinationMillicores: 160, Time: at(14)},
+		{Streams: 8, BufferBytes: 4 * mib, BitsPerSecond: 907_200_000, SourceMillicores: 108, DestinationMillicores: 186, Time: at(15)},
+		{Stripes: 2, Streams: 2, BufferBytes: 4 * mib, BitsPerSecond: 975_100_000, SourceMillicores: 102, DestinationMillicores: 191, Time: at(16)},
+		{Stripes: 4, Streams: 2, BufferBytes: 4 * mib, BitsPerSecond: 1_080_000_000, SourceMillicores: 90, DestinationMillicores: 182, Time: at(17)},
+	}
+	plan, err = Plan(Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto}, Samples: samples,
+		SourceNodes: tenGigNodes("a", 1), DestinationNodes: tenGigNodes("b", 1), RTT: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int32(len(plan.SourceNodes)) * plan.StripesPerNode; got != 1 || plan.PredictedBitsPerSecond > 981_300_000 {
+		t.Errorf("plan %d stripe(s) × %d streams predicting %d bit/s: want one stripe, within what one stripe measured", got, plan.StreamsPerStripe, plan.PredictedBitsPerSecond)
+	}
 }
 
 // TestProbeRequests: the probe stripe's requests follow what its samples measured.
