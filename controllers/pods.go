@@ -33,11 +33,11 @@ type AgentPodOptions struct {
 	APIServerPort string
 	// CoordinatorMillicores is the CPU request of a coordinator, which lists the
 	// dataset and hands out work but moves no data, until the first sample or the
-	// plan sizes it (status.plan.coordinatorCPUMillicores). The default is twice an
-	// idle coordinator's use: 100 millicores, held for the seconds before the first
-	// sample, made a 36-file job's coordinator ask 2.8× what it used over the whole
-	// run (issue 11's side by side), and the listing it does then is mostly waiting
-	// on the file system.
+	// plan sizes it (status.plan.coordinatorCPUMillicores). The default is about an
+	// idle coordinator's use (4 millicores, optimizer.CoordinatorMillicores): 100
+	// millicores, held for the seconds before the first sample, made a 36-file job's
+	// coordinator ask 2.8× what it used over the whole run (issue 11's side by side),
+	// and the listing it does then is mostly waiting on the file system.
 	CoordinatorMillicores int64
 	// ProbeMillicores is the CPU request of each side of the probe stripe, before any
 	// CPU model exists.
@@ -51,7 +51,7 @@ type AgentPodOptions struct {
 var DefaultAgentPodOptions = AgentPodOptions{
 	Image:                 "dtnflow-agent:latest",
 	ImagePullPolicy:       corev1.PullIfNotPresent,
-	CoordinatorMillicores: 10,
+	CoordinatorMillicores: 5,
 	ProbeMillicores:       250,
 }
 

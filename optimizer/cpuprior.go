@@ -62,10 +62,11 @@ func PriorCPUModel(side CPUSide, dp DataPlane) CPUModel {
 // completion and its digest checked, a journal line, the final manifest check — so its
 // CPU follows the files it settles per second. On the local cluster (docs/benchmarks.md,
 // issue 11's side by side, cgroup accounting) it used 215 millicores settling 1255
-// files/s (20 000 × 64 KiB at 658 Mbit/s) and 3 millicores for 36 files in 50 s: 170
-// millicores per thousand files per second, with an idle agent's few millicores.
+// files/s (20 000 × 64 KiB at 658 Mbit/s) and 3–5 millicores for 36 files in 40–50 s
+// (four runs: 3, 4, 4, 5): 170 millicores per thousand files per second, over an idle
+// coordinator's 4.
 const (
-	coordinatorIdleMillicores                 = 5
+	coordinatorIdleMillicores                 = 4
 	coordinatorMillicoresPerThousandFilesPerS = 170
 )
 
