@@ -74,6 +74,8 @@ type PlanRequest struct {
 	Now time.Time
 	// ShareBitsPerSecond is the job's share when it is held to it; 0 when not.
 	ShareBitsPerSecond int64
+	// TimeLeft is how long the data left takes at the job's current rate (0: unknown).
+	TimeLeft time.Duration
 }
 
 // RescaleRequest is one round of the rescale policy.
@@ -116,7 +118,7 @@ func (planningPlanner) Plan(in PlanRequest) (dtnflowv1alpha1.TransferPlan, error
 	}
 	return planning.Plan(planning.Input{Tuning: in.Job.Spec.Tuning, Samples: in.Samples, Profile: profile,
 		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, ExternalDestination: in.ExternalDestination,
-		Dataset: in.Dataset, RTT: in.RTT, ShareBitsPerSecond: in.ShareBitsPerSecond,
+		Dataset: in.Dataset, RTT: in.RTT, ShareBitsPerSecond: in.ShareBitsPerSecond, TimeLeft: in.TimeLeft,
 		DataPlane: dataPlane(jobOptions(in.Job))})
 }
 

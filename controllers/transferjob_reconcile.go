@@ -398,7 +398,18 @@ func (r *TransferJobReconciler) planRequest(p *pass, dataset *contract.Dataset) 
 		RTT:                 rttOf(obs.report),
 		Now:                 p.now.Time,
 		ShareBitsPerSecond:  p.share.planShare(),
+		TimeLeft:            timeLeft(obs.report),
 	}
+}
+
+// timeLeft is how long the data a report has left takes at its current rate (0: no
+// report, no rate, or nothing said of the totals).
+func timeLeft(rep *contract.Report) time.Duration {
+	if rep == nil || rep.BitsPerSecond <= 0 || rep.BytesTotal <= 0 {
+		return 0
+	}
+	left := max(rep.BytesTotal-rep.BytesDone, 0)
+	return time.Duration(float64(left) * 8 / float64(rep.BitsPerSecond) * float64(time.Second))
 }
 
 // planNodes are the usable nodes of a side as the planner sees them.

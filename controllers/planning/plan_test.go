@@ -520,3 +520,30 @@ func TestProbeRequests(t *testing.T) {
 		t.Errorf("no sample: %d/%d/%d, want none", s, d, c)
 	}
 }
+
+// TestPlanAddsNoStripeToAJobAboutToEnd: samples in which a second stripe paid plan two
+// stripes — unless what is left of the job moves within NewStripeLead at its rate.
+func TestPlanAddsNoStripeToAJobAboutToEnd(t *testing.T) {
+	at := func(i int) *metav1.Time { t := metav1.NewTime(time.Unix(int64(3000+i), 0)); return &t }
+	samples := []v1alpha1.ProbeSample{
+		{Streams: 1, BitsPerSecond: 450e6, Time: at(0)},
+		{Streams: 2, BitsPerSecond: 455e6, Time: at(1)},
+		{Stripes: 2, Streams: 2, BitsPerSecond: 880e6, Time: at(2)},
+	}
+	stripes := func(left time.Duration) int32 {
+		plan, err := Plan(Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto}, Samples: samples,
+			SourceNodes: tenGigNodes("a", 1), DestinationNodes: tenGigNodes("b", 1), TimeLeft: left})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int32(len(plan.SourceNodes)) * plan.StripesPerNode
+	}
+	for _, tc := range []struct {
+		left time.Duration
+		want int32
+	}{{0, 2}, {NewStripeLead, 2}, {time.Minute, 2}, {NewStripeLead - time.Millisecond, 1}, {2700 * time.Millisecond, 1}} {
+		if got := stripes(tc.left); got != tc.want {
+			t.Errorf("%s left: %d stripes, want %d", tc.left, got, tc.want)
+		}
+	}
+}
