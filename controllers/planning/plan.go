@@ -47,6 +47,15 @@ type Input struct {
 	TimeLeft time.Duration
 }
 
+// stripeGainAccuracy is the gain a doubling of the stripes must bring over the level
+// before it for the plan to count it: twice the probe's α, because it compares two
+// samples, each as uncertain as α, taken in turn on a job's own data. The controller
+// does not see the samples' own noise (send --auto's tuner raises α to it); at 5 %, a
+// two-stripe sample 6.9 % above one stripe's best and a four-stripe one at 1.06
+// Gbit/s — a 1 Gbit/s path, neither settled — planned 4 stripes × 1 stream on the
+// cluster, three of them idle.
+const stripeGainAccuracy = 2 * optimizer.DefaultAccuracy
+
 // NewStripeLead is the least time a job must have left for a plan to add a stripe to
 // the one it probed on: a stripe's pods take seconds to start and connect (1–3 s on
 // the local cluster, more where the image is pulled), and a stripe that pays adds a
@@ -207,7 +216,7 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	src, dst := in.nodes()
 	p, err := optimizer.MakePlan(optimizer.PlanInput{Samples: samples, Prober: sampledProber(samples, limits), Warm: warm,
 		SourceNodes: src, DestinationNodes: dst, Limits: limits, Dataset: Histogram(in.Dataset), RTT: in.RTT,
-		StripeRates: in.stripeRates(), DataPlane: in.DataPlane})
+		StripeRates: in.stripeRates(), StripeAccuracy: stripeGainAccuracy, DataPlane: in.DataPlane})
 	if err != nil {
 		return v1alpha1.TransferPlan{}, err
 	}

@@ -499,6 +499,27 @@ func TestPlanMixedProbeOnTheCluster(t *testing.T) {
 	if got := int32(len(plan.SourceNodes)) * plan.StripesPerNode; got != 1 || plan.PredictedBitsPerSecond > 981_300_000 {
 		t.Errorf("plan %d stripe(s) × %d streams predicting %d bit/s: want one stripe, within what one stripe measured", got, plan.StreamsPerStripe, plan.PredictedBitsPerSecond)
 	}
+
+	// And a third: one stripe's best 933.8 Mbit/s (4 streams), two stripes of 2
+	// streams 998.1 (6.9 % more) and four 1060 (6.2 % more again, on the 1 Gbit/s
+	// path): gains within two samples' noise (stripeGainAccuracy, 10 %), so one stripe.
+	samples = []v1alpha1.ProbeSample{
+		{Streams: 1, BufferBytes: 0, BitsPerSecond: 471_600_000, SourceMillicores: 49, DestinationMillicores: 100, Time: at(20)},
+		{Streams: 1, BufferBytes: 4 * mib, BitsPerSecond: 880_100_000, SourceMillicores: 74, DestinationMillicores: 150, Time: at(21)},
+		{Streams: 1, BufferBytes: 8 * mib, BitsPerSecond: 876_500_000, SourceMillicores: 82, DestinationMillicores: 150, Time: at(22)},
+		{Streams: 2, BufferBytes: 4 * mib, BitsPerSecond: 925_800_000, SourceMillicores: 86, DestinationMillicores: 150, Time: at(23)},
+		{Streams: 4, BufferBytes: 4 * mib, BitsPerSecond: 933_800_000, SourceMillicores: 111, DestinationMillicores: 160, Time: at(24)},
+		{Stripes: 2, Streams: 2, BufferBytes: 4 * mib, BitsPerSecond: 998_100_000, SourceMillicores: 69, DestinationMillicores: 160, Time: at(25)},
+		{Stripes: 4, Streams: 2, BufferBytes: 4 * mib, BitsPerSecond: 1_060_000_000, SourceMillicores: 87, DestinationMillicores: 170, Time: at(26)},
+	}
+	plan, err = Plan(Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto}, Samples: samples,
+		SourceNodes: tenGigNodes("a", 1), DestinationNodes: tenGigNodes("b", 1), RTT: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int32(len(plan.SourceNodes)) * plan.StripesPerNode; got != 1 || plan.PredictedBitsPerSecond > 933_800_000 {
+		t.Errorf("plan %d stripe(s) × %d streams predicting %d bit/s: want one stripe, within what one stripe measured", got, plan.StreamsPerStripe, plan.PredictedBitsPerSecond)
+	}
 }
 
 // TestProbeRequests: the probe stripe's requests follow what its samples measured.
