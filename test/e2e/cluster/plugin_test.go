@@ -30,7 +30,8 @@ func plugin(ctx context.Context, args ...string) (int, string, string) {
 
 // testPluginAndRecurringRuns is the user's tools on the real cluster. A recurring job
 // (spec.trigger.manual) runs; while its agents run, `kubectl dtnflow logs` reads them
-// through the kubelets; once it completes, get, describe and plot show it; `rerun`
+// through the kubelets, and once it completes what the manager kept of them; get,
+// describe and plot show it; `rerun`
 // starts run 2, `watch` follows it to its end, and the WAN carries next to nothing of
 // the dataset again, since the receivers' journals already hold every file.
 func testPluginAndRecurringRuns(t *testing.T) {
@@ -55,6 +56,15 @@ func testPluginAndRecurringRuns(t *testing.T) {
 	expectIdentical(t, source, dest)
 	g.Expect(first.Status.Run).To(Equal(int64(1)))
 	g.Expect(first.Status.Runs).To(HaveLen(1))
+	// The agents are deleted as the job ends; logs then prints what the manager kept of
+	// theirs, read through the kubelets just before (the job's <job>-agent-logs).
+	g.Eventually(func(g Gomega) {
+		code, out, errOut := plugin(ctx, "logs", "-n", jobNamespace, job.Name, "--role", "coordinator")
+		g.Expect(code).To(Equal(0), errOut)
+		g.Expect(out).To(ContainSubstring("[" + coordinator + "] --- kept at "))
+		g.Expect(out).To(ContainSubstring("when the job ended"))
+		g.Expect(out).To(ContainSubstring("Listed the dataset"))
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 
 	code, out, errOut := plugin(ctx, "get", "-n", jobNamespace, job.Name)
 	g.Expect(code).To(Equal(0), errOut)
