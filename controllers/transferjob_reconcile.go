@@ -502,12 +502,18 @@ func (r *TransferJobReconciler) run(ctx context.Context, p *pass) error {
 			running++
 		}
 	}
-	if plan.Hash == planHash(plan, job) { // else the Planned condition says why tuning is not met
-		p.condition(dtnflowv1alpha1.ConditionPlanned, metav1.ConditionTrue, plannedReason(job), describePlan(plan))
-	}
+	p.plannedHolds()
 	p.condition(dtnflowv1alpha1.ConditionTransferring, metav1.ConditionTrue, reason,
 		fmt.Sprintf("%d of %d stripes running at %s; %d%% done", running, stripeCount(plan), p.st.Progress.Rate, p.st.Progress.Percent))
 	return nil
+}
+
+// plannedHolds says Planned=True while the job's plan is the one its spec asks for
+// (else the Planned condition says why tuning is not met, and stays).
+func (p *pass) plannedHolds() {
+	if plan := p.st.Plan; plan != nil && plan.Hash == planHash(plan, p.job) {
+		p.condition(dtnflowv1alpha1.ConditionPlanned, metav1.ConditionTrue, plannedReason(p.job), describePlan(plan))
+	}
 }
 
 func plannedReason(job *dtnflowv1alpha1.TransferJob) string {
@@ -652,13 +658,9 @@ func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 			r.makePlan(p, rep.Dataset)
 		}
 	}
-	if c := meta.FindStatusCondition(p.st.Conditions, dtnflowv1alpha1.ConditionPlanned); p.st.Plan != nil && c != nil &&
-		c.Status == metav1.ConditionFalse && c.Reason == ReasonRemoteUnreachable {
-		// the peer answered again with the job's end: the pass that would have said
-		// the plan holds again (run) is not reached, and a Complete job must not read
-		// as unplanned for a link that is back
-		p.condition(dtnflowv1alpha1.ConditionPlanned, metav1.ConditionTrue, plannedReason(p.job), describePlan(p.st.Plan))
-	}
+	// a job that ends in the pass after a wait (a peer's API server back with the job's
+	// end) does not reach run, which would have said so
+	p.plannedHolds()
 	p.st.Progress = progressFrom(p.st.Progress, rep, p.st.StartTime, p.now.Time)
 	p.st.Channels = channelStatusFrom(p.st.Channels, rep)
 	p.st.Progress.CurrentBitsPerSecond, p.st.Progress.Rate = 0, formatRate(0)

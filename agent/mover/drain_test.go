@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
+
 	"github.com/dtnflow/dtnflow/agent/wire"
 )
 
@@ -62,6 +64,9 @@ func (s *scriptedSource) resultOf(id uint64) (wire.UnitResult, bool) {
 	return wire.UnitResult{}, false
 }
 
+// drainWait bounds each wait of the drain test: the first chunk's start, the drain's end.
+const drainWait = 20 * time.Second
+
 // TestDrainFinishesWhatItStartedAndGivesBackTheRest: a stripe holding four 4 MiB chunks
 // of a file, one worker, capped at 64 Mbit/s, drains while the first chunk is on the
 // wire. It finishes what it started (the receiver confirms it; the worker may have
@@ -100,21 +105,16 @@ func TestDrainFinishesWhatItStartedAndGivesBackTheRest(t *testing.T) {
 	go func() { done <- st.Run(context.Background(), src) }()
 
 	// the first chunk on the wire: a quarter of it delivered (it takes 0.5 s at the cap)
-	deadline := time.Now().Add(20 * time.Second)
-	for st.Transport().DeliveredBytes < chunk/4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first chunk did not start: %+v", st.Transport())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	NewWithT(t).Eventually(func() int64 { return st.Transport().DeliveredBytes }).WithTimeout(drainWait).WithPolling(10*time.Millisecond).
+		Should(BeNumerically(">=", chunk/4), "the first chunk did not start")
 	st.Drain()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("a drained stripe ended with %v, want nil", err)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the drained stripe did not end")
+	case <-time.After(drainWait):
+		t.Fatalf("the drained stripe did not end within %s", drainWait)
 	}
 	// every chunk finished or given back, and the bytes sent are the finished ones'
 	// alone: nothing begun and dropped for another stripe to send again

@@ -73,6 +73,17 @@ func (s *ssession) work() error {
 		}()
 	}
 	drain := s.st.drained()
+	// requests give up when the stripe drains: a source with nothing to hand out keeps
+	// a request waiting
+	requests, stopRequests := context.WithCancel(s.ctx)
+	defer stopRequests()
+	go func() {
+		select {
+		case <-drain:
+			stopRequests()
+		case <-requests.Done():
+		}
+	}()
 	s.setConcurrency(s.cfg.Concurrency)
 	defer func() { close(units); close(stopWorkers); wg.Wait() }()
 	for {
@@ -99,7 +110,7 @@ func (s *ssession) work() error {
 			}
 			break
 		}
-		g, err := s.request(room, drain)
+		g, err := s.src.Request(requests, room)
 		if err != nil {
 			for range room {
 				<-s.inflight
@@ -138,21 +149,6 @@ func (s *ssession) work() error {
 			return errFinished
 		}
 	}
-}
-
-// request asks the work source for up to room units, giving up when the stripe
-// drains (a source with nothing to hand out keeps a request waiting).
-func (s *ssession) request(room int, drain <-chan struct{}) (wire.WorkGrant, error) {
-	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-drain:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return s.src.Request(ctx, room)
 }
 
 // drainStarted waits until every unit the session started is done and ends it with

@@ -251,20 +251,30 @@ func managerKill(leaderOnly bool) func(context.Context, *chaosRound) (string, er
 		// it expires — the standby, or the killed one restarted by its kubelet, which
 		// races it (the identity is host name and a new UUID per process).
 		start := time.Now()
-		for time.Since(start) < 2*time.Minute {
-			_, now, err := managerPods(ctx)
-			if err == nil && now != "" && now != holder {
-				who := "the standby replica"
-				if strings.HasPrefix(now, victim.Spec.NodeName+"_") {
-					who = "the killed replica, restarted"
-				}
-				return fmt.Sprintf("%s; %s (%s) took the Lease after %.1f s", what, who, now, time.Since(start).Seconds()), nil
-			}
-			time.Sleep(250 * time.Millisecond)
+		var now string
+		err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, failoverWait, true, func(ctx context.Context) (bool, error) {
+			_, h, err := managerPods(ctx)
+			now = h
+			return err == nil && h != "" && h != holder, nil
+		})
+		if err != nil {
+			return what, fmt.Errorf("no manager took the Lease over within %s of killing the leader", failoverWait)
 		}
-		return what, fmt.Errorf("no manager took the Lease over within 2 minutes of killing the leader")
+		who := "the standby replica"
+		if strings.HasPrefix(now, victim.Spec.NodeName+"_") {
+			who = "the killed replica, restarted"
+		}
+		return fmt.Sprintf("%s; %s (%s) took the Lease after %.1f s", what, who, now, time.Since(start).Seconds()), nil
 	}
 }
+
+// failoverWait bounds how long another manager replica takes to hold the Lease after
+// the leader is killed (the Lease's duration, then the retry period).
+const failoverWait = 2 * time.Minute
+
+// nodeWait bounds how long a node takes to turn NotReady after its kubelet stops, or
+// Ready after it starts again.
+const nodeWait = 3 * time.Minute
 
 // kubeletStop stops the kubelet of a node that runs one of the job's agents, waits
 // until the node is NotReady, and starts it again (waiting until it is Ready).
@@ -280,41 +290,39 @@ func kubeletStop(ctx context.Context, r *chaosRound) (string, error) {
 		return "", err
 	}
 	start := time.Now()
-	notReady := waitNodeReady(ctx, node, false, 3*time.Minute)
+	notReady := waitNodeReady(ctx, node, false)
 	after := time.Since(start)
 	if err := stopped.Start(); err != nil {
 		return "", err
 	}
-	ready := waitNodeReady(ctx, node, true, 3*time.Minute)
+	ready := waitNodeReady(ctx, node, true)
 	what := fmt.Sprintf("stopped the kubelet of %s (running %s): NotReady after %.0f s, Ready %.0f s after the restart", node, pod.Name, after.Seconds(), time.Since(start).Seconds()-after.Seconds())
 	switch {
 	case !notReady:
-		return what, fmt.Errorf("node %s did not become NotReady within 3 minutes of stopping its kubelet", node)
+		return what, fmt.Errorf("node %s did not become NotReady within %s of stopping its kubelet", node, nodeWait)
 	case !ready:
-		return what, fmt.Errorf("node %s was not Ready within 3 minutes of starting its kubelet again", node)
+		return what, fmt.Errorf("node %s was not Ready within %s of starting its kubelet again", node, nodeWait)
 	}
 	return what, nil
 }
 
-// waitNodeReady waits until the node's Ready condition is (or is not) True.
-func waitNodeReady(ctx context.Context, name string, want bool, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+// waitNodeReady waits, for at most nodeWait, until the node's Ready condition is (or
+// is not) True.
+func waitNodeReady(ctx context.Context, name string, want bool) bool {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, nodeWait, true, func(ctx context.Context) (bool, error) {
 		var node corev1.Node
-		if err := cluster.Client.Get(ctx, client.ObjectKey{Name: name}, &node); err == nil {
-			ready := false
-			for _, c := range node.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					ready = true
-				}
-			}
-			if ready == want {
-				return true
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Name: name}, &node); err != nil {
+			return false, nil
+		}
+		ready := false
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready = true
 			}
 		}
-		time.Sleep(time.Second)
-	}
-	return false
+		return ready == want, nil
+	})
+	return err == nil
 }
 
 // holdFor is how long a fault lasts: between lo and hi, drawn from the round's seed.
