@@ -198,6 +198,7 @@ func ParamsFromDirective(d contract.Directive, old Params) Params {
 // records them; the phase becomes Probed.
 func (r *Runner) runProbe(ctx context.Context, d contract.ProbeDirective) {
 	c := r.Core
+	var limits probeLimits
 	for ctx.Err() == nil {
 		m := c.ProbeMember()
 		if m == nil {
@@ -208,7 +209,7 @@ func (r *Runner) runProbe(ctx context.Context, d contract.ProbeDirective) {
 				return
 			}
 		}
-		next, done := r.Probe(d, c.Samples(), c.Dataset())
+		next, done := r.Probe(limits.useful(c, d), c.Samples(), c.Dataset())
 		if done {
 			c.SetPhase(contract.PhaseProbed)
 			return
@@ -228,11 +229,44 @@ func (r *Runner) runProbe(ctx context.Context, d contract.ProbeDirective) {
 			}
 			continue
 		}
+		limits.learn(res)
 		c.AddSample(res.Sample)
 		c.log.Info("Probe sample", "streams", res.Sample.Streams, "bufferBytes", res.Sample.BufferBytes, "rate", HumanRate(res.Sample.BitsPerSecond),
 			"seconds", math.Round(res.Seconds*100)/100, "settled", res.Settled, "rttMicros", res.Sample.RTTMicros,
 			"sourceMillicores", res.Sample.SourceMillicores, "destinationMillicores", res.Sample.DestinationMillicores)
 	}
+}
+
+// probeLimits are the socket buffer limits the probe stripe reported with its latest
+// sample: the sender's host's and its receiver's.
+type probeLimits struct {
+	source, destination *wire.SocketLimits
+	logged              bool
+}
+
+func (l *probeLimits) learn(res wire.ProbeResult) {
+	if res.SourceLimits != nil {
+		l.source, l.destination = res.SourceLimits, res.DestinationLimits
+	}
+}
+
+// useful is d without the buffer sizes that would take the same effect as another, or
+// that autotuning outgrows, at these hosts (wire.UsefulBuffers): the controller lists
+// sizes around the BDP without knowing the nodes' kernel limits, and a size sampled
+// for nothing costs a sample's length at a rate already known. d itself until the
+// first sample has said the limits (the first sample is autotuning's).
+func (l *probeLimits) useful(c *Core, d contract.ProbeDirective) contract.ProbeDirective {
+	if l.source == nil {
+		return d
+	}
+	kept := wire.UsefulBuffers(d.BufferBytes, *l.source, l.destination)
+	if len(kept) < len(d.BufferBytes) && !l.logged {
+		l.logged = true
+		c.log.Info("Buffer sizes that take no different effect on these hosts are not sampled", "asked", d.BufferBytes, "sampled", kept,
+			"sndMax", l.source.SndMax, "sndAutotuneMax", l.source.SndAutotuneMax)
+	}
+	d.BufferBytes = kept
+	return d
 }
 
 // sameProbe says whether two probe directives ask for the same probe.
@@ -252,6 +286,7 @@ func sameProbe(a, b *contract.ProbeDirective) bool {
 // until the controller's plan replaces them.
 func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) {
 	c := r.Core
+	var limits probeLimits
 	for ctx.Err() == nil {
 		if p := c.Phase(); p.Finished() {
 			return
@@ -267,7 +302,7 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 			}
 		}
 		samples := c.Samples()
-		next, done := r.Probe(d, samples, c.Dataset())
+		next, done := r.Probe(limits.useful(c, d), samples, c.Dataset())
 		if !done && len(samples) > 0 && ProbeOutlasts(c.Remaining(), bestRate(samples), sampleRTT(samples), time.Duration(d.SampleSeconds)*time.Second) {
 			c.log.Info("Probing stops: the dataset left ends before more samples could pay", "remainingBytes", c.Remaining(), "samples", len(samples))
 			done = true
@@ -295,6 +330,7 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 			continue
 		}
 		res.Sample.Stripes = max(res.Sample.Stripes, 1)
+		limits.learn(res)
 		c.AddSample(res.Sample)
 		if len(samples) == 0 {
 			c.ApplyEarlyClasses(float64(res.Sample.BitsPerSecond), time.Duration(res.Sample.RTTMicros)*time.Microsecond, 0)

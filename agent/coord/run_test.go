@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -174,5 +175,71 @@ func TestStripeLeavingEndsItsSample(t *testing.T) {
 		}
 	case <-time.After(runnerTimeout):
 		t.Fatal("the sample of a stripe that left never returned")
+	}
+}
+
+// TestProbeSkipsBuffersOfTheSameEffect: the controller lists buffer sizes around the
+// BDP without knowing the nodes' kernels; once the first sample (autotuning) has said
+// the hosts' limits, the planner is asked with the sizes that take a different effect
+// only — on this machine's limits 8 MiB gets what 4 MiB gets (wmem_max 4 MiB).
+func TestProbeSkipsBuffersOfTheSameEffect(t *testing.T) {
+	const MiB = 1 << 20
+	c := newCore(t, map[string]int{"d/big": 1 << 20})
+	c.SetPhase(contract.PhaseStarting)
+	asked := []int64{0, 4 * MiB, 8 * MiB}
+	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
+		StreamsPerStripe: 1, Stripes: 1, Probe: &contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: asked}}}
+	var mu sync.Mutex
+	var seen [][]int64 // the buffers the planner was asked with, by samples taken
+	planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) == len(samples) {
+			seen = append(seen, append([]int64(nil), d.BufferBytes...))
+		}
+		if len(samples) >= 2 {
+			return wire.ProbeRequest{}, true
+		}
+		return wire.ProbeRequest{Streams: 1, BufferBytes: d.BufferBytes[len(samples)], Seconds: d.SampleSeconds}, false
+	}
+	r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Probe: planner, Grace: time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	m := c.Join(0)
+	m.Summary(wire.Summary{Last: true})
+	limits := wire.SocketLimits{SndAutotuneMax: 4 * MiB, SndMax: 4 * MiB, RcvAutotuneMax: 32 * MiB, RcvMax: 4 * MiB}
+	stripeDone := make(chan struct{})
+	go func() {
+		defer close(stripeDone)
+		for {
+			select {
+			case <-m.Configs():
+			case p := <-m.Probes():
+				m.ProbeDone(wire.ProbeResult{Settled: true, SourceLimits: &limits, DestinationLimits: &limits,
+					Sample: contract.Sample{Streams: p.Streams, BufferBytes: p.BufferBytes, BitsPerSecond: 1}})
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	waitFor(t, "the probe Probed after two samples", runnerTimeout, func() bool {
+		_, ok := ch.find(func(r contract.Report) bool { return r.Probe == contract.PhaseProbed })
+		return ok
+	})
+	cancel()
+	<-done
+	<-stripeDone
+	mu.Lock()
+	defer mu.Unlock()
+	want := [][]int64{asked, {0, 4 * MiB}, {0, 4 * MiB}}
+	if len(seen) != len(want) {
+		t.Fatalf("the planner was asked with %v, want %v", seen, want)
+	}
+	for i := range want {
+		if !slices.Equal(seen[i], want[i]) {
+			t.Errorf("after %d samples the planner was asked with buffers %v, want %v", i, seen[i], want[i])
+		}
 	}
 }

@@ -394,7 +394,8 @@ func (s *ssession) probe(p wire.ProbeRequest) wire.ProbeResult {
 	if err != nil {
 		return wire.ProbeResult{Error: err.Error(), Sample: contract.Sample{Streams: p.Streams, BufferBytes: p.BufferBytes}}
 	}
-	return wire.ProbeResult{Sample: res.Sample, Seconds: res.Seconds, Settled: res.Settled}
+	local := ReadSocketLimits()
+	return wire.ProbeResult{Sample: res.Sample, Seconds: res.Seconds, Settled: res.Settled, SourceLimits: &local, DestinationLimits: res.PeerLimits}
 }
 
 // probeOptions are the options of the sample a coordinator's request asks for.

@@ -402,4 +402,9 @@ type ProbeResult struct {
 	// rather than at its ceiling (absent from older senders).
 	Seconds float64 `json:"seconds,omitempty"`
 	Settled bool    `json:"settled,omitempty"`
+	// SourceLimits and DestinationLimits are the socket buffer limits of the sender's
+	// host and of its receiver's (nil when unknown or from older agents), so that the
+	// coordinator samples only buffers that take a different effect (UsefulBuffers).
+	SourceLimits      *SocketLimits `json:"sourceLimits,omitempty"`
+	DestinationLimits *SocketLimits `json:"destinationLimits,omitempty"`
 }
