@@ -162,7 +162,7 @@ func runWithCrossTraffic(ctx context.Context, env *Env, topo *topology.Topology,
 		return nil, err
 	}
 	defer srv.stop(2 * time.Second)
-	if err := waitListening(ctx, dst, port); err != nil {
+	if err := WaitListening(ctx, dst, port); err != nil {
 		return nil, err
 	}
 	cli, err := start(ctx, src, "iperf3", "-c", dst.Addr.String(), "-p", strconv.Itoa(port), "-t", "86400", "-P", "1")

@@ -106,7 +106,7 @@ func (d Dtnflow) Run(ctx context.Context, env *Env) ([]Result, error) {
 		return nil, err
 	}
 	defer recv.stop(5 * time.Second)
-	if err := waitListening(ctx, env.Dst, dtnflowPort); err != nil {
+	if err := WaitListening(ctx, env.Dst, dtnflowPort); err != nil {
 		return nil, fmt.Errorf("%w: %s", err, tail(recv.out.String(), 500))
 	}
 	run := 0

@@ -118,7 +118,7 @@ func (g GridFTP) Run(ctx context.Context, env *Env) ([]Result, error) {
 		return nil, err
 	}
 	defer srv.stop(3 * time.Second)
-	if err := waitListening(ctx, env.Src, gridftpPort); err != nil {
+	if err := WaitListening(ctx, env.Src, gridftpPort); err != nil {
 		return nil, fmt.Errorf("%w: %s", err, tail(srv.out.String(), 500))
 	}
 	switch g.Mode {

@@ -43,7 +43,7 @@ func (r Iperf3) once(ctx context.Context, env *Env, streams int) (Result, error)
 		return Result{}, err
 	}
 	defer srv.stop(2 * time.Second)
-	if err := waitListening(ctx, env.Dst, iperf3Port); err != nil {
+	if err := WaitListening(ctx, env.Dst, iperf3Port); err != nil {
 		return Result{}, err
 	}
 	res := Result{Tool: r.Name(), Streams: streams, Parallelism: streams, Chosen: true, Started: time.Now(),

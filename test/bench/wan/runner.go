@@ -295,7 +295,7 @@ func procCPU(pid int) float64 {
 const clockTicks = 100
 
 // waitListening waits until something listens on host's TCP port.
-func waitListening(ctx context.Context, host topology.Host, port int) error {
+func WaitListening(ctx context.Context, host topology.Host, port int) error {
 	deadline := time.Now().Add(15 * time.Second)
 	hexPort := fmt.Sprintf(":%04X ", port)
 	for time.Now().Before(deadline) {

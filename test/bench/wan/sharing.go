@@ -317,7 +317,7 @@ func (e *sharingEnv) runJobs(ctx context.Context, c string, specs []jobSpec, t0 
 				return nil, err
 			}
 			defer p.stop(3 * time.Second)
-			if err := waitListening(ctx, src, gridftpPort); err != nil {
+			if err := WaitListening(ctx, src, gridftpPort); err != nil {
 				return nil, fmt.Errorf("%w: %s", err, tail(p.out.String(), 500))
 			}
 			gsrv = p
@@ -349,7 +349,7 @@ func (e *sharingEnv) runJobs(ctx context.Context, c string, specs []jobSpec, t0 
 				return nil, err
 			}
 			defer recv.stop(5 * time.Second)
-			if err := waitListening(ctx, e.topo.Destinations[0], e.port); err != nil {
+			if err := WaitListening(ctx, e.topo.Destinations[0], e.port); err != nil {
 				return nil, fmt.Errorf("%w: %s", err, tail(recv.out.String(), 500))
 			}
 			r.recv = recv
@@ -438,7 +438,7 @@ func (e *sharingEnv) runJobs(ctx context.Context, c string, specs []jobSpec, t0 
 				break
 			}
 		}
-		j.SteadyBitsPerSecond = rateOver(j.Timeline, half, j.EndSeconds)
+		j.SteadyBitsPerSecond = RateOver(j.Timeline, half, j.EndSeconds)
 		if r.spec.tool == "dtnflow" {
 			j.Plan, j.Replans = agentPlan(r.out, j.StartSeconds)
 		}
@@ -466,7 +466,7 @@ func (r *SharingResult) window() {
 		r.AggregateBitsPerSecond += j.BitsPerSecond
 		norm = append(norm, j.BitsPerSecond/float64(max(j.Weight, 1)))
 	}
-	r.Jain = jain(norm)
+	r.Jain = Jain(norm)
 	var wsum float64
 	lo, hi := math.MaxInt, 0
 	for _, j := range r.Jobs {
@@ -504,7 +504,7 @@ func (r *SharingResult) lateFigures() {
 	r.LateShare = perWeight * float64(max(late.Weight, 1))
 	r.LateSecondsTo90 = -1
 	for t := late.StartSeconds; t+2 <= late.EndSeconds; t += 0.25 {
-		if rateOver(late.Timeline, t, t+2) >= 0.9*r.LateShare {
+		if RateOver(late.Timeline, t, t+2) >= 0.9*r.LateShare {
 			r.LateSecondsTo90 = t + 2 - late.StartSeconds
 			break
 		}
@@ -513,7 +513,7 @@ func (r *SharingResult) lateFigures() {
 	for _, j := range r.Jobs[:len(r.Jobs)-1] {
 		share := perWeight * float64(max(j.Weight, 1))
 		for t := late.StartSeconds; t+2 <= math.Min(late.StartSeconds+30, j.EndSeconds); t += 0.25 {
-			if f := rateOver(j.Timeline, t, t+2) / share; f < r.OthersMinOfShare {
+			if f := RateOver(j.Timeline, t, t+2) / share; f < r.OthersMinOfShare {
 				r.OthersMinOfShare, r.OthersMinOfShareJob = f, j.Name
 			}
 		}
@@ -541,7 +541,7 @@ func (e *sharingEnv) fairness(ctx context.Context, c, mode string) (SharingResul
 			return res, err
 		}
 		defer srv.stop(2 * time.Second)
-		if err := waitListening(ctx, dst, port); err != nil {
+		if err := WaitListening(ctx, dst, port); err != nil {
 			return res, err
 		}
 		flows[i] = &flow{srv: srv}
@@ -567,7 +567,7 @@ func (e *sharingEnv) fairness(ctx context.Context, c, mode string) (SharingResul
 	var flowRuns []JobRun
 	for i, f := range flows {
 		f.cli.stop(2 * time.Second)
-		flowRuns = append(flowRuns, JobRun{Name: fmt.Sprintf("iperf3-%d", i), Tool: "iperf3", Timeline: iperfTimeline(f.cli.out.String()),
+		flowRuns = append(flowRuns, JobRun{Name: fmt.Sprintf("iperf3-%d", i), Tool: "iperf3", Timeline: IperfTimeline(f.cli.out.String()),
 			StartSeconds: f.t0.Sub(res.Started).Seconds()})
 	}
 	// alone: from 3 s after the flows started to the job's start
@@ -578,35 +578,35 @@ func (e *sharingEnv) fairness(ctx context.Context, c, mode string) (SharingResul
 		for k := range fr.Timeline {
 			fr.Timeline[k][0] += fr.StartSeconds
 		}
-		alone += rateOver(fr.Timeline, ws, we)
+		alone += RateOver(fr.Timeline, ws, we)
 	}
 	res.FlowsAloneBitsPerSecond = alone
 	res.FairShareBitsPerSecond = alone / float64(e.opts.Flows+1)
 	// while the job ran: from its first byte + 5 s (its probe's first samples) to its end
 	s, t := job.FirstByteSeconds+5, job.EndSeconds
 	res.WindowStart, res.WindowEnd = s, t
-	job.BitsPerSecond = rateOver(job.Timeline, s, t)
+	job.BitsPerSecond = RateOver(job.Timeline, s, t)
 	res.JobOfFairShare = job.BitsPerSecond / res.FairShareBitsPerSecond
 	res.AggregateBitsPerSecond = job.BitsPerSecond
 	var norm []float64
 	norm = append(norm, job.BitsPerSecond)
 	for i := range flowRuns {
 		fr := &flowRuns[i]
-		fr.BitsPerSecond = rateOver(fr.Timeline, s, t)
+		fr.BitsPerSecond = RateOver(fr.Timeline, s, t)
 		res.FlowsOfFairShare = append(res.FlowsOfFairShare, fr.BitsPerSecond/res.FairShareBitsPerSecond)
 		res.AggregateBitsPerSecond += fr.BitsPerSecond
 		norm = append(norm, fr.BitsPerSecond)
 	}
-	res.Jain = jain(norm)
+	res.Jain = Jain(norm)
 	res.Jobs = append([]JobRun{job}, flowRuns...)
 	return res, nil
 }
 
 var iperfLine = regexp.MustCompile(`^\[\s*\d+\]\s+([0-9.]+)-([0-9.]+)\s+sec\s+([0-9.]+)\s+([KMGT]?)Bytes`)
 
-// iperfTimeline reads an iperf3 client's interval lines into cumulative bytes over
+// IperfTimeline reads an iperf3 client's interval lines into cumulative bytes over
 // seconds from its start.
-func iperfTimeline(out string) [][2]float64 {
+func IperfTimeline(out string) [][2]float64 {
 	tl := [][2]float64{{0, 0}}
 	var total float64
 	sc := bufio.NewScanner(strings.NewReader(out))
@@ -751,16 +751,16 @@ func bytesAt(tl [][2]float64, t float64) float64 {
 	return a[1] + (b[1]-a[1])*(t-a[0])/(b[0]-a[0])
 }
 
-// rateOver is the timeline's rate in bits/s over [a, b].
-func rateOver(tl [][2]float64, a, b float64) float64 {
+// RateOver is the timeline's rate in bits/s over [a, b].
+func RateOver(tl [][2]float64, a, b float64) float64 {
 	if !(b > a) {
 		return 0
 	}
 	return (bytesAt(tl, b) - bytesAt(tl, a)) * 8 / (b - a)
 }
 
-// jain is Jain's fairness index of xs: (Σx)² / (n·Σx²).
-func jain(xs []float64) float64 {
+// Jain is Jain's fairness index of xs: (Σx)² / (n·Σx²).
+func Jain(xs []float64) float64 {
 	var s, s2 float64
 	for _, x := range xs {
 		s += x

@@ -129,7 +129,7 @@ func TestIperfTimeline(t *testing.T) {
 [  5]   0.00-1.50   sec  25.5 MBytes   143 Mbits/sec    3             sender
 `
 	want := [][2]float64{{0, 0}, {0.5, 10 << 20}, {1, 25 << 20}, {1.5, 25<<20 + 512<<10}}
-	if got := iperfTimeline(out); !reflect.DeepEqual(got, want) {
+	if got := IperfTimeline(out); !reflect.DeepEqual(got, want) {
 		t.Errorf("timeline %v, want %v", got, want)
 	}
 }

@@ -314,7 +314,7 @@ func run() error {
 			case "operator":
 				r = runScenario(ctx, c, peer != nil, 10*i+n, s, tool.inFlight, !*warm, *verify, *jobVerify, *timeout, *logDir)
 			case "agent-auto":
-				r = runAgentAuto(ctx, c, i, s, *agentBin, *maxStripes, *maxStreams, *verify, *jobVerify, *timeout)
+				r = runAgentAuto(ctx, c, i, s, *agentBin, *maxStripes, *maxStreams, *verify, *jobVerify, *timeout, *logDir)
 			default:
 				r = runWANTool(ctx, c, i, s, tool.name, topts)
 			}
@@ -646,7 +646,7 @@ const agentPort = 7390
 // runAgentAuto moves the scenario's dataset with the agent alone: `dtnflow-agent
 // receive` in site B's node namespace and `dtnflow-agent send --auto` in site A's, on
 // the WAN the scenario set, timed from the sender's start to its exit.
-func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s scenario, agent string, maxStripes, maxStreams int, verify, jobVerify bool, timeout time.Duration) Result {
+func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s scenario, agent string, maxStripes, maxStreams int, verify, jobVerify bool, timeout time.Duration, logDir string) Result {
 	r := Result{Scenario: s.Name(), Tool: "dtnflow-agent-auto", Rate: s.RateBitsPerSecond, RTT: s.RTT.String(), Loss: s.Loss,
 		Dataset: string(s.Dataset.Kind), Cold: true, JobVerify: jobVerify}
 	fail := func(err error) Result { r.Error = err.Error(); return r }
@@ -712,6 +712,10 @@ func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s scenario, 
 	err = send.Run()
 	r.Seconds = time.Since(start).Seconds()
 	r.Phases = tr.stop(s)
+	// beside the operator's archive: what send --auto logged (its probe, its plan) is
+	// what the operator's coordinator log is compared with
+	keepAgentAloneLog(logDir, s, "send", out.String())
+	keepAgentAloneLog(logDir, s, "receive", recvOut.String())
 	if err != nil {
 		r.State = "Failed"
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -739,6 +743,22 @@ func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s scenario, 
 		}
 	}
 	return r
+}
+
+// keepAgentAloneLog writes one process's output of an agent-alone run under
+// logDir/<scenario>-agent-auto/ (nothing without -log-dir).
+func keepAgentAloneLog(logDir string, s scenario, role, text string) {
+	if logDir == "" {
+		return
+	}
+	dir := filepath.Join(logDir, s.Name()+"-agent-auto")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "keeping the agent-alone run's log: %v\n", err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, role+".log"), []byte(text), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "keeping the agent-alone run's log: %v\n", err)
+	}
 }
 
 // plannedLine is send --auto's log line of its plan (slog text).

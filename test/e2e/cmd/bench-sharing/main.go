@@ -12,8 +12,15 @@
 // how long until it moved at 90 % of its share. Every file's SHA-256 is compared at
 // site B afterwards. A table goes to stdout, one JSON line per run to -json.
 //
+// With -flows N it measures item 4 instead: N long-lived iperf3 flows cross the WAN
+// alone for 12 s (their aggregate is the bottleneck's capacity for TCP), then one job
+// of -size in -fairness mode runs on the cold path to Complete; each flow's rate from
+// 5 s after the job's first byte to its end is reported as a fraction of a fair share,
+// the flows' aggregate alone ÷ (N + 1).
+//
 //	bench-sharing -jobs 3 -weights 1,1,1 -size 1GiB
 //	bench-sharing -jobs 2 -weights 2,1 -size 1GiB -late -late-after 20s
+//	bench-sharing -flows 3 -fairness Strict -size 1GiB
 package main
 
 import (
@@ -106,6 +113,8 @@ func run() error {
 	reuse := flag.Bool("reuse", false, "use the running local cluster instead of starting one")
 	keep := flag.Bool("keep", false, "leave the cluster running at the end")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound of each phase")
+	flows := flag.Int("flows", 0, "instead of shared jobs: one job of -size against this many long-lived iperf3 flows on the WAN, in -fairness mode")
+	fairnessMode := flag.String("fairness", "Strict", "the job's spec.tuning.fairness with -flows: Strict or Default")
 	flag.Parse()
 
 	linkRate, err := wanem.ParseRate(*rate)
@@ -155,7 +164,7 @@ func run() error {
 	if out, err := c.InstallDtnflow(ctx); err != nil {
 		return fmt.Errorf("%w\n%s", err, out)
 	}
-	if err := applyEndpoints(ctx, c); err != nil {
+	if err := applyEndpoints(ctx, c, int32(*jobs+1)); err != nil {
 		return err
 	}
 	if err := c.SetWAN(ctx, linkRate, *rtt/2, 0, 0); err != nil {
@@ -164,23 +173,56 @@ func run() error {
 	res := Result{Rate: linkRate, RTT: rtt.String(), Bytes: fileBytes, Weights: ws}
 	b := &bench{c: c, fileBytes: fileBytes, aloneBytes: aloneBytes, timeout: *timeout}
 	defer b.cleanup()
+	if *flows > 0 {
+		fr, err := b.fairness(ctx, dtnflowv1alpha1.FairnessMode(*fairnessMode), *flows)
+		reportFairness(os.Stdout, fr)
+		if jerr := appendJSON(*jsonOut, struct {
+			Rate     int64  `json:"rateBitsPerSecond"`
+			RTT      string `json:"rtt"`
+			Bytes    int64  `json:"bytesPerJob"`
+			Fairness FairnessResult
+			Error    string `json:"error,omitempty"`
+		}{linkRate, rtt.String(), fileBytes, fr, errString(err)}); jerr != nil {
+			return jerr
+		}
+		return err
+	}
 	if err := b.measure(ctx, &res, ws, *late, *lateAfter); err != nil {
 		res.Error = err.Error()
 	}
 	report(os.Stdout, &res)
-	if *jsonOut != "" {
-		f, err := os.OpenFile(*jsonOut, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		line, _ := json.Marshal(res)
-		fmt.Fprintln(f, string(line))
+	if err := appendJSON(*jsonOut, res); err != nil {
+		return err
 	}
 	if res.Error != "" {
 		return fmt.Errorf("%s", res.Error)
 	}
 	return nil
+}
+
+// appendJSON appends v as one JSON line to path (nothing when path is empty).
+func appendJSON(path string, v any) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	line, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(f, string(line))
+	return err
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 type bench struct {
@@ -423,7 +465,7 @@ func (b *bench) measure(ctx context.Context, res *Result, weights []int, late bo
 			return fmt.Errorf("job %s ended %s", jr.Name, jr.State)
 		}
 	}
-	res.Jain = jain(perWeight)
+	res.Jain = wan.Jain(perWeight)
 	if late {
 		li := len(all) - 1
 		for i := range jobs {
@@ -445,19 +487,27 @@ func (b *bench) measure(ctx context.Context, res *Result, weights []int, late bo
 	}
 	// every file as it was
 	for _, j := range all {
-		src := filepath.Join(b.c.Source().Storage, string(j.Spec.Source.Paths[0]))
-		dst := filepath.Join(b.c.Destination().Storage, "incoming-sharing", string(j.Spec.Source.Paths[0]))
-		a, err := framework.Digests(src)
-		if err != nil {
+		if err := b.sameFiles(j); err != nil {
 			return err
 		}
-		z, err := framework.Digests(dst)
-		if err != nil {
-			return err
-		}
-		if diff := framework.CompareDigests(a, z); diff != "" {
-			return fmt.Errorf("job %s: the copy differs: %s", j.Name, strings.SplitN(diff, "\n", 2)[0])
-		}
+	}
+	return nil
+}
+
+// sameFiles compares a job's copy at site B with its source, file by file (SHA-256).
+func (b *bench) sameFiles(j *dtnflowv1alpha1.TransferJob) error {
+	src := filepath.Join(b.c.Source().Storage, string(j.Spec.Source.Paths[0]))
+	dst := filepath.Join(b.c.Destination().Storage, "incoming-sharing", string(j.Spec.Source.Paths[0]))
+	a, err := framework.Digests(src)
+	if err != nil {
+		return err
+	}
+	z, err := framework.Digests(dst)
+	if err != nil {
+		return err
+	}
+	if diff := framework.CompareDigests(a, z); diff != "" {
+		return fmt.Errorf("job %s: the copy differs: %s", j.Name, strings.SplitN(diff, "\n", 2)[0])
 	}
 	return nil
 }
@@ -499,19 +549,6 @@ func at(ss []sample, t time.Time) sample {
 	return ss[i-1]
 }
 
-// jain is Jain's fairness index: (Σx)² / (n·Σx²), 1 when all are equal.
-func jain(xs []float64) float64 {
-	var s, s2 float64
-	for _, x := range xs {
-		s += x
-		s2 += x * x
-	}
-	if s2 == 0 {
-		return 0
-	}
-	return s * s / (float64(len(xs)) * s2)
-}
-
 func report(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "link %s, RTT %s, %d MiB per job; alone: %.0f Mbit/s (plan predicted %.0f)\n\n", wanem.FormatRate(float64(r.Rate)), r.RTT, r.Bytes>>20,
 		float64(r.AloneBitsPerSecond)/1e6, float64(r.AlonePredictedBitsPerSecond)/1e6)
@@ -539,7 +576,11 @@ func report(w io.Writer, r *Result) {
 	}
 }
 
-func applyEndpoints(ctx context.Context, c *framework.Cluster) error {
+// applyEndpoints creates the cluster's TransferEndpoints, each node allowing at least
+// minStripes stripes: every job of a run holds one stripe at site A's one node, and the
+// cluster's default of 4 would keep a fifth job waiting for a slot (NoFreeStripeSlot)
+// instead of sharing the path.
+func applyEndpoints(ctx context.Context, c *framework.Cluster, minStripes int32) error {
 	raw, err := os.ReadFile(c.Endpoints)
 	if err != nil {
 		return err
@@ -549,6 +590,7 @@ func applyEndpoints(ctx context.Context, c *framework.Cluster) error {
 		if err := yaml.Unmarshal([]byte(doc), &ep); err != nil || ep.Name == "" {
 			continue
 		}
+		ep.Spec.MaxStripesPerNode = max(ep.Spec.MaxStripesPerNode, minStripes)
 		if err := c.Client.Create(ctx, &ep); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
