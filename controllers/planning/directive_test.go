@@ -88,6 +88,9 @@ func TestProbeDirective(t *testing.T) {
 		want *contract.ProbeDirective
 	}{
 		"fixed: no probe": {ProbeInput{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningFixed}}, nil},
+		// Strict: one autotuned stream is all the plan may use, so all the probe samples
+		"cold, Strict fairness": {ProbeInput{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto, Fairness: v1alpha1.FairnessStrict}, NICBitsPerSecond: 10e9, RTT: 50 * time.Millisecond},
+			&contract.ProbeDirective{MaxStreams: 1, SampleSeconds: 5, MaxStripes: 1}},
 		// autotuning first, then 10 Gbit/s × 2 ms = 2.5 MB: buffers from 256 KiB to
 		// 8 MiB; 50 × 2 ms < 5 s
 		"cold, BDP known": {ProbeInput{Tuning: auto, NICBitsPerSecond: 10e9, RTT: 2 * time.Millisecond},

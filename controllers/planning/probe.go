@@ -96,6 +96,16 @@ func ProbeDirective(in ProbeInput) *contract.ProbeDirective {
 		sort.Slice(d.KnownStreams, func(i, j int) bool { return d.KnownStreams[i] < d.KnownStreams[j] })
 		return d
 	}
+	if in.Tuning.Fairness == v1alpha1.FairnessStrict {
+		// Strict plans one stream with autotuning (limitsWithShare, planAuto), so the
+		// probe samples nothing else: a cold probe's fixed buffers, stream doublings and
+		// helper stripes are the most aggressive seconds of a transfer, and took the
+		// competing flows below their fair share while it ran (bench-sharing against
+		// three iperf3 flows: 0.65–0.74 of a fair share). One sample of one autotuned
+		// stream remains, the rate the plan starts from.
+		d.MaxStreams, d.MaxStripes = 1, 1
+		return d
+	}
 	prior := optimizer.BDPPrior(optimizer.PathEstimate{CapacityBitsPerSecond: float64(in.NICBitsPerSecond), RTTMin: in.RTT})
 	d.BufferBytes = append([]int64{0}, optimizer.BufferCandidates(prior, in.MaxBufferBytes)...)
 	d.MaxStripes = int32(min(limits.MaxStripesPerNode*limits.MaxNodes, ProbeMaxStripes))
