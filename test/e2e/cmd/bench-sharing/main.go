@@ -116,7 +116,7 @@ func run() error {
 	reuse := flag.Bool("reuse", false, "use the running local cluster instead of starting one")
 	keep := flag.Bool("keep", false, "leave the cluster running at the end")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound of each phase")
-	filesOf := flag.String("files-of", "16MiB", "each job's bytes as files of this size (0: one file of -size, whose verified bytes move in 256 MiB chunks)")
+	filesOf := flag.String("files-of", "0", "each job's bytes as files of this size (0: one file of -size, whose verified bytes move in 256 MiB chunks; with 64 files of 16 MiB the job alone's probe stopped early, its profile left incomplete, and the shared jobs took turns probing, each starting about 6 s after the one before)")
 	flows := flag.Int("flows", 0, "instead of shared jobs: one job of -size against this many long-lived iperf3 flows on the WAN, in -fairness mode")
 	fairnessMode := flag.String("fairness", "Strict", "the job's spec.tuning.fairness with -flows: Strict or Default")
 	flag.Parse()
