@@ -331,6 +331,24 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 		}
 		res.Sample.Stripes = max(res.Sample.Stripes, 1)
 		limits.learn(res)
+		if res.Sample.BitsPerSecond <= 0 {
+			// Nothing was acknowledged while it ran: the job's data ran out under the
+			// sample (a stripes sample begun as the last files left measured 0 on the
+			// cluster's e2e), or the path stopped carrying anything for its length.
+			// Either way it says nothing of the path's rate and is not recorded: the
+			// probe ends when the data is gone, and takes the sample again otherwise.
+			if c.Remaining() <= 0 {
+				c.SetProbe(contract.PhaseProbed)
+				c.log.Info("Probed on the job's own data: its data ran out under the last sample", "samples", len(samples))
+				return
+			}
+			c.log.Warn("A probe sample on the job's data measured nothing; taking it again", "stripes", res.Sample.Stripes, "streams", res.Sample.Streams)
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
 		c.AddSample(res.Sample)
 		if len(samples) == 0 {
 			c.ApplyEarlyClasses(float64(res.Sample.BitsPerSecond), time.Duration(res.Sample.RTTMicros)*time.Microsecond, 0)

@@ -243,3 +243,66 @@ func TestProbeSkipsBuffersOfTheSameEffect(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeKeepsNoSampleThatMeasuredNothing: a sample during which nothing was
+// acknowledged (the job's data ran out under it, or the path carried nothing) says
+// nothing of the path: it is not recorded, and with data left the sample is taken
+// again.
+func TestProbeKeepsNoSampleThatMeasuredNothing(t *testing.T) {
+	c := newCore(t, map[string]int{"d/big": 1 << 20})
+	c.SetPhase(contract.PhaseStarting)
+	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
+		StreamsPerStripe: 1, Stripes: 1, Probe: &contract.ProbeDirective{MaxStreams: 2, SampleSeconds: 5}}}
+	planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
+		if len(samples) >= 2 {
+			return wire.ProbeRequest{}, true
+		}
+		return wire.ProbeRequest{Streams: int32(1 + len(samples)), Seconds: d.SampleSeconds}, false
+	}
+	r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Probe: planner, Grace: time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	m := c.Join(0)
+	m.Summary(wire.Summary{Last: true})
+	stripeDone := make(chan struct{})
+	go func() {
+		defer close(stripeDone)
+		answered := 0
+		for {
+			select {
+			case <-m.Configs():
+			case p := <-m.Probes():
+				answered++
+				rate := int64(100 * p.Streams)
+				if answered == 2 {
+					rate = 0 // the second sample saw nothing acknowledged
+				}
+				m.ProbeDone(wire.ProbeResult{Settled: true, Sample: contract.Sample{Streams: p.Streams, BitsPerSecond: rate}})
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var probed contract.Report
+	waitFor(t, "the probe Probed with two samples", runnerTimeout, func() bool {
+		var ok bool
+		probed, ok = ch.find(func(r contract.Report) bool { return r.Probe == contract.PhaseProbed })
+		return ok
+	})
+	cancel()
+	<-done
+	<-stripeDone
+	if len(probed.Samples) != 2 {
+		t.Fatalf("samples %+v, want two", probed.Samples)
+	}
+	for _, s := range probed.Samples {
+		if s.BitsPerSecond <= 0 {
+			t.Errorf("a sample that measured nothing was recorded: %+v", s)
+		}
+	}
+	if probed.Samples[1].Streams != 2 {
+		t.Errorf("second sample %+v, want the 2-stream sample taken again", probed.Samples[1])
+	}
+}
