@@ -125,6 +125,7 @@ func run() error {
 	keep := flag.Bool("keep", false, "leave the cluster running at the end")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound of each phase")
 	filesOf := flag.String("files-of", "0", "each job's bytes as files of this size (0: one file of -size, whose verified bytes move in 256 MiB chunks; with 64 files of 16 MiB the job alone's probe stopped early, its profile left incomplete, and the shared jobs took turns probing, each starting about 6 s after the one before)")
+	managerLog := flag.String("manager-log", "", "write the manager's log here at the end of the run (why a job waited is in it)")
 	flows := flag.Int("flows", 0, "instead of shared jobs: one job of -size against this many long-lived iperf3 flows on the WAN, in -fairness mode")
 	fairnessMode := flag.String("fairness", "Strict", "the job's spec.tuning.fairness with -flows: Strict or Default")
 	flag.Parse()
@@ -191,6 +192,17 @@ func run() error {
 	}
 	b := &bench{c: c, fileBytes: fileBytes, aloneBytes: aloneBytes, filesOf: filesOfBytes, timeout: *timeout}
 	defer b.cleanup()
+	if *managerLog != "" {
+		defer func() {
+			out, err := c.Kubectl(context.Background(), "-n", "dtnflow-system", "logs", "deploy/dtnflow-manager", "--tail=-1")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench-sharing: the manager's log:", err)
+			}
+			if werr := os.WriteFile(*managerLog, []byte(out), 0o644); werr != nil {
+				fmt.Fprintln(os.Stderr, "bench-sharing: the manager's log:", werr)
+			}
+		}()
+	}
 	if *flows > 0 {
 		fr, err := b.fairness(ctx, dtnflowv1alpha1.FairnessMode(*fairnessMode), *flows)
 		reportFairness(os.Stdout, fr)
