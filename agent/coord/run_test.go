@@ -178,17 +178,53 @@ func TestStripeLeavingEndsItsSample(t *testing.T) {
 	}
 }
 
+// probeScript runs a Runner for a one-file job under a Transfer directive with probe d,
+// its stripe 0 answering each sample with answer, until it reports Probed, and returns
+// that report.
+func probeScript(t *testing.T, d contract.ProbeDirective, planner ProbePlanner, answer func(wire.ProbeRequest) wire.ProbeResult) contract.Report {
+	t.Helper()
+	c := newCore(t, map[string]int{"d/big": 1 << 20})
+	c.SetPhase(contract.PhaseStarting)
+	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
+		StreamsPerStripe: 1, Stripes: 1, Probe: &d}}
+	r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Probe: planner, Grace: time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	m := c.Join(0)
+	m.Summary(wire.Summary{Last: true})
+	stripeDone := make(chan struct{})
+	go func() {
+		defer close(stripeDone)
+		for {
+			select {
+			case <-m.Configs():
+			case p := <-m.Probes():
+				m.ProbeDone(answer(p))
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var probed contract.Report
+	waitFor(t, "the probe Probed", runnerTimeout, func() bool {
+		var ok bool
+		probed, ok = ch.find(func(r contract.Report) bool { return r.Probe == contract.PhaseProbed })
+		return ok
+	})
+	cancel()
+	<-done
+	<-stripeDone
+	return probed
+}
+
 // TestProbeSkipsBuffersOfTheSameEffect: the controller lists buffer sizes around the
 // BDP without knowing the nodes' kernels; once the first sample (autotuning) has said
 // the hosts' limits, the planner is asked with the sizes that take a different effect
 // only — on this machine's limits 8 MiB gets what 4 MiB gets (wmem_max 4 MiB).
 func TestProbeSkipsBuffersOfTheSameEffect(t *testing.T) {
 	const MiB = 1 << 20
-	c := newCore(t, map[string]int{"d/big": 1 << 20})
-	c.SetPhase(contract.PhaseStarting)
 	asked := []int64{0, 4 * MiB, 8 * MiB}
-	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
-		StreamsPerStripe: 1, Stripes: 1, Probe: &contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: asked}}}
 	var mu sync.Mutex
 	var seen [][]int64 // the buffers the planner was asked with, by samples taken
 	planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
@@ -202,35 +238,11 @@ func TestProbeSkipsBuffersOfTheSameEffect(t *testing.T) {
 		}
 		return wire.ProbeRequest{Streams: 1, BufferBytes: d.BufferBytes[len(samples)], Seconds: d.SampleSeconds}, false
 	}
-	r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Probe: planner, Grace: time.Millisecond}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); r.Run(ctx) }()
-	m := c.Join(0)
-	m.Summary(wire.Summary{Last: true})
 	limits := wire.SocketLimits{SndAutotuneMax: 4 * MiB, SndMax: 4 * MiB, RcvAutotuneMax: 32 * MiB, RcvMax: 4 * MiB}
-	stripeDone := make(chan struct{})
-	go func() {
-		defer close(stripeDone)
-		for {
-			select {
-			case <-m.Configs():
-			case p := <-m.Probes():
-				m.ProbeDone(wire.ProbeResult{Settled: true, SourceLimits: &limits, DestinationLimits: &limits,
-					Sample: contract.Sample{Streams: p.Streams, BufferBytes: p.BufferBytes, BitsPerSecond: 1}})
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	waitFor(t, "the probe Probed after two samples", runnerTimeout, func() bool {
-		_, ok := ch.find(func(r contract.Report) bool { return r.Probe == contract.PhaseProbed })
-		return ok
+	probeScript(t, contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: asked}, planner, func(p wire.ProbeRequest) wire.ProbeResult {
+		return wire.ProbeResult{Settled: true, SourceLimits: &limits, DestinationLimits: &limits,
+			Sample: contract.Sample{Streams: p.Streams, BufferBytes: p.BufferBytes, BitsPerSecond: 1}}
 	})
-	cancel()
-	<-done
-	<-stripeDone
 	mu.Lock()
 	defer mu.Unlock()
 	want := [][]int64{asked, {0, 4 * MiB}, {0, 4 * MiB}}
@@ -249,51 +261,21 @@ func TestProbeSkipsBuffersOfTheSameEffect(t *testing.T) {
 // nothing of the path: it is not recorded, and with data left the sample is taken
 // again.
 func TestProbeKeepsNoSampleThatMeasuredNothing(t *testing.T) {
-	c := newCore(t, map[string]int{"d/big": 1 << 20})
-	c.SetPhase(contract.PhaseStarting)
-	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
-		StreamsPerStripe: 1, Stripes: 1, Probe: &contract.ProbeDirective{MaxStreams: 2, SampleSeconds: 5}}}
 	planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
 		if len(samples) >= 2 {
 			return wire.ProbeRequest{}, true
 		}
 		return wire.ProbeRequest{Streams: int32(1 + len(samples)), Seconds: d.SampleSeconds}, false
 	}
-	r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Probe: planner, Grace: time.Millisecond}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); r.Run(ctx) }()
-	m := c.Join(0)
-	m.Summary(wire.Summary{Last: true})
-	stripeDone := make(chan struct{})
-	go func() {
-		defer close(stripeDone)
-		answered := 0
-		for {
-			select {
-			case <-m.Configs():
-			case p := <-m.Probes():
-				answered++
-				rate := int64(100 * p.Streams)
-				if answered == 2 {
-					rate = 0 // the second sample saw nothing acknowledged
-				}
-				m.ProbeDone(wire.ProbeResult{Settled: true, Sample: contract.Sample{Streams: p.Streams, BitsPerSecond: rate}})
-			case <-ctx.Done():
-				return
-			}
+	answered := 0 // only the stripe's goroutine counts
+	probed := probeScript(t, contract.ProbeDirective{MaxStreams: 2, SampleSeconds: 5}, planner, func(p wire.ProbeRequest) wire.ProbeResult {
+		answered++
+		rate := int64(100 * p.Streams)
+		if answered == 2 {
+			rate = 0 // the second sample saw nothing acknowledged
 		}
-	}()
-	var probed contract.Report
-	waitFor(t, "the probe Probed with two samples", runnerTimeout, func() bool {
-		var ok bool
-		probed, ok = ch.find(func(r contract.Report) bool { return r.Probe == contract.PhaseProbed })
-		return ok
+		return wire.ProbeResult{Settled: true, Sample: contract.Sample{Streams: p.Streams, BitsPerSecond: rate}}
 	})
-	cancel()
-	<-done
-	<-stripeDone
 	if len(probed.Samples) != 2 {
 		t.Fatalf("samples %+v, want two", probed.Samples)
 	}

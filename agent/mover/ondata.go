@@ -235,7 +235,7 @@ func (s *ssession) probeOnData(p wire.ProbeRequest) wire.ProbeResult {
 	if err != nil {
 		return fail(fmt.Errorf("on-data sample: %w", err))
 	}
-	local := ReadSocketLimits()
+	local := hostSocketLimits()
 	return wire.ProbeResult{Seconds: m.Elapsed.Seconds(), Settled: m.Settled, Sample: contract.Sample{Stripes: stripes, Streams: p.Streams,
 		BufferBytes: p.BufferBytes, BitsPerSecond: int64(m.BitsPerSecond), SourceMillicores: int64(m.SourceMillicores),
 		DestinationMillicores: int64(m.DestinationMillicores), RTTMicros: m.MinRTT.Microseconds(), Time: time.Now().UTC()},

@@ -394,7 +394,7 @@ func (s *ssession) probe(p wire.ProbeRequest) wire.ProbeResult {
 	if err != nil {
 		return wire.ProbeResult{Error: err.Error(), Sample: contract.Sample{Streams: p.Streams, BufferBytes: p.BufferBytes}}
 	}
-	local := ReadSocketLimits()
+	local := hostSocketLimits()
 	return wire.ProbeResult{Sample: res.Sample, Seconds: res.Seconds, Settled: res.Settled, SourceLimits: &local, DestinationLimits: res.PeerLimits}
 }
 

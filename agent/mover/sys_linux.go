@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +25,10 @@ func fdatasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
 
 // syncfs makes everything written on f's file system durable, in one call.
 func syncfs(f *os.File) error { return unix.Syncfs(int(f.Fd())) }
+
+// hostSocketLimits are ReadSocketLimits, read once: the sysctls do not change under a
+// running agent, and a sender reports them with every probe sample.
+var hostSocketLimits = sync.OnceValue(ReadSocketLimits)
 
 // ReadSocketLimits reads this host's (this network namespace's) TCP socket buffer
 // limits from /proc/sys; what cannot be read is 0.

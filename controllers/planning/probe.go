@@ -73,7 +73,10 @@ func ProbeDirective(in ProbeInput) *contract.ProbeDirective {
 	if in.Tuning.Mode == v1alpha1.TuningFixed {
 		return nil
 	}
-	limits := Limits(in.Tuning.Limits).WithDefaults()
+	// the limits the plan keeps to (Strict: one stream on one stripe), so the probe
+	// samples no stream count or stripe the plan could not use
+	limits, _ := limitsWithShare(in.Tuning, 0)
+	limits = limits.WithDefaults()
 	d := &contract.ProbeDirective{MaxStreams: int32(limits.MaxStreamsPerStripe), SampleSeconds: sampleSeconds(in.RTT)}
 	if Fresh(in.Profile, in.Now) {
 		st := in.Profile.Status
@@ -96,19 +99,17 @@ func ProbeDirective(in ProbeInput) *contract.ProbeDirective {
 		sort.Slice(d.KnownStreams, func(i, j int) bool { return d.KnownStreams[i] < d.KnownStreams[j] })
 		return d
 	}
+	d.MaxStripes = int32(min(limits.MaxStripesPerNode*limits.MaxNodes, ProbeMaxStripes))
 	if in.Tuning.Fairness == v1alpha1.FairnessStrict {
-		// Strict plans one stream with autotuning (limitsWithShare, planAuto), so the
-		// probe samples nothing else: a cold probe's fixed buffers, stream doublings and
-		// helper stripes are the most aggressive seconds of a transfer, and took the
-		// competing flows below their fair share while it ran (bench-sharing against
-		// three iperf3 flows: 0.65–0.74 of a fair share). One sample of one autotuned
-		// stream remains, the rate the plan starts from.
-		d.MaxStreams, d.MaxStripes = 1, 1
+		// Strict plans autotuning (planAuto), so the probe samples no fixed buffer:
+		// a cold probe's fixed buffers, stream doublings and helper stripes are the
+		// most aggressive seconds of a transfer, and took three competing iperf3 flows
+		// to 0.65–0.74 of a fair share while it ran. One sample of one autotuned stream
+		// remains, the rate the plan starts from.
 		return d
 	}
 	prior := optimizer.BDPPrior(optimizer.PathEstimate{CapacityBitsPerSecond: float64(in.NICBitsPerSecond), RTTMin: in.RTT})
 	d.BufferBytes = append([]int64{0}, optimizer.BufferCandidates(prior, in.MaxBufferBytes)...)
-	d.MaxStripes = int32(min(limits.MaxStripesPerNode*limits.MaxNodes, ProbeMaxStripes))
 	return d
 }
 

@@ -352,8 +352,7 @@ func done(s dtnflowv1alpha1.TransferState) bool {
 
 func (b *bench) measure(ctx context.Context, res *Result, weights []int, late bool, lateAfter time.Duration) error {
 	// the path cold, then one job alone
-	profile := &dtnflowv1alpha1.PathProfile{ObjectMeta: metav1.ObjectMeta{Name: b.c.Source().Name + "." + b.c.Destination().Name}}
-	if err := b.c.Client.Delete(ctx, profile); err != nil && !apierrors.IsNotFound(err) {
+	if err := b.forgetPath(ctx); err != nil {
 		return err
 	}
 	alone, err := b.job("alone", "", b.aloneBytes)
