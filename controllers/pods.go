@@ -80,6 +80,9 @@ type agentPod struct {
 	Endpoint *dtnflowv1alpha1.TransferEndpoint
 	// Port is the host port a coordinator or receiver listens on.
 	Port int32
+	// MetricsPort is the host port the agent serves /metrics and /status on, on
+	// loopback (0: the agent's default address).
+	MetricsPort int32
 	// CoordinatorAddress and ReceiverAddress are the host:port a sender connects to.
 	CoordinatorAddress, ReceiverAddress string
 	// Directive is the JSON directive a coordinator starts with.
@@ -138,6 +141,12 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 	case contract.RoleReceiver:
 		container.Args = contract.ReceiverArgsWith(p.Stripe, p.Port, p.Receiver)
 		container.Ports = []corev1.ContainerPort{{Name: "receiver", ContainerPort: p.Port, HostPort: p.Port, Protocol: corev1.ProtocolTCP}}
+	}
+	if p.MetricsPort > 0 {
+		// Agents share their node's network: each serves its metrics on a port of its
+		// own, declared so that the scheduler and the port allocator count it.
+		container.Args = append(container.Args, metricsAddrFlag, hostPort("127.0.0.1", p.MetricsPort))
+		container.Ports = append(container.Ports, corev1.ContainerPort{Name: metricsPortName, ContainerPort: p.MetricsPort, HostPort: p.MetricsPort, Protocol: corev1.ProtocolTCP})
 	}
 
 	pod := &corev1.Pod{
@@ -356,11 +365,22 @@ func hostPort(address string, port int32) string {
 	return net.JoinHostPort(address, strconv.Itoa(int(port)))
 }
 
-// listenPortOf is the host port an agent pod listens on, 0 for a sender.
+// senderFor reports whether a sender pod was made as stripe k's sender to coordAddr
+// and recvAddr; its metrics address is its own and not compared.
+func senderFor(pod *corev1.Pod, k int32, coordAddr, recvAddr string) bool {
+	args := pod.Spec.Containers[0].Args
+	if i := slices.Index(args, metricsAddrFlag); i >= 0 && i+1 < len(args) {
+		args = slices.Delete(slices.Clone(args), i, i+2)
+	}
+	return slices.Equal(args, contract.SenderArgs(k, coordAddr, recvAddr))
+}
+
+// listenPortOf is the host port an agent pod listens on for its peers, 0 for a sender
+// (its metrics port, on loopback, is not one).
 func listenPortOf(pod *corev1.Pod) int32 {
 	for _, c := range pod.Spec.Containers {
 		for _, p := range c.Ports {
-			if p.HostPort != 0 {
+			if p.HostPort != 0 && p.Name != metricsPortName {
 				return p.HostPort
 			}
 		}

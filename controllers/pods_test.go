@@ -121,13 +121,14 @@ func TestBuildAgentPod(t *testing.T) {
 		},
 		"receiver, budget 4 CPU over 2 stripes per node: request from the destination CPU model, limit 2000m": {
 			plan: plan,
-			pod:  agentPod{Role: contract.RoleReceiver, Stripe: 3, Node: "b2", Endpoint: siteB, Port: 47001},
+			pod:  agentPod{Role: contract.RoleReceiver, Stripe: 3, Node: "b2", Endpoint: siteB, Port: 47001, MetricsPort: 47002},
 			want: want{
 				name:   "calib-s3-recv",
 				labels: map[string]string{contract.LabelManagedBy: "dtnflow", contract.LabelJob: "calib", contract.LabelRole: "receiver", contract.LabelStripe: "3", contract.LabelPlanHash: "0123456789abcdef"},
 				node:   "b2", readOnly: false,
-				ports:     []corev1.ContainerPort{{Name: "receiver", ContainerPort: 47001, HostPort: 47001, Protocol: corev1.ProtocolTCP}},
-				args:      []string{"receive", "--stripe", "3", "--listen", ":47001", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret"},
+				ports: []corev1.ContainerPort{{Name: "receiver", ContainerPort: 47001, HostPort: 47001, Protocol: corev1.ProtocolTCP},
+					{Name: "metrics", ContainerPort: 47002, HostPort: 47002, Protocol: corev1.ProtocolTCP}},
+				args:      []string{"receive", "--stripe", "3", "--listen", ":47001", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret", "--metrics-addr", "127.0.0.1:47002"},
 				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(1100)}, Limits: corev1.ResourceList{corev1.ResourceCPU: cpu(2000)}},
 				root:      "/srv/b", owner: dtnflowv1alpha1.StorageOwner{User: 3001, Group: 3002},
 			},
@@ -148,12 +149,13 @@ func TestBuildAgentPod(t *testing.T) {
 		},
 		"probe sender before any plan: probe CPU, probe hash": {
 			plan: nil,
-			pod:  agentPod{Role: contract.RoleSender, Stripe: 0, Node: "a1", Endpoint: siteA, CoordinatorAddress: "10.0.0.1:47000", ReceiverAddress: "[fd00::2]:47000"},
+			pod:  agentPod{Role: contract.RoleSender, Stripe: 0, Node: "a1", Endpoint: siteA, CoordinatorAddress: "10.0.0.1:47000", ReceiverAddress: "[fd00::2]:47000", MetricsPort: 47001},
 			want: want{
 				name:   "calib-s0-send",
 				labels: map[string]string{contract.LabelManagedBy: "dtnflow", contract.LabelJob: "calib", contract.LabelRole: "sender", contract.LabelStripe: "0", contract.LabelPlanHash: "probe"},
 				node:   "a1", readOnly: true,
-				args:      []string{"send", "--stripe", "0", "--coordinator", "10.0.0.1:47000", "--receiver", "[fd00::2]:47000", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret"},
+				ports:     []corev1.ContainerPort{{Name: "metrics", ContainerPort: 47001, HostPort: 47001, Protocol: corev1.ProtocolTCP}},
+				args:      []string{"send", "--stripe", "0", "--coordinator", "10.0.0.1:47000", "--receiver", "[fd00::2]:47000", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret", "--metrics-addr", "127.0.0.1:47001"},
 				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(250)}},
 				root:      "/srv/a", owner: defaultOwner,
 			},

@@ -20,6 +20,17 @@ import (
 // truth after a restart), and an in-memory reservation covers only the moment between
 // creating a pod and the cache showing it.
 
+// Every agent also takes a port of the same range for its /metrics and /status, served
+// on loopback only: two agents of a node (a job's coordinator and sender, or two jobs'
+// receivers) cannot share one fixed address, and the second would serve none.
+
+// metricsPortName names an agent container's metrics port; metricsAddrFlag is the
+// agent's flag that takes its address.
+const (
+	metricsPortName = "metrics"
+	metricsAddrFlag = "--metrics-addr"
+)
+
 // DefaultAgentPorts is the range used when an endpoint sets no spec.agentPorts.
 var DefaultAgentPorts = dtnflowv1alpha1.PortRange{First: 47000, Last: 47999}
 
@@ -39,6 +50,22 @@ func lowestFreePort(r dtnflowv1alpha1.PortRange, used sets.Set[int32]) (int32, b
 		}
 	}
 	return 0, false
+}
+
+// AllocateAgent reserves the host ports of a new agent pod on node: the port its peers
+// connect to when it listens (a coordinator, a receiver; 0 otherwise) and its metrics
+// port. holder is the pod's namespace/name.
+func (a *portAllocator) AllocateAgent(node string, r dtnflowv1alpha1.PortRange, inUse sets.Set[int32], holder string, listens bool) (listen, metrics int32, err error) {
+	if listens {
+		if listen, err = a.Allocate(node, r, inUse, holder); err != nil {
+			return 0, 0, err
+		}
+	}
+	// a holder of its own, so that the two reservations do not give each other up
+	if metrics, err = a.Allocate(node, r, inUse, holder+"#"+metricsPortName); err != nil {
+		return 0, 0, err
+	}
+	return listen, metrics, nil
 }
 
 // hostPortsOf returns the host ports a pod holds on its node: none once it has ended,

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 )
 
@@ -64,6 +65,40 @@ func TestPortAllocator(t *testing.T) {
 		if (err != nil) != s.wantErr || got != s.want {
 			t.Fatalf("step %d: Allocate(%s, %s) = %d, %v; want %d, error %v", i, s.node, s.holder, got, err, s.want, s.wantErr)
 		}
+	}
+}
+
+// TestAllocateAgent checks that every agent of a node gets a metrics port of its own
+// (two agents of one node once shared 127.0.0.1:9750, and the second served nothing),
+// that a listening agent's two ports differ, that a rebuilt pod gives up both of its
+// reservations, and that the listening port is the one its peers are told.
+func TestAllocateAgent(t *testing.T) {
+	a := newPortAllocator(clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	r := dtnflowv1alpha1.PortRange{First: 47000, Last: 47004}
+	steps := []struct {
+		holder              string
+		listens             bool
+		wantListen, wantMet int32
+		wantErr             bool
+	}{
+		{holder: "ns/j-coordinator", listens: true, wantListen: 47000, wantMet: 47001},
+		{holder: "ns/j-s0-send", wantMet: 47002},
+		{holder: "ns/k-s0-send", wantMet: 47003},
+		{holder: "ns/j-coordinator", listens: true, wantListen: 47000, wantMet: 47001}, // rebuilt
+		{holder: "ns/k-coordinator", listens: true, wantErr: true},                     // one port left, two needed
+	}
+	for i, s := range steps {
+		listen, met, err := a.AllocateAgent("n1", r, nil, s.holder, s.listens)
+		if (err != nil) != s.wantErr || listen != s.wantListen || met != s.wantMet {
+			t.Fatalf("step %d: AllocateAgent(%s) = %d, %d, %v; want %d, %d, error %v", i, s.holder, listen, met, err, s.wantListen, s.wantMet, s.wantErr)
+		}
+	}
+	pod := buildAgentPod(testJob(), nil, agentPod{Role: contract.RoleCoordinator, Node: "n1", Endpoint: &dtnflowv1alpha1.TransferEndpoint{}, Port: 47000, MetricsPort: 47001}, AgentPodOptions{})
+	if got := listenPortOf(pod); got != 47000 {
+		t.Errorf("listenPortOf = %d, want the coordinator's port 47000, not its metrics port", got)
+	}
+	if got := hostPortsOf(pod); len(got) != 2 {
+		t.Errorf("hostPortsOf = %v, want both ports counted as held", got)
 	}
 }
 

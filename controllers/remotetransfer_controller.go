@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -341,7 +340,7 @@ func (s *remoteSync) run(ctx context.Context) (requeue time.Duration, err error)
 				recv = s.rt.Spec.Receivers[k]
 			}
 			pod := s.pods[name]
-			if pod != nil && (coordAddr == "" || recv == "" || !slices.Equal(pod.Spec.Containers[0].Args, contract.SenderArgs(k, coordAddr, recv))) && !podTerminal(pod) {
+			if pod != nil && (coordAddr == "" || recv == "" || !senderFor(pod, k, coordAddr, recv)) && !podTerminal(pod) {
 				if err := s.r.deletePod(ctx, pod); err != nil { // its peers moved
 					return 0, err
 				}
@@ -392,16 +391,14 @@ func (s *remoteSync) ensure(ctx context.Context, plan *dtnflowv1alpha1.TransferP
 		return nil, nil
 	}
 	ap.Secret = s.rt.Spec.SecretName
-	if ap.Role != contract.RoleSender {
-		n := nodeByName(s.nodes, ap.Node)
-		if n == nil {
-			return nil, nil
-		}
-		port, err := s.r.ports.Allocate(ap.Node, portRangeOf(s.ep), sets.New(n.HostPorts...), s.rt.Namespace+"/"+name)
-		if err != nil {
-			return nil, err
-		}
-		ap.Port = port
+	n := nodeByName(s.nodes, ap.Node)
+	if n == nil {
+		return nil, nil
+	}
+	var err error
+	ap.Port, ap.MetricsPort, err = s.r.ports.AllocateAgent(ap.Node, portRangeOf(s.ep), sets.New(n.HostPorts...), s.rt.Namespace+"/"+name, ap.Role != contract.RoleSender)
+	if err != nil {
+		return nil, err
 	}
 	pod := buildAgentPod(s.job, plan, ap, s.r.Pods)
 	if err := s.r.Client.Create(ctx, pod); err != nil {

@@ -315,7 +315,7 @@ func (r *TransferJobReconciler) syncSender(ctx context.Context, p *pass, l layou
 	if send != nil && !podTerminal(send) {
 		stale := pinnedNode(send) != sNode
 		if !stale && coordAddr != "" && recvAddr != "" {
-			stale = !slices.Equal(send.Spec.Containers[0].Args, contract.SenderArgs(k, coordAddr, recvAddr))
+			stale = !senderFor(send, k, coordAddr, recvAddr)
 		}
 		if stale {
 			if err := r.deletePod(ctx, p, send); err != nil {
@@ -429,16 +429,14 @@ func (r *TransferJobReconciler) createAgent(ctx context.Context, p *pass, plan *
 		}
 		ap.Secret = rem.secret
 	}
-	if ap.Role != contract.RoleSender {
-		n := p.obs.node(side, ap.Node)
-		if n == nil {
-			return nil, nil
-		}
-		port, err := r.ports.Allocate(ap.Node, portRangeOf(ap.Endpoint), sets.New(n.HostPorts...), job.Namespace+"/"+name)
-		if err != nil {
-			return nil, err
-		}
-		ap.Port = port
+	n := p.obs.node(side, ap.Node)
+	if n == nil {
+		return nil, nil
+	}
+	var err error
+	ap.Port, ap.MetricsPort, err = r.ports.AllocateAgent(ap.Node, portRangeOf(ap.Endpoint), sets.New(n.HostPorts...), job.Namespace+"/"+name, ap.Role != contract.RoleSender)
+	if err != nil {
+		return nil, err
 	}
 	pod := buildAgentPod(job, plan, ap, r.Pods)
 	if err := r.Client.Create(ctx, pod); err != nil {

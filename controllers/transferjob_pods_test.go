@@ -336,8 +336,13 @@ func TestSyncSender(t *testing.T) {
 		if pinnedNode(pod) != "a2" {
 			t.Errorf("sender on %q, want a2", pinnedNode(pod))
 		}
-		if args := pod.Spec.Containers[0].Args; !slices.Equal(args, contract.SenderArgs(1, coordAddr, recvAddr)) {
+		// its metrics on a port of its own: a2's first free one, as the pod declares it
+		metricsAddr := "127.0.0.1:" + strconv.Itoa(int(DefaultAgentPorts.First))
+		if args := pod.Spec.Containers[0].Args; !slices.Equal(args, append(contract.SenderArgs(1, coordAddr, recvAddr), "--metrics-addr", metricsAddr)) {
 			t.Errorf("args %v", args)
+		}
+		if ports := pod.Spec.Containers[0].Ports; len(ports) != 1 || ports[0].Name != "metrics" || ports[0].HostPort != DefaultAgentPorts.First || listenPortOf(pod) != 0 {
+			t.Errorf("ports %+v: want only the metrics port %d, and no listening port", ports, DefaultAgentPorts.First)
 		}
 	})
 
@@ -364,6 +369,20 @@ func TestSyncSender(t *testing.T) {
 		}
 		if f.p.requeueAfter != staleCacheRequeue {
 			t.Errorf("requeue %v, want %v while the old sender goes", f.p.requeueAfter, staleCacheRequeue)
+		}
+	})
+
+	// A sender serves its metrics on a port of its own: the address is in its args but
+	// is no reason to replace it (the bench's sender was once deleted and created again
+	// every pass, and the job moved nothing).
+	t.Run("KeepsOneWithItsOwnMetricsPort", func(t *testing.T) {
+		running := existingAgent(agentPod{Role: contract.RoleSender, Stripe: 1, Node: "a2", CoordinatorAddress: coordAddr, ReceiverAddress: recvAddr, MetricsPort: 47003}, "send")
+		f := newPodsFixture(t, running)
+		if err := f.r.syncSender(ctx, f.p, l, 1, coordAddr, recvAddr); err != nil {
+			t.Fatal(err)
+		}
+		if pod := f.get(t, name); pod == nil || pod.UID != "send" {
+			t.Errorf("pod %v: want the running sender kept", pod)
 		}
 	})
 

@@ -58,7 +58,9 @@ type TransferEndpointSpec struct {
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector"`
 
 	// agentPorts is the range of TCP ports that agents of this endpoint listen on.
-	// Agents use the host network, so each listening agent on a node takes one port.
+	// Agents use the host network, so each listening agent on a node (a coordinator, a
+	// receiver) takes one port for its peers, and every agent one more for its metrics,
+	// served on 127.0.0.1 only.
 	// +optional
 	AgentPorts *PortRange `json:"agentPorts,omitempty"`
 
