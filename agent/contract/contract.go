@@ -144,6 +144,10 @@ type ProbeDirective struct {
 	// samples' Stripes say how many ran, and the plan adds stripes only as far as such
 	// a sample showed them paying.
 	MaxStripes int32 `json:"maxStripes,omitempty"`
+	// MaxConcurrency is maxCC, the most files in flight per stripe (the job's
+	// limits.maxConcurrency or the planner's default), for the size classes a dataset
+	// of small files is given from the probe's first sample, before the plan.
+	MaxConcurrency int32 `json:"maxConcurrency,omitempty"`
 }
 
 // SizeClassParam is the per-size-class tuning (Arslan & Kosar, Algorithm 1).

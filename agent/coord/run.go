@@ -274,7 +274,7 @@ func sameProbe(a, b *contract.ProbeDirective) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.MaxStreams == b.MaxStreams && a.SampleSeconds == b.SampleSeconds && a.MaxStripes == b.MaxStripes &&
+	return a.MaxStreams == b.MaxStreams && a.SampleSeconds == b.SampleSeconds && a.MaxStripes == b.MaxStripes && a.MaxConcurrency == b.MaxConcurrency &&
 		slices.Equal(a.BufferBytes, b.BufferBytes) && slices.Equal(a.KnownStreams, b.KnownStreams)
 }
 
@@ -351,7 +351,7 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 		}
 		c.AddSample(res.Sample)
 		if len(samples) == 0 {
-			c.ApplyEarlyClasses(float64(res.Sample.BitsPerSecond), time.Duration(res.Sample.RTTMicros)*time.Microsecond, 0)
+			c.ApplyEarlyClasses(float64(res.Sample.BitsPerSecond), time.Duration(res.Sample.RTTMicros)*time.Microsecond, int(d.MaxConcurrency))
 		}
 		c.log.Info("Probe sample on the job's data", "stripes", res.Sample.Stripes, "streams", res.Sample.Streams, "bufferBytes", res.Sample.BufferBytes,
 			"rate", HumanRate(res.Sample.BitsPerSecond), "seconds", math.Round(res.Seconds*100)/100, "settled", res.Settled,

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -181,9 +182,8 @@ func TestStripeLeavingEndsItsSample(t *testing.T) {
 // probeScript runs a Runner for a one-file job under a Transfer directive with probe d,
 // its stripe 0 answering each sample with answer, until it reports Probed, and returns
 // that report.
-func probeScript(t *testing.T, d contract.ProbeDirective, planner ProbePlanner, answer func(wire.ProbeRequest) wire.ProbeResult) contract.Report {
+func probeScript(t *testing.T, c *Core, d contract.ProbeDirective, planner ProbePlanner, answer func(wire.ProbeRequest) wire.ProbeResult) contract.Report {
 	t.Helper()
-	c := newCore(t, map[string]int{"d/big": 1 << 20})
 	c.SetPhase(contract.PhaseStarting)
 	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
 		StreamsPerStripe: 1, Stripes: 1, Probe: &d}}
@@ -239,7 +239,7 @@ func TestProbeSkipsBuffersOfTheSameEffect(t *testing.T) {
 		return wire.ProbeRequest{Streams: 1, BufferBytes: d.BufferBytes[len(samples)], Seconds: d.SampleSeconds}, false
 	}
 	limits := wire.SocketLimits{SndAutotuneMax: 4 * MiB, SndMax: 4 * MiB, RcvAutotuneMax: 32 * MiB, RcvMax: 4 * MiB}
-	probeScript(t, contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: asked}, planner, func(p wire.ProbeRequest) wire.ProbeResult {
+	probeScript(t, newCore(t, map[string]int{"d/big": 1 << 20}), contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: asked}, planner, func(p wire.ProbeRequest) wire.ProbeResult {
 		return wire.ProbeResult{Settled: true, SourceLimits: &limits, DestinationLimits: &limits,
 			Sample: contract.Sample{Streams: p.Streams, BufferBytes: p.BufferBytes, BitsPerSecond: 1}}
 	})
@@ -268,7 +268,7 @@ func TestProbeKeepsNoSampleThatMeasuredNothing(t *testing.T) {
 		return wire.ProbeRequest{Streams: int32(1 + len(samples)), Seconds: d.SampleSeconds}, false
 	}
 	answered := 0 // only the stripe's goroutine counts
-	probed := probeScript(t, contract.ProbeDirective{MaxStreams: 2, SampleSeconds: 5}, planner, func(p wire.ProbeRequest) wire.ProbeResult {
+	probed := probeScript(t, newCore(t, map[string]int{"d/big": 1 << 20}), contract.ProbeDirective{MaxStreams: 2, SampleSeconds: 5}, planner, func(p wire.ProbeRequest) wire.ProbeResult {
 		answered++
 		rate := int64(100 * p.Streams)
 		if answered == 2 {
@@ -286,5 +286,39 @@ func TestProbeKeepsNoSampleThatMeasuredNothing(t *testing.T) {
 	}
 	if probed.Samples[1].Streams != 2 {
 		t.Errorf("second sample %+v, want the 2-stream sample taken again", probed.Samples[1])
+	}
+}
+
+// TestProbeEarlyClassesKeepTheJobsMaxConcurrency: the size classes a dataset of small
+// files gets from the first sample are bounded by the directive's maxCC (the job's
+// spec.tuning.limits.maxConcurrency), not by a default of the coordinator's own: the
+// cluster's coordinator once gave each stripe 16 files in flight where the job and
+// `send --auto` ran 4.
+func TestProbeEarlyClassesKeepTheJobsMaxConcurrency(t *testing.T) {
+	planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
+		return wire.ProbeRequest{Streams: 1, Seconds: d.SampleSeconds}, len(samples) >= 1
+	}
+	for _, maxCC := range []int32{2, 3, 9} {
+		files := map[string]int{}
+		for i := range 2000 {
+			files[fmt.Sprintf("d/s%04d", i)] = 4096
+		}
+		c := newCore(t, files)
+		probeScript(t, c, contract.ProbeDirective{MaxStreams: 1, SampleSeconds: 2, MaxConcurrency: maxCC}, planner, func(p wire.ProbeRequest) wire.ProbeResult {
+			// 1 Gbit/s over 50 ms: 6.25 MB in flight, 1500 files of 4 KiB
+			return wire.ProbeResult{Settled: true, Sample: contract.Sample{Streams: p.Streams, BitsPerSecond: 1e9, RTTMicros: 50_000}}
+		})
+		p := c.Params()
+		if len(p.SizeClasses) == 0 {
+			t.Fatalf("maxCC %d: no early classes for 2000 files of 4 KiB", maxCC)
+		}
+		most := int32(0)
+		for _, sc := range p.SizeClasses {
+			most = max(most, sc.Concurrency, sc.Channels)
+		}
+		// the BDP asks for far more than any of these bounds: each must bind exactly
+		if most != maxCC || p.Concurrency != maxCC {
+			t.Errorf("maxCC %d: classes %+v, concurrency %d; want %d files in flight at most, and used", maxCC, p.SizeClasses, p.Concurrency, maxCC)
+		}
 	}
 }

@@ -83,6 +83,7 @@ func TestProbeDirective(t *testing.T) {
 		return p
 	}
 	autotuningThenSweep := func(prior, max int64) []int64 { return append([]int64{0}, optimizer.BufferCandidates(prior, max)...) }
+	const dcc = optimizer.DefaultMaxConcurrency // maxCC of the early size classes, unless the job sets it
 	tests := map[string]struct {
 		in   ProbeInput
 		want *contract.ProbeDirective
@@ -90,29 +91,31 @@ func TestProbeDirective(t *testing.T) {
 		"fixed: no probe": {ProbeInput{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningFixed}}, nil},
 		// Strict: one autotuned stream is all the plan may use, so all the probe samples
 		"cold, Strict fairness": {ProbeInput{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto, Fairness: v1alpha1.FairnessStrict}, NICBitsPerSecond: 10e9, RTT: 50 * time.Millisecond},
-			&contract.ProbeDirective{MaxStreams: 1, SampleSeconds: 5, MaxStripes: 1}},
+			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 1, SampleSeconds: 5, MaxStripes: 1}},
 		// autotuning first, then 10 Gbit/s × 2 ms = 2.5 MB: buffers from 256 KiB to
 		// 8 MiB; 50 × 2 ms < 5 s
 		"cold, BDP known": {ProbeInput{Tuning: auto, NICBitsPerSecond: 10e9, RTT: 2 * time.Millisecond},
-			&contract.ProbeDirective{MaxStreams: 32, SampleSeconds: 5, BufferBytes: []int64{0, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20}, MaxStripes: ProbeMaxStripes}},
+			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 32, SampleSeconds: 5, BufferBytes: []int64{0, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20}, MaxStripes: ProbeMaxStripes}},
 		// one node of at most 2 stripes: the stripe stage stops at 2
 		"cold, two stripes at most": {ProbeInput{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto, Limits: &v1alpha1.TuningLimits{MaxNodes: ptr[int32](1), MaxStripesPerNode: ptr[int32](2)}}},
-			&contract.ProbeDirective{MaxStreams: 64, SampleSeconds: 5, BufferBytes: autotuningThenSweep(0, 0), MaxStripes: 2}},
+			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 64, SampleSeconds: 5, BufferBytes: autotuningThenSweep(0, 0), MaxStripes: 2}},
+		"cold, the job's maxConcurrency": {ProbeInput{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto, Limits: &v1alpha1.TuningLimits{MaxConcurrency: ptr[int32](12)}}},
+			&contract.ProbeDirective{MaxConcurrency: 12, MaxStreams: 64, SampleSeconds: 5, BufferBytes: autotuningThenSweep(0, 0), MaxStripes: ProbeMaxStripes}},
 		"cold, nothing known, long path": {ProbeInput{Tuning: v1alpha1.TransferTuning{}, RTT: 300 * time.Millisecond},
-			&contract.ProbeDirective{MaxStreams: 64, SampleSeconds: 15, BufferBytes: autotuningThenSweep(0, 0), MaxStripes: ProbeMaxStripes}},
+			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 64, SampleSeconds: 15, BufferBytes: autotuningThenSweep(0, 0), MaxStripes: ProbeMaxStripes}},
 		"cold, kernel maximum": {ProbeInput{Tuning: auto, MaxBufferBytes: 4 << 20},
-			&contract.ProbeDirective{MaxStreams: 32, SampleSeconds: 5, BufferBytes: autotuningThenSweep(0, 4<<20), MaxStripes: ProbeMaxStripes}},
+			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 32, SampleSeconds: 5, BufferBytes: autotuningThenSweep(0, 4<<20), MaxStripes: ProbeMaxStripes}},
 		// a fresh profile whose samples complete ExpSelection: nothing to measure
 		"fresh and complete": {ProbeInput{Tuning: auto, Now: now, Profile: fresh(sample(1), sample(2), sample(4), sample(8))}, nil},
 		"fresh, partial": {ProbeInput{Tuning: auto, Now: now, Profile: fresh(sample(2), sample(1))},
-			&contract.ProbeDirective{MaxStreams: 32, SampleSeconds: 5, BufferBytes: []int64{1 << 20}, KnownStreams: []int32{1, 2}}},
+			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 32, SampleSeconds: 5, BufferBytes: []int64{1 << 20}, KnownStreams: []int32{1, 2}}},
 		"stale profile is cold": {ProbeInput{Tuning: auto, Now: now.Add(48 * time.Hour), Profile: fresh(sample(1), sample(2), sample(4), sample(8))},
-			&contract.ProbeDirective{MaxStreams: 32, SampleSeconds: 5, BufferBytes: autotuningThenSweep(0, 0), MaxStripes: ProbeMaxStripes}},
+			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 32, SampleSeconds: 5, BufferBytes: autotuningThenSweep(0, 0), MaxStripes: ProbeMaxStripes}},
 		// a profile that chose autotuning: its stream samples at 0 complete the probe
 		"fresh with autotuning, complete": {ProbeInput{Tuning: auto, Now: now, Profile: autotuned(1, 2, 4)}, nil},
 		// … or leave the rest to measure with autotuning: no buffer phase at all
 		"fresh with autotuning, partial": {ProbeInput{Tuning: auto, Now: now, Profile: autotuned(1)},
-			&contract.ProbeDirective{MaxStreams: 32, SampleSeconds: 5, KnownStreams: []int32{1}}},
+			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 32, SampleSeconds: 5, KnownStreams: []int32{1}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

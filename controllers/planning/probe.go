@@ -77,7 +77,7 @@ func ProbeDirective(in ProbeInput) *contract.ProbeDirective {
 	// samples no stream count or stripe the plan could not use
 	limits, _ := limitsWithShare(in.Tuning, 0)
 	limits = limits.WithDefaults()
-	d := &contract.ProbeDirective{MaxStreams: int32(limits.MaxStreamsPerStripe), SampleSeconds: sampleSeconds(in.RTT)}
+	d := &contract.ProbeDirective{MaxStreams: int32(limits.MaxStreamsPerStripe), SampleSeconds: sampleSeconds(in.RTT), MaxConcurrency: int32(limits.MaxConcurrency)}
 	if Fresh(in.Profile, in.Now) {
 		st := in.Profile.Status
 		p := optimizer.Prober{Streams: optimizer.ExpSelection{MaxStreams: limits.MaxStreamsPerStripe}}
