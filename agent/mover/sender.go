@@ -140,11 +140,12 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 		return ctx.Err()
 	}
 	var failingSince time.Time
-	backoff := 100 * time.Millisecond
+	backoff := MaxRetryBackoff(false)
 	refusals, bad := 0, 0
 	// A receiver never reached yet is most likely starting (its pod was created with
 	// this one): try again soon. One that went away may take longer to come back.
 	everConnected := false
+	var lastWarned time.Time
 	for {
 		end, err := st.session(ctx, src, &cfg)
 		if err == nil || errors.Is(err, errFinished) || errors.Is(err, errDrained) {
@@ -183,7 +184,10 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 		if time.Since(failingSince) > st.RetryFor {
 			return fmt.Errorf("stripe %d: receiver %s: %w", st.Index, st.Receiver, err)
 		}
-		st.Log.Warn("Stripe lost its receiver; retrying", "stripe", st.Index, "receiver", st.Receiver, "err", err.Error())
+		if everConnected || time.Since(lastWarned) >= time.Second { // a starting receiver is tried every 50 ms: warn once a second
+			st.Log.Warn("Stripe lost its receiver; retrying", "stripe", st.Index, "receiver", st.Receiver, "err", err.Error())
+			lastWarned = time.Now()
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -196,14 +200,16 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 }
 
 // MaxRetryBackoff is the longest pause between attempts to reach a job's peer (a
-// receiver, a coordinator): 250 ms for one never reached yet, which is most likely
+// receiver, a coordinator): 50 ms for one never reached yet, which is most likely
 // starting (a plan's pods start together: each pause is time the job's first byte may
-// wait, and a refused connection costs next to nothing), 5 s for one that went away.
+// wait — the cluster's sender met a coordinator that began listening 20 ms after a
+// refused attempt and waited 180 ms more — while a refused connection costs next to
+// nothing), 5 s for one that went away.
 func MaxRetryBackoff(everConnected bool) time.Duration {
 	if everConnected {
 		return 5 * time.Second
 	}
-	return 250 * time.Millisecond
+	return 50 * time.Millisecond
 }
 
 // ssession is one connected life of a stripe.

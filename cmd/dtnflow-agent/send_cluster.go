@@ -31,8 +31,9 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 		return map[string]any{"role": "sender", "stripe": stripe, "cpuSeconds": metrics.CPUSeconds()}
 	}, log)
 	var failingSince time.Time
-	backoff := 100 * time.Millisecond
+	backoff := mover.MaxRetryBackoff(false)
 	everConnected := false
+	var lastWarned time.Time
 	for {
 		rem, err := coord.DialRemote(ctx, coordinator, secret, stripe)
 		if errors.Is(err, auth.ErrRefused) {
@@ -69,7 +70,10 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 		if time.Since(failingSince) > retryFor {
 			return err
 		}
-		log.Warn("Lost the coordinator or receiver; reconnecting", "stripe", stripe, "err", fmt.Sprint(err))
+		if everConnected || time.Since(lastWarned) >= time.Second { // a starting peer is tried every 50 ms: warn once a second
+			log.Warn("Lost the coordinator or receiver; reconnecting", "stripe", stripe, "err", fmt.Sprint(err))
+			lastWarned = time.Now()
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
