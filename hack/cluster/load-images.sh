@@ -10,7 +10,7 @@ source "$DTN_IMAGES_DIR/images.env"
 for n in $(all_nodes); do
   sock=$B/nodes/$n/containerd.sock
   for img in "$DTN_IMAGES_DIR"/*.tar; do
-    ctr -a "$sock" -n k8s.io images import --no-unpack "$img" >/dev/null
+    ctr -a "$sock" -n k8s.io images import --snapshotter overlayfs "$img" >/dev/null
   done
   log "images imported into $n: $(cd "$DTN_IMAGES_DIR" && echo *.tar)"
 done
