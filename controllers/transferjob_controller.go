@@ -119,6 +119,7 @@ func (r *TransferJobReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// One pass at a time decides what jobs share, through to its status write.
 	r.sharing.pass.Lock()
 	p := newPass(&job, r.Clock.Now())
+	p.firstSight()
 	err := r.reconcile(ctx, p)
 	if err == nil {
 		p.st.ObservedGeneration = job.Generation
@@ -263,15 +264,41 @@ func newPass(job *dtnflowv1alpha1.TransferJob, now time.Time) *pass {
 }
 
 // timing records a milestone reached at t in status.timings, once: the field field
-// picks, set to the milliseconds from the job's creation (never below 0).
+// picks, set to the milliseconds from the run's start (never below 0).
 func (p *pass) timing(field func(*dtnflowv1alpha1.TransferTimings) **int64, t time.Time) {
 	if p.st.Timings == nil {
 		p.st.Timings = &dtnflowv1alpha1.TransferTimings{}
 	}
 	f := field(p.st.Timings)
 	if *f == nil {
-		*f = millisecondsSince(p.job.CreationTimestamp.Time, t)
+		*f = millisecondsSince(runStart(p.job.CreationTimestamp.Time, p.st), t)
 	}
+}
+
+// firstSight records when the manager first saw the job's current run, before any
+// milestone: the instant its timings are measured from when it is the better one
+// (runStart). A job that has timings already (from a manager that recorded no such
+// time) or has finished is left alone.
+func (p *pass) firstSight() {
+	if p.st.Timings == nil && !finished(p.st) {
+		seen := metav1.NewMicroTime(p.at.Truncate(time.Microsecond))
+		p.st.Timings = &dtnflowv1alpha1.TransferTimings{FirstSeenTime: &seen}
+	}
+}
+
+// runStart is the instant a run's timings are measured from: when the manager first saw
+// the run, if that was a recurring job's later run or came within the second that the
+// creation timestamp (kept to whole seconds) names; else the creation timestamp (the
+// manager saw the job late, and the time it waited counts; or it recorded no sight).
+func runStart(created time.Time, st *dtnflowv1alpha1.TransferJobStatus) time.Time {
+	if st.Timings == nil || st.Timings.FirstSeenTime == nil {
+		return created
+	}
+	seen := st.Timings.FirstSeenTime.Time
+	if st.Run > 1 || (!seen.Before(created) && seen.Sub(created) < time.Second) {
+		return seen
+	}
+	return created
 }
 
 // apiTime is t as the API stores it: whole seconds, so that a status computed twice

@@ -836,10 +836,18 @@ type RemoteSideStatus struct {
 }
 
 // TransferTimings are how long a job took to reach each milestone, in milliseconds from
-// its metadata.creationTimestamp. The API server keeps that timestamp to the second, so
-// each figure may be up to a second more than the time since the job was created; each
-// is set once, when the milestone is first observed, and kept.
+// the start of its run: firstSeenTime when the manager saw the run begin within a
+// second of the job's metadata.creationTimestamp (which the API server keeps to the
+// second only, so that a figure measured from it could be up to a second long) or when
+// a recurring job's run was triggered, else the creationTimestamp (a manager that was
+// away when the job was created counts the wait). Each is set once, when the milestone
+// is first observed, and kept.
 type TransferTimings struct {
+	// firstSeenTime is when the manager first saw this run of the job, to the
+	// microsecond: tens of milliseconds after the job's creation on an idle manager.
+	// +optional
+	FirstSeenTime *metav1.MicroTime `json:"firstSeenTime,omitempty"`
+
 	// firstByteMilliseconds is the time to the first byte of the dataset: when the
 	// coordinator first handed a unit of it to a stripe connected to its receiver
 	// (the coordinator's clock). A cold job's first byte comes before its plan: it

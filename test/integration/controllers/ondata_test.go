@@ -19,7 +19,9 @@ import (
 // made from those samples grows the running job: stripe 0's pods stay, the plan's
 // other stripes are created together, the directive carries the plan and ends the
 // probe. status.timings records the first byte, the plan and Complete, each in
-// milliseconds from the job's creation, once.
+// milliseconds from the job's creation, once (the fake clock's first sight of the job
+// is months before its creation, so the creation is the reference; TestRunStart has
+// the other cases).
 func TestColdJobMovesDataFromTheFirstSecond(t *testing.T) {
 	clk := newClock()
 	startManager(t, clk, managerOptions{})
