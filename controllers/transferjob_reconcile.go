@@ -236,6 +236,14 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 	}
 	probe := r.Planner.ProbeDirective(ProbeRequest{Job: job, Profile: obs.profile, Now: p.now.Time,
 		NICBitsPerSecond: min(obs.endpoints.Source.Spec.NICBitsPerSecond, obs.endpoints.Destination.Spec.NICBitsPerSecond)})
+	if probe != nil && othersOnPath(p) && planning.Fresh(obs.profile, p.now.Time) {
+		// A fresh profile that another probe left incomplete (its job's data ran out
+		// under it, or the job failed) is what the path's jobs plan from: a probe of
+		// its rest would measure a share of the path, not the path, and made the jobs
+		// waiting on a cold path probe it one after another (bench-sharing: four 1 GiB
+		// jobs created together started 3, 15, 25 and 36 s after their creation).
+		probe = nil
+	}
 	if probe != nil {
 		if wait, err := r.waitForPathProbe(ctx, p); err != nil || wait {
 			return false, err

@@ -112,6 +112,9 @@ func roundRate(x float64) int64 {
 	return int64(math.Min(math.Round(x), math.MaxInt64))
 }
 
+// othersOnPath says whether other admitted jobs share the job's path.
+func othersOnPath(p *pass) bool { return p.share != nil && p.share.jobsOnPath > 1 }
+
 // waitForPathProbe keeps a job whose path is cold from probing while another job of
 // the path probes it (or is elected to): the job holds no pods, says whom it waits
 // for, and plans from the profile the prober teaches once it has planned. It reports

@@ -311,6 +311,63 @@ func TestColdPathProbedByOneJob(t *testing.T) {
 	})
 }
 
+// TestProberWhoseDataRanOutReleasesTheOthers: three jobs start together on a cold path;
+// the first probes it and its data runs out under the probe (two samples of the four
+// stream counts it would take, then Complete). Its samples teach the path's profile,
+// and the two that waited plan from that profile at once, both of them — neither
+// probes the rest of the path while the other waits (bench-sharing's 1 GiB jobs created together once started 3,
+// 15, 25 and 36 s after their creation, each probing the path alone in turn).
+func TestProberWhoseDataRanOutReleasesTheOthers(t *testing.T) {
+	clk := newClock()
+	startManager(t, clk, managerOptions{})
+	src, dst := newSite(t, "src", siteOptions{}), newSite(t, "dst", siteOptions{})
+	ns := createNamespace(t, nil)
+	a := createJob(t, ns, "a-prober", jobSpec(src, dst))
+	b := createJob(t, ns, "b-waiter", jobSpec(src, dst))
+	c := createJob(t, ns, "c-waiter", jobSpec(src, dst))
+	for _, w := range []*dtnflowv1alpha1.TransferJob{b, c} {
+		eventually(t, func(g Gomega) {
+			g.Expect(reason(getJob(g, w), dtnflowv1alpha1.ConditionProbing)).To(Equal(controllers.ReasonWaitingForPathProbe))
+			g.Expect(listAgents(g, w).all).To(BeEmpty())
+		})
+	}
+	// a: two samples on its data, then its data is gone
+	small := &contract.Dataset{Files: 1, Bytes: 1 << 30, Buckets: []contract.SizeBucket{{Log2: 30, Files: 1, Bytes: 1 << 30}}}
+	samples := probeSamples(clk.Now().Add(-time.Minute))[:2]
+	eventually(t, func(g Gomega) {
+		runAll(g, a)
+		report(g, a, contract.Report{Generation: directive(g, a).Generation, Phase: contract.PhaseTransferring, Probe: contract.PhaseProbing, Time: clk.Now(),
+			Dataset: small, Samples: samples, BytesTotal: small.Bytes, FilesTotal: 1, BytesDone: 1 << 29})
+		g.Expect(getJob(g, a).Status.Samples).To(HaveLen(2))
+	})
+	eventually(t, func(g Gomega) {
+		if getJob(g, a).Status.State != dtnflowv1alpha1.StateComplete {
+			report(g, a, contract.Report{Generation: directive(g, a).Generation, Phase: contract.PhaseComplete, Probe: contract.PhaseProbed, Time: clk.Now(),
+				Dataset: small, Samples: samples, BytesTotal: small.Bytes, FilesTotal: 1, BytesDone: small.Bytes, FilesDone: 1})
+		}
+		g.Expect(getJob(g, a).Status.State).To(Equal(dtnflowv1alpha1.StateComplete))
+	})
+	var pp dtnflowv1alpha1.PathProfile
+	eventually(t, func(g Gomega) {
+		g.Expect(env.Client.Get(context.Background(), types.NamespacedName{Name: controllers.PathProfileName(src.name, dst.name)}, &pp)).To(Succeed())
+		g.Expect(pp.Status.Samples).To(HaveLen(2), "the prober's samples teach the profile")
+	})
+	bPlan := startTransfer(t, b)
+	cPlan := startTransfer(t, c)
+	for _, w := range []*dtnflowv1alpha1.TransferJob{b, c} {
+		eventually(t, func(g Gomega) {
+			j := getJob(g, w)
+			g.Expect(j.Status.Samples).To(BeEmpty(), "job %s probed the path again", w.Name)
+			g.Expect(reason(j, dtnflowv1alpha1.ConditionProbing)).To(Equal(controllers.ReasonProbeSkipped), "job %s", w.Name)
+			g.Expect(j.Status.Sharing).NotTo(BeNil())
+			g.Expect(j.Status.Sharing.JobsOnPath).To(Equal(int32(2)), "job %s", w.Name)
+		})
+	}
+	if bPlan.StreamsPerStripe != cPlan.StreamsPerStripe || bPlan.BufferBytes != cPlan.BufferBytes {
+		t.Errorf("plans from one profile differ: %+v and %+v", bPlan, cPlan)
+	}
+}
+
 // TestNodesDividedByPlannedRate: two paths leave through one source node with a
 // 1.2 Gbit/s NIC and a 1.5-core budget. The first job plans the path's 990 Mbit/s
 // alone; the second, on the other path, gets what the first leaves of the node — its
