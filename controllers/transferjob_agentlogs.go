@@ -91,6 +91,15 @@ func (r *TransferJobReconciler) archiveLogs(ctx context.Context, p *pass, pods [
 	}
 	var todo []*corev1.Pod
 	for _, pod := range pods {
+		if pod != nil && pod.DeletionTimestamp == nil && !podStarted(pod) && r.APIReader != nil {
+			// The cache may not show yet that a pod started moments ago (a replacement
+			// that ran as the job ended): ask the API server before taking its log as
+			// never written, since the pod is deleted next.
+			var live corev1.Pod
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), &live); err == nil && live.UID == pod.UID {
+				pod = &live
+			}
+		}
 		if pod != nil && pod.DeletionTimestamp == nil && podStarted(pod) {
 			todo = append(todo, pod)
 		}

@@ -26,8 +26,9 @@ import (
 // pass, after acting, with Events after the write.
 type TransferJobReconciler struct {
 	Client client.Client
-	// APIReader reads past the cache; used only to confirm that a job is gone before
-	// its leftovers are swept.
+	// APIReader reads past the cache: to confirm that a job is gone before its
+	// leftovers are swept, and that an agent pod never started before its log is
+	// taken as never written.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
