@@ -2,6 +2,8 @@ package main
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -110,5 +112,29 @@ func TestPodCPURequestIsTimeWeighted(t *testing.T) {
 	want := podCPU{Role: "sender", Name: "s0", RequestMillicores: 123, FirstRequestMillicores: 250, LastRequestMillicores: 80, UsedMillicores: 150, Seconds: 40, Ratio: 150.0 / 123}
 	if got[0] != want {
 		t.Errorf("got %+v, want %+v", got[0], want)
+	}
+}
+
+// TestTreeBytesCountsWhatWasWritten: a file whose far chunk has landed and whose first
+// has not holds the far chunk's bytes, not its size; a whole file counts its size.
+func TestTreeBytesCountsWhatWasWritten(t *testing.T) {
+	dir := t.TempDir()
+	sparse, err := os.Create(filepath.Join(dir, "chunked.dtnpart"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chunk = 4 << 20
+	if _, err := sparse.WriteAt(make([]byte, chunk), 255*chunk); err != nil { // the last of 256 chunks, 1 GiB
+		t.Fatal(err)
+	}
+	sparse.Close()
+	if got := treeBytes(dir); got != chunk {
+		t.Errorf("treeBytes = %d after one chunk at the end of a 1 GiB file, want %d", got, chunk)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "whole"), make([]byte, 10_000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := treeBytes(dir); got != chunk+10_000 {
+		t.Errorf("treeBytes = %d with a whole file of 10 000 bytes beside it, want %d", got, chunk+10_000)
 	}
 }
