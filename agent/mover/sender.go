@@ -139,13 +139,8 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	var failingSince time.Time
-	backoff := MaxRetryBackoff(false)
+	retry := PeerRetry{For: st.RetryFor}
 	refusals, bad := 0, 0
-	// A receiver never reached yet is most likely starting (its pod was created with
-	// this one): try again soon. One that went away may take longer to come back.
-	everConnected := false
-	var lastWarned time.Time
 	for {
 		end, err := st.session(ctx, src, &cfg)
 		if err == nil || errors.Is(err, errFinished) || errors.Is(err, errDrained) {
@@ -176,40 +171,77 @@ func (st *Stripe) Run(ctx context.Context, src WorkSource) error {
 			}
 		}
 		if end.connected {
-			failingSince, backoff, everConnected = time.Time{}, 100*time.Millisecond, true
+			retry.Connected()
 		}
-		if failingSince.IsZero() {
-			failingSince = time.Now()
-		}
-		if time.Since(failingSince) > st.RetryFor {
+		giveUp, warn := retry.Failed()
+		if giveUp {
 			return fmt.Errorf("stripe %d: receiver %s: %w", st.Index, st.Receiver, err)
 		}
-		if everConnected || time.Since(lastWarned) >= time.Second { // a starting receiver is tried every 50 ms: warn once a second
+		if warn {
 			st.Log.Warn("Stripe lost its receiver; retrying", "stripe", st.Index, "receiver", st.Receiver, "err", err.Error())
-			lastWarned = time.Now()
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Wait(ctx) {
 			return ctx.Err()
-		case <-t.C:
 		}
-		backoff = min(backoff*2, MaxRetryBackoff(everConnected))
 	}
 }
 
-// MaxRetryBackoff is the longest pause between attempts to reach a job's peer (a
-// receiver, a coordinator): 50 ms for one never reached yet, which is most likely
-// starting (a plan's pods start together: each pause is time the job's first byte may
-// wait — the cluster's sender met a coordinator that began listening 20 ms after a
-// refused attempt and waited 180 ms more — while a refused connection costs next to
-// nothing), 5 s for one that went away.
-func MaxRetryBackoff(everConnected bool) time.Duration {
-	if everConnected {
-		return 5 * time.Second
+// PeerRetry paces the attempts to reach a job's peer (a receiver, a coordinator) after
+// failures. A peer never reached yet is most likely starting (a plan's pods start
+// together: each pause is time the job's first byte may wait — the cluster's sender met
+// a coordinator that began listening 20 ms after a refused attempt and waited 180 ms
+// more — while a refused connection costs next to nothing): it is tried every 50 ms and
+// warned of once a second. One that went away may take longer to come back: 100 ms
+// doubling to 5 s, every failure warned of.
+type PeerRetry struct {
+	// For is how long the peer may keep failing before the caller gives up.
+	For time.Duration
+
+	backoff                  time.Duration
+	everConnected            bool
+	failingSince, lastWarned time.Time
+}
+
+// Connected says an attempt reached the peer: a failure after it starts a new round.
+func (r *PeerRetry) Connected() {
+	r.failingSince, r.backoff, r.everConnected = time.Time{}, 100*time.Millisecond, true
+}
+
+// Failed records a failed attempt: giveUp when the peer has been failing for longer
+// than For, warn when the failure is worth a warning.
+func (r *PeerRetry) Failed() (giveUp, warn bool) {
+	now := time.Now()
+	if r.failingSince.IsZero() {
+		r.failingSince = now
 	}
-	return 50 * time.Millisecond
+	if now.Sub(r.failingSince) > r.For {
+		return true, false
+	}
+	if r.everConnected || now.Sub(r.lastWarned) >= time.Second {
+		r.lastWarned = now
+		return false, true
+	}
+	return false, false
+}
+
+// Wait pauses before the next attempt; false when ctx ended first.
+func (r *PeerRetry) Wait(ctx context.Context) bool {
+	if r.backoff == 0 {
+		r.backoff = 50 * time.Millisecond
+	}
+	t := time.NewTimer(r.backoff)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	ceiling := 50 * time.Millisecond
+	if r.everConnected {
+		ceiling = 5 * time.Second
+	}
+	r.backoff = min(r.backoff*2, ceiling)
+	return true
 }
 
 // ssession is one connected life of a stripe.

@@ -30,17 +30,14 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 	serveMetrics(ctx, metricsAddr, func() any {
 		return map[string]any{"role": "sender", "stripe": stripe, "cpuSeconds": metrics.CPUSeconds()}
 	}, log)
-	var failingSince time.Time
-	backoff := mover.MaxRetryBackoff(false)
-	everConnected := false
-	var lastWarned time.Time
+	retry := mover.PeerRetry{For: retryFor}
 	for {
 		rem, err := coord.DialRemote(ctx, coordinator, secret, stripe)
 		if errors.Is(err, auth.ErrRefused) {
 			return err
 		}
 		if err == nil {
-			failingSince, backoff, everConnected = time.Time{}, 100*time.Millisecond, true
+			retry.Connected()
 			sctx, cancel := context.WithCancel(ctx)
 			go func() {
 				select {
@@ -64,24 +61,16 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if failingSince.IsZero() {
-			failingSince = time.Now()
-		}
-		if time.Since(failingSince) > retryFor {
+		giveUp, warn := retry.Failed()
+		if giveUp {
 			return err
 		}
-		if everConnected || time.Since(lastWarned) >= time.Second { // a starting peer is tried every 50 ms: warn once a second
+		if warn {
 			log.Warn("Lost the coordinator or receiver; reconnecting", "stripe", stripe, "err", fmt.Sprint(err))
-			lastWarned = time.Now()
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Wait(ctx) {
 			return ctx.Err()
-		case <-t.C:
 		}
-		backoff = min(backoff*2, mover.MaxRetryBackoff(everConnected))
 	}
 }
 
