@@ -50,6 +50,16 @@ func (s *ssession) work() error {
 			defer s.workers.Add(-1)
 			drainSignal, draining := s.st.drained(), false
 			for idx < s.concurrency.Load() {
+				// A select picks at random among ready cases: a drain already signalled
+				// must win over a unit waiting in the channel, or a draining worker
+				// starts work it was told to give back.
+				if !draining {
+					select {
+					case <-drainSignal:
+						draining, drainSignal = true, nil
+					default:
+					}
+				}
 				next := units
 				if draining {
 					next = nil
