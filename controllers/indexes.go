@@ -25,6 +25,9 @@ const (
 	// IndexPodOwnerRemote indexes agent pods by the name of the RemoteTransfer that
 	// controls them (a peer site's job's side, run here).
 	IndexPodOwnerRemote = "dtnflow.io/owner-remote"
+	// IndexRemoteEndpoint indexes RemoteTransfers by the endpoint of this site they
+	// use: a peer's job counts against that endpoint's limits with this site's jobs.
+	IndexRemoteEndpoint = "dtnflow.io/remote-endpoint"
 )
 
 // SetupIndexes registers the field indexes. The manager calls it once, before the
@@ -41,6 +44,11 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 			return []string{n}
 		}
 		return nil
+	}); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(ctx, &dtnflowv1alpha1.RemoteTransfer{}, IndexRemoteEndpoint, func(o client.Object) []string {
+		return []string{o.(*dtnflowv1alpha1.RemoteTransfer).Spec.Endpoint}
 	}); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -46,6 +47,9 @@ type RemoteTransferReconciler struct {
 	// ports is the port allocator shared with the TransferJob reconciler: both place
 	// listening agents on the same nodes.
 	ports *portAllocator
+	// jobs is this site's TransferJob reconciler: a RemoteTransfer waits in one queue
+	// with this site's jobs of its endpoint, decided under the same sharing ledger.
+	jobs *TransferJobReconciler
 }
 
 // remotePlanHash is the plan-hash label of a RemoteTransfer's pods.
@@ -65,6 +69,10 @@ func (r *RemoteTransferReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if rt.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
+	// One pass at a time decides who holds the endpoints' places, through to the
+	// status write (as the TransferJob reconciler's passes do).
+	r.jobs.sharing.pass.Lock()
+	defer r.jobs.sharing.pass.Unlock()
 	st := rt.Status.DeepCopy()
 	now := apiTime(r.Clock.Now())
 	var peers dtnflowv1alpha1.TransferPeerList
@@ -104,6 +112,8 @@ func (r *RemoteTransferReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			return ctrl.Result{}, err
 		}
 		st.Stripes, st.Nodes, st.Report = nil, nil, ""
+		meta.RemoveStatusCondition(&st.Conditions, dtnflowv1alpha1.ConditionQueued)
+		st.Queue = nil
 		return ctrl.Result{}, r.finish(ctx, &rt, st, events)
 	}
 	accept(metav1.ConditionTrue, ReasonGranted, fmt.Sprintf("TransferPeer %s grants %s of endpoint %s", peer.Name, rt.Spec.Side, rt.Spec.Endpoint))
@@ -112,7 +122,11 @@ func (r *RemoteTransferReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	st.Nodes = remoteNodes(ep, nodes, rt.UID)
-	if rt.Spec.Stripes == 0 || rt.Spec.SecretName == "" {
+	admitted, err := r.admit(ctx, &rt, st, now, &events)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !admitted || rt.Spec.Stripes == 0 || rt.Spec.SecretName == "" {
 		if err := r.deleteAll(ctx, pods); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -147,6 +161,52 @@ func (r *RemoteTransferReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// admit decides whether the side may run now: once the peer's job goes ahead (it sets
+// spec.secretName), the side waits in one queue with this site's jobs of its endpoint
+// (status.queue, Queued True) or holds a place there (Queued False). Before that it
+// asks for none. The decision is recorded with the sharing ledger.
+func (r *RemoteTransferReconciler) admit(ctx context.Context, rt *dtnflowv1alpha1.RemoteTransfer, st *dtnflowv1alpha1.RemoteTransferStatus, now metav1.Time, evs *[]jobEvent) (bool, error) {
+	defer r.jobs.sharing.recordRemote(rt.UID, st)
+	if rt.Spec.SecretName == "" {
+		meta.RemoveStatusCondition(&st.Conditions, dtnflowv1alpha1.ConditionQueued)
+		st.Queue = nil
+		return true, nil
+	}
+	a, wait, err := r.jobs.remoteAdmission(ctx, rt, st, now)
+	if err != nil {
+		return false, err
+	}
+	prev := meta.FindStatusCondition(st.Conditions, dtnflowv1alpha1.ConditionQueued)
+	waiting := prev != nil && prev.Status == metav1.ConditionTrue
+	if a.Admitted {
+		if waiting {
+			*evs = append(*evs, jobEvent{Type: corev1.EventTypeNormal, Reason: ReasonAdmitted, Action: "Admit",
+				Note: fmt.Sprintf("Admitted after waiting since %s", prev.LastTransitionTime.UTC().Format("15:04:05"))})
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: dtnflowv1alpha1.ConditionQueued, Status: metav1.ConditionFalse,
+			Reason: ReasonAdmitted, Message: fmt.Sprintf("holds a place at endpoint %s with this site's jobs", rt.Spec.Endpoint),
+			ObservedGeneration: rt.Generation, LastTransitionTime: now})
+		st.Queue = nil
+		return true, nil
+	}
+	reason := queueReason(a)
+	if waiting && prev.Reason == ReasonPreempted {
+		reason = ReasonPreempted // it waits because it was preempted, until it runs again
+	}
+	if !waiting || prev.Reason != reason {
+		*evs = append(*evs, jobEvent{Type: corev1.EventTypeNormal, Reason: reason, Action: "Queue", Note: wait})
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: dtnflowv1alpha1.ConditionQueued, Status: metav1.ConditionTrue,
+		Reason: reason, Message: truncateMessage(wait), ObservedGeneration: rt.Generation, LastTransitionTime: now})
+	since := now
+	if st.Queue != nil && st.Queue.Since != nil {
+		since = *st.Queue.Since
+	}
+	st.Queue = &dtnflowv1alpha1.TransferQueue{Position: int32(min(max(a.Position, 1), math.MaxInt32)), Reason: reason,
+		Message: truncateMessage(wait), Since: &since}
+	return false, nil
 }
 
 // finish writes the status when it changed, then records the pass's Events.
@@ -460,16 +520,18 @@ func (r *RemoteTransferReconciler) retryLater() time.Duration { return staleCach
 // SetupWithManager registers the RemoteTransfer reconciler: it wakes on changes of its
 // RemoteTransfers' spec, on their pods, and on any TransferPeer change (a grant
 // withdrawn, a peer deleted), which wakes every RemoteTransfer of the peer's namespace.
-func (r *RemoteTransferReconciler) SetupWithManager(mgr ctrl.Manager, ports *portAllocator) error {
+func (r *RemoteTransferReconciler) SetupWithManager(mgr ctrl.Manager, jobs *TransferJobReconciler) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	r.ports = ports
+	r.ports, r.jobs = jobs.ports, jobs
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("remotetransfer").
 		For(&dtnflowv1alpha1.RemoteTransfer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Pod{}).
 		Watches(&dtnflowv1alpha1.TransferPeer{}, handler.EnqueueRequestsFromMapFunc(r.transfersOfPeer)).
+		Watches(&dtnflowv1alpha1.TransferJob{}, handler.EnqueueRequestsFromMapFunc(r.transfersOfEndpoints), builder.WithPredicates(sharingChanged())).
+		Watches(&dtnflowv1alpha1.RemoteTransfer{}, handler.EnqueueRequestsFromMapFunc(r.transfersOfEndpoints), builder.WithPredicates(remoteSlotChanged())).
 		Complete(r)
 }
 

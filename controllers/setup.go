@@ -88,7 +88,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("setting up the TransferJob controller: %w", err)
 	}
 	remote := &RemoteTransferReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("dtnflow-remotetransfer"), Clock: clk, Pods: cfg.Pods}
-	if err := remote.SetupWithManager(mgr, jobs.ports); err != nil {
+	if err := remote.SetupWithManager(mgr, jobs); err != nil {
 		return fmt.Errorf("setting up the RemoteTransfer controller: %w", err)
 	}
 	if err := (&TransferPeerReconciler{Client: mgr.GetClient(), Clock: clk}).SetupWithManager(mgr); err != nil {
@@ -136,6 +136,7 @@ func (r *TransferJobReconciler) SetupWithManager(mgr ctrl.Manager, workers int) 
 		Watches(&dtnflowv1alpha1.TransferJob{}, handler.EnqueueRequestsFromMapFunc(r.jobsSharingWith), builder.WithPredicates(sharingChanged())).
 		Watches(&dtnflowv1alpha1.PathProfile{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnPath)).
 		Watches(&dtnflowv1alpha1.TransferPriorityClass{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfClass)).
+		Watches(&dtnflowv1alpha1.RemoteTransfer{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRemoteEndpoint), builder.WithPredicates(remoteSlotChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }

@@ -222,7 +222,7 @@ func (r *TransferJobReconciler) shareViewFor(ctx context.Context, p *pass) (*sha
 			continue
 		}
 		src, dst := jobEndpointKeys(j)
-		m := &groupMember{job: j, st: st, key: j.Namespace + "/" + j.Name, priority: defaultPriority,
+		m := &groupMember{job: j, st: st, key: memberKey(j), priority: defaultPriority,
 			path: "path " + PathProfileNameFor(j), srcLink: endpointLink(src), dstLink: endpointLink(dst)}
 		m.links = []string{m.path, m.srcLink}
 		if m.dstLink != m.srcLink {
@@ -238,7 +238,8 @@ func (r *TransferJobReconciler) shareViewFor(ctx context.Context, p *pass) (*sha
 				m.preempts = c.Spec.Preemption == dtnflowv1alpha1.PreemptLowerPriority
 			}
 		}
-		m.suspended = j.Spec.Suspend || meta.IsStatusConditionTrue(st.Conditions, dtnflowv1alpha1.ConditionSuspended)
+		m.suspended = j.Spec.Suspend || meta.IsStatusConditionTrue(st.Conditions, dtnflowv1alpha1.ConditionSuspended) ||
+			waitsForPeer(st) // the peer's queue, not this site's, holds it
 		m.running = !m.suspended && holdsSlot(st)
 		if j.UID == job.UID {
 			self = len(members)
@@ -450,13 +451,25 @@ func (r *TransferJobReconciler) sharingGroup(ctx context.Context, job *dtnflowv1
 			jsrc, jdst := jobEndpointKeys(j)
 			queue = append(queue, jsrc, jdst)
 		}
+		if strings.Contains(ep, "/") {
+			continue // a peer site's endpoint: no RemoteTransfer here uses it
+		}
+		// the peer sites' jobs served by this endpoint
+		rts, err := remoteTransfersOf(ctx, r.Client, ep)
+		if err != nil {
+			return nil, err
+		}
+		for _, rt := range rts {
+			if !seenJob[rt.UID] {
+				seenJob[rt.UID] = true
+				out = append(out, remoteStandIn(rt))
+			}
+		}
 	}
 	if !seenJob[job.UID] {
 		out = append(out, job) // not in the cache yet
 	}
-	sort.Slice(out, func(i, j int) bool {
-		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
-	})
+	sort.Slice(out, func(i, j int) bool { return memberKey(out[i]) < memberKey(out[j]) })
 	return out, nil
 }
 

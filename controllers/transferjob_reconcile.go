@@ -90,6 +90,9 @@ func (r *TransferJobReconciler) reconcileJob(ctx context.Context, p *pass) error
 	p.obs = obs
 	if obs.remote != nil {
 		if prob := r.remoteGate(ctx, p); prob != nil {
+			if prob.peerQueue != nil {
+				return r.queue(ctx, p, ReasonRemoteQueued, prob.peerQueue.Position, prob.Message)
+			}
 			return r.reconcileBlocked(ctx, p, prob)
 		}
 	}

@@ -215,6 +215,15 @@ func (r *TransferJobReconciler) remoteGate(ctx context.Context, p *pass) *jobPro
 			Message: truncate(fmt.Sprintf("site %s refused the %s side (%s): %s", rs.siteName, rs.side, c.Reason, c.Message), 1024)}
 	}
 	st.Accepted, st.Reason, st.Message = metav1.ConditionTrue, c.Reason, truncate(c.Message, 1024)
+	if q := meta.FindStatusCondition(rs.rt.Status.Conditions, dtnflowv1alpha1.ConditionQueued); q != nil && q.Status == metav1.ConditionTrue && rs.rt.Spec.SecretName != "" {
+		st.Reason, st.Message = q.Reason, truncate(q.Message, 1024)
+		queue := rs.rt.Status.Queue
+		if queue == nil {
+			queue = &dtnflowv1alpha1.TransferQueue{Position: 1}
+		}
+		return &jobProblem{Reason: ReasonRemoteQueued, Blocking: true, peerQueue: queue,
+			Message: truncate(fmt.Sprintf("site %s queues the %s side (%s): %s", rs.siteName, rs.side, q.Reason, q.Message), 1024)}
+	}
 	return nil
 }
 

@@ -73,16 +73,23 @@ func (r *TransferJobReconciler) reconcileQueued(ctx context.Context, p *pass) er
 	if prev != nil && prev.Status == metav1.ConditionTrue && prev.Reason == ReasonPreempted {
 		reason = ReasonPreempted // it waits because it was preempted, until it runs again
 	}
+	return r.queue(ctx, p, reason, int32(min(a.Position, math.MaxInt32)), p.share.waitMessage)
+}
+
+// queue keeps a job waiting for a reason at a position: the Queued condition, its place
+// in status.queue, and no pods.
+func (r *TransferJobReconciler) queue(ctx context.Context, p *pass, reason string, position int32, message string) error {
+	prev := meta.FindStatusCondition(p.st.Conditions, dtnflowv1alpha1.ConditionQueued)
 	if prev == nil || prev.Status != metav1.ConditionTrue || prev.Reason != reason {
-		p.event(corev1.EventTypeNormal, reason, "Queue", p.share.waitMessage)
+		p.event(corev1.EventTypeNormal, reason, "Queue", message)
 	}
-	p.condition(dtnflowv1alpha1.ConditionQueued, metav1.ConditionTrue, reason, p.share.waitMessage)
+	p.condition(dtnflowv1alpha1.ConditionQueued, metav1.ConditionTrue, reason, message)
 	since := p.now
 	if p.st.Queue != nil && p.st.Queue.Since != nil {
 		since = *p.st.Queue.Since
 	}
-	p.st.Queue = &dtnflowv1alpha1.TransferQueue{Position: int32(min(a.Position, math.MaxInt32)), Reason: reason,
-		Message: truncateMessage(p.share.waitMessage), Since: &since}
+	p.st.Queue = &dtnflowv1alpha1.TransferQueue{Position: max(position, 1), Reason: reason,
+		Message: truncateMessage(message), Since: &since}
 	p.clear(dtnflowv1alpha1.ConditionProbing, reason, "the job is queued")
 	p.clear(dtnflowv1alpha1.ConditionTransferring, reason, "the job is queued")
 	p.st.Stripes = nil

@@ -32,6 +32,9 @@ type jobProblem struct {
 	// Blocking problems withdraw access: the job's agent pods are stopped. Others (no
 	// Ready node) only keep new pods from starting.
 	Blocking bool
+	// peerQueue is set when the problem is that the peer site queues the job's other
+	// side (ReasonRemoteQueued): its place there.
+	peerQueue *dtnflowv1alpha1.TransferQueue
 }
 
 // jobEndpoints is what validateJob reads: the two endpoints (nil when absent), the

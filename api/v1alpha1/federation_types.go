@@ -393,11 +393,18 @@ type RemoteStripe struct {
 // RemoteTransferStatus is what this site's manager decided and observed.
 type RemoteTransferStatus struct {
 	// conditions holds Accepted: True when the TransferPeer of this namespace grants the
-	// side, False with the reason it does not (the peer's job shows it).
+	// side, False with the reason it does not (the peer's job shows it); and, once the
+	// peer's job goes ahead (spec.secretName is set), Queued: False when this site
+	// admitted the side, True while it waits behind this site's limits (the endpoint's
+	// spec.sharing.maxActiveJobs counts it with this site's own jobs).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// queue is the side's place while this site queues it: no agent runs for it then.
+	// +optional
+	Queue *TransferQueue `json:"queue,omitempty"`
 
 	// observedGeneration is the generation of the spec this status was computed from.
 	// +optional

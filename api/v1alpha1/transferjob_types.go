@@ -615,9 +615,11 @@ type TransferQueue struct {
 	Position int32 `json:"position"`
 
 	// reason says what the job waits for: PathLimit or EndpointLimit (the path's or an
-	// endpoint's maxActiveJobs is reached, or a job before it waits there), or
-	// Preempted (a job of higher priority whose class allows it took its place).
-	// +kubebuilder:validation:Enum=PathLimit;EndpointLimit;Preempted
+	// endpoint's maxActiveJobs is reached, or a job before it waits there), Preempted
+	// (a job of higher priority whose class allows it took its place), or RemoteQueued
+	// (the peer site that serves the job's other side queues it behind its own limits;
+	// the message is the peer's).
+	// +kubebuilder:validation:Enum=PathLimit;EndpointLimit;Preempted;RemoteQueued
 	// +required
 	Reason string `json:"reason"`
 

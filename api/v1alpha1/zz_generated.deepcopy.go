@@ -753,6 +753,11 @@ func (in *RemoteTransferStatus) DeepCopyInto(out *RemoteTransferStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.Queue != nil {
+		in, out := &in.Queue, &out.Queue
+		*out = new(TransferQueue)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Nodes != nil {
 		in, out := &in.Nodes, &out.Nodes
 		*out = make([]RemoteNode, len(*in))

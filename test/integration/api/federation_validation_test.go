@@ -245,7 +245,9 @@ func remoteTransferStatusTable() validationTable {
 		base: func() object {
 			o := validRemoteTransfer("physics-calib-status")
 			o["status"] = object{"conditions": []any{validCondition("Accepted")}, "observedGeneration": int64(1),
-				"nodes": []any{node(0)}, "stripes": []any{stripe(0)}, "report": `{"phase":"Transferring"}`, "agentFailures": 0}
+				"nodes": []any{node(0)}, "stripes": []any{stripe(0)}, "report": `{"phase":"Transferring"}`, "agentFailures": 0,
+				"queue": object{"position": 2, "reason": "EndpointLimit", "message": "TransferEndpoint dtn-b allows 1 job(s) at once (spec.sharing.maxActiveJobs)",
+					"since": "2026-11-25T13:00:00Z"}}
 			return o
 		},
 		sentinel: func(o object) { set(o, "status.agentFailures", 1) },
@@ -258,7 +260,13 @@ func remoteTransferStatusTable() validationTable {
 				required(s+".index", nil), required(s+".state", nil), notIn(s+".state", "Flying"),
 				tooLong(s+".node", 253), tooLong(s+".address", 261),
 				tooLong("status.report", 262144),
+				required("status.queue.position", nil), required("status.queue.reason", nil),
+				int32Overflow("status.queue.position", nil),
+				notIn("status.queue.reason", "Bored"),
+				tooLong("status.queue.message", 1024),
+				dateTime("status.queue.since"),
 			},
+			boundCases("status.queue.position", nil, 1, nil),
 			boundCases(n+".nicBitsPerSecond", nil, 0, nil),
 			boundCases(n+".cpuBudgetMillicores", nil, 0, nil),
 			boundCases(n+".maxStripes", nil, 0, upTo(64)),

@@ -364,3 +364,118 @@ func indexOf(list []string, s string) int {
 	}
 	panic(fmt.Sprintf("%q not in %v", s, list))
 }
+
+// TestSitePairServingSiteQueuesPeerJobsWithItsOwn: B's endpoint allows one job at once
+// (spec.sharing.maxActiveJobs), and B counts the jobs of A it serves with its own. A's
+// first job takes the place; B's own job on that endpoint waits behind it; A's second
+// job waits too — B queues its side, nothing of it runs at either site, and its status
+// at A says so with B's reason and place. When A's first job completes, B's own job,
+// first in B's queue, runs; when that completes, A's second job does.
+func TestSitePairServingSiteQueuesPeerJobsWithItsOwn(t *testing.T) {
+	clk := newClock()
+	mgrNS := createNamespace(t, nil)
+	startManager(t, clk, managerOptions{namespace: mgrNS})
+	p := pairSites(t, mgrNS, func(served site) []dtnflowv1alpha1.TransferGrant {
+		return []dtnflowv1alpha1.TransferGrant{{Endpoint: served.name, Access: dtnflowv1alpha1.GrantWrite, Paths: []dtnflowv1alpha1.RelativePath{"incoming/site-a"}}}
+	})
+	updateEndpoint(t, p.served.name, func(ep *dtnflowv1alpha1.TransferEndpoint) {
+		ep.Spec.Sharing = &dtnflowv1alpha1.EndpointSharing{MaxActiveJobs: ptr.To[int32](1)}
+	})
+	toB := func(name, path string) *dtnflowv1alpha1.TransferJob {
+		spec := fixedSpec(p.local, p.served)
+		spec.Destination.Site, spec.Destination.Path = p.site, dtnflowv1alpha1.RelativePath(path)
+		return createJob(t, p.jobNS, name, spec)
+	}
+	sideOf := func(g Gomega, job *dtnflowv1alpha1.TransferJob) *dtnflowv1alpha1.RemoteTransfer {
+		for _, rt := range remoteTransfers(g, p.peerNS) {
+			if rt.Spec.Origin.Name == job.Name {
+				return &rt
+			}
+		}
+		return nil
+	}
+	podsOf := func(g Gomega, rt *dtnflowv1alpha1.RemoteTransfer) int {
+		n := 0
+		for _, pod := range peerPods(g, p.peerNS) {
+			if ref := metav1.GetControllerOf(&pod); ref != nil && ref.UID == rt.UID {
+				n++
+			}
+		}
+		return n
+	}
+	// running plays both sites' kubelets and A's coordinator until the job transfers
+	running := func(job *dtnflowv1alpha1.TransferJob) {
+		t.Helper()
+		eventually(t, func(g Gomega) {
+			for _, pod := range peerPods(g, p.peerNS) {
+				if pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending {
+					setPhase(g, &pod, corev1.PodRunning)
+				}
+			}
+			switch pods := runAll(g, job); {
+			case pods.coordinator == nil:
+			case pods.coordinator.Annotations[contract.AnnotationDirective] == "":
+				report(g, job, contract.Report{Phase: contract.PhaseStarting, Time: clk.Now(), Dataset: dataset, BytesTotal: dataset.Bytes, FilesTotal: dataset.Files})
+			default:
+				report(g, job, contract.Report{Generation: directive(g, job).Generation, Phase: contract.PhaseTransferring, Time: clk.Now(),
+					BytesDone: 1 << 30, BytesTotal: 40 << 30, FilesTotal: 40, BitsPerSecond: 2e9})
+			}
+			g.Expect(getJob(g, job).Status.State).To(Equal(dtnflowv1alpha1.StateTransferring))
+			rt := sideOf(g, job)
+			g.Expect(rt).NotTo(BeNil())
+			g.Expect(meta.IsStatusConditionFalse(rt.Status.Conditions, dtnflowv1alpha1.ConditionQueued)).To(BeTrue(), "%v", rt.Status.Conditions)
+			g.Expect(podsOf(g, rt)).To(Equal(4))
+		})
+	}
+
+	first := toB("first", "incoming/site-a/one")
+	running(first)
+
+	// B's own job on the endpoint waits behind A's
+	bSource := newSite(t, "bsrc", siteOptions{})
+	bNS := createNamespace(t, nil)
+	own := createJob(t, bNS, "own", fixedSpec(bSource, p.served))
+	eventually(t, func(g Gomega) {
+		queued(g, own, 1, controllers.ReasonEndpointLimit)
+		g.Expect(getJob(g, own).Status.Queue.Message).To(ContainSubstring(p.served.name))
+	})
+
+	// A's second job: B queues its side behind its own job (creation stamps are whole
+	// seconds and order the queue: the side is asked for in a later second)
+	eventually(t, func(g Gomega) {
+		g.Expect(time.Now().Truncate(time.Second).After(getJob(g, own).CreationTimestamp.Time)).To(BeTrue())
+	})
+	second := toB("second", "incoming/site-a/two")
+	waitsAtB := func(g Gomega, position int32) {
+		j := getJob(g, second)
+		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StateQueued))
+		g.Expect(j.Status.Queue).NotTo(BeNil())
+		g.Expect(j.Status.Queue.Reason).To(Equal(controllers.ReasonRemoteQueued))
+		g.Expect(j.Status.Queue.Position).To(Equal(position))
+		g.Expect(j.Status.Queue.Message).To(And(ContainSubstring(p.site), ContainSubstring(controllers.ReasonEndpointLimit), ContainSubstring(p.served.name)))
+		g.Expect(j.Status.Remote.Reason).To(Equal(controllers.ReasonEndpointLimit))
+		g.Expect(listAgents(g, second).all).To(BeEmpty(), "A runs agents for a job B queues")
+		rt := sideOf(g, second)
+		g.Expect(rt).NotTo(BeNil())
+		g.Expect(meta.IsStatusConditionTrue(rt.Status.Conditions, dtnflowv1alpha1.ConditionQueued)).To(BeTrue(), "%v", rt.Status.Conditions)
+		g.Expect(rt.Status.Queue).NotTo(BeNil())
+		g.Expect(rt.Status.Queue.Position).To(Equal(position))
+		g.Expect(rt.Status.Stripes).To(BeEmpty())
+		g.Expect(podsOf(g, rt)).To(BeZero(), "B runs agents for a side it queues")
+	}
+	eventually(t, func(g Gomega) { waitsAtB(g, 2) })
+	consistently(t, func(g Gomega) {
+		waitsAtB(g, 2)
+		queued(g, own, 1, controllers.ReasonEndpointLimit)
+		g.Expect(getJob(g, first).Status.State).To(Equal(dtnflowv1alpha1.StateTransferring))
+	})
+
+	// A's first job ends and releases its side: B's own job is next
+	completeJob(t, clk, first)
+	transferring(t, clk, own)
+	eventually(t, func(g Gomega) { waitsAtB(g, 1) })
+
+	// B's own job ends: A's second job runs
+	completeJob(t, clk, own)
+	running(second)
+}
