@@ -9,10 +9,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 )
@@ -50,19 +53,85 @@ type remoteClients struct {
 	namespace string
 	// newClient builds a client from a kubeconfig; tests replace it.
 	newClient func(kubeconfig []byte, scheme *runtime.Scheme) (client.Client, error)
+	// newWatcher builds the client that watches a peer's RemoteTransfers (no timeout:
+	// a watch is one long call); nil watches nothing.
+	newWatcher func(kubeconfig []byte, scheme *runtime.Scheme) (client.WithWatch, error)
+	// changed receives, for each change of a RemoteTransfer at a peer, the job here it
+	// serves (its spec.origin): the job's pass runs as soon as the peer's side moves,
+	// not at its next look (RemotePoll).
+	changed chan event.TypedGenericEvent[*dtnflowv1alpha1.TransferJob]
 
 	mu    sync.Mutex
 	cache map[string]cachedRemote
+	// runCtx is the manager's: watches run within it (nil before the manager starts).
+	runCtx context.Context
 }
 
 type cachedRemote struct {
 	secretVersion string
 	generation    int64
 	client        client.Client
+	// stopWatch ends the watch of this credential's peer namespace; nil when none runs.
+	stopWatch context.CancelFunc
 }
 
 func newRemoteClients(reader client.Reader, scheme *runtime.Scheme, namespace string) *remoteClients {
-	return &remoteClients{reader: reader, scheme: scheme, namespace: namespace, newClient: clientFromKubeconfig, cache: map[string]cachedRemote{}}
+	return &remoteClients{reader: reader, scheme: scheme, namespace: namespace, newClient: clientFromKubeconfig, newWatcher: watcherFromKubeconfig,
+		changed: make(chan event.TypedGenericEvent[*dtnflowv1alpha1.TransferJob], 64), cache: map[string]cachedRemote{}}
+}
+
+// Start runs with the manager: watches of peers start within its context from then on,
+// and end with it.
+func (c *remoteClients) Start(ctx context.Context) error {
+	c.mu.Lock()
+	c.runCtx = ctx
+	c.mu.Unlock()
+	<-ctx.Done()
+	return nil
+}
+
+// watcherFromKubeconfig is the watching client of a kubeconfig: no overall timeout.
+func watcherFromKubeconfig(kubeconfig []byte, scheme *runtime.Scheme) (client.WithWatch, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+}
+
+// watchRemote follows the RemoteTransfers of a peer namespace until ctx ends and turns
+// each change into an event for the job it serves; a watch that ends or fails is made
+// again, after a pause that grows to 30 s while the peer does not answer.
+func (c *remoteClients) watchRemote(ctx context.Context, wc client.WithWatch, site, namespace string) {
+	log := ctrl.Log.WithName("remote-watch").WithValues("site", site, "namespace", namespace)
+	pause := time.Second
+	for ctx.Err() == nil {
+		w, err := wc.Watch(ctx, &dtnflowv1alpha1.RemoteTransferList{}, client.InNamespace(namespace))
+		if err != nil {
+			log.V(1).Info("Watching the peer's RemoteTransfers failed; trying again", "error", err.Error(), "after", pause)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, 30*time.Second)
+			continue
+		}
+		pause = time.Second
+		for ev := range w.ResultChan() {
+			rt, ok := ev.Object.(*dtnflowv1alpha1.RemoteTransfer)
+			if !ok || rt.Spec.Origin.Name == "" {
+				continue
+			}
+			job := &dtnflowv1alpha1.TransferJob{ObjectMeta: metav1.ObjectMeta{Namespace: rt.Spec.Origin.Namespace, Name: rt.Spec.Origin.Name}}
+			select {
+			case c.changed <- event.TypedGenericEvent[*dtnflowv1alpha1.TransferJob]{Object: job}:
+			case <-ctx.Done():
+				w.Stop()
+				return
+			}
+		}
+	}
 }
 
 // clientFromKubeconfig is a client for the cluster a kubeconfig names, each call bounded
@@ -107,7 +176,18 @@ func (c *remoteClients) get(ctx context.Context, site *dtnflowv1alpha1.RemoteSit
 	if err != nil {
 		return nil, fmt.Errorf("%w: Secret %s key %q: %v", errCredential, key, KubeconfigKey, err)
 	}
-	c.cache[site.Name] = cachedRemote{secretVersion: secret.ResourceVersion, generation: site.Generation, client: cl}
+	if old := c.cache[site.Name]; old.stopWatch != nil {
+		old.stopWatch() // the credential or the site changed: watch with the new one
+	}
+	entry := cachedRemote{secretVersion: secret.ResourceVersion, generation: site.Generation, client: cl}
+	if c.runCtx != nil && c.newWatcher != nil {
+		if wc, err := c.newWatcher(kc, c.scheme); err == nil {
+			ctx, cancel := context.WithCancel(c.runCtx)
+			entry.stopWatch = cancel
+			go c.watchRemote(ctx, wc, site.Name, site.Spec.Namespace)
+		}
+	}
+	c.cache[site.Name] = entry
 	return cl, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
@@ -47,6 +48,9 @@ type Config struct {
 	// Namespace is the manager's own namespace, where RemoteSites' credential Secrets
 	// live; "" leaves jobs with a remote side refused.
 	Namespace string
+	// RemotePoll is how often a job with a side at a peer site looks at it when no
+	// change there woke it sooner (the peers' RemoteTransfers are watched); 0: 2 s.
+	RemotePoll time.Duration
 	// AgentLogs reads the agents' logs the manager keeps when it deletes their pods;
 	// nil reads them through the API server (pods/log).
 	AgentLogs AgentLogSource
@@ -73,6 +77,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		Pods:           cfg.Pods,
 		ReportInterval: cfg.ReportInterval,
 		AgentLogs:      cfg.AgentLogs,
+		RemotePoll:     cfg.RemotePoll,
 	}
 	if jobs.AgentLogs == nil {
 		logs, err := NewAgentLogSource(mgr.GetConfig())
@@ -83,6 +88,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}
 	if cfg.Namespace != "" {
 		jobs.remotes = newRemoteClients(mgr.GetAPIReader(), mgr.GetScheme(), cfg.Namespace)
+		if err := mgr.Add(jobs.remotes); err != nil {
+			return fmt.Errorf("adding the peers' watches: %w", err)
+		}
 	}
 	if err := jobs.SetupWithManager(mgr, cfg.JobWorkers); err != nil {
 		return fmt.Errorf("setting up the TransferJob controller: %w", err)
@@ -125,7 +133,7 @@ func (r *TransferJobReconciler) SetupWithManager(mgr ctrl.Manager, workers int) 
 	if workers <= 0 {
 		workers = 4
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("transferjob").
 		For(&dtnflowv1alpha1.TransferJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Pod{}).
@@ -136,9 +144,13 @@ func (r *TransferJobReconciler) SetupWithManager(mgr ctrl.Manager, workers int) 
 		Watches(&dtnflowv1alpha1.TransferJob{}, handler.EnqueueRequestsFromMapFunc(r.jobsSharingWith), builder.WithPredicates(sharingChanged())).
 		Watches(&dtnflowv1alpha1.PathProfile{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnPath)).
 		Watches(&dtnflowv1alpha1.TransferPriorityClass{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfClass)).
-		Watches(&dtnflowv1alpha1.RemoteTransfer{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRemoteEndpoint), builder.WithPredicates(remoteSlotChanged())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Complete(r)
+		Watches(&dtnflowv1alpha1.RemoteTransfer{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRemoteEndpoint), builder.WithPredicates(remoteSlotChanged()))
+	if r.remotes != nil {
+		// the peers' RemoteTransfers, watched at the peers: a job's pass runs as soon as
+		// its side there moves
+		b = b.WatchesRawSource(source.Channel(r.remotes.changed, &handler.TypedEnqueueRequestForObject[*dtnflowv1alpha1.TransferJob]{}))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: workers}).Complete(r)
 }
 
 // jobsForEndpoint maps an endpoint to the jobs that name it.

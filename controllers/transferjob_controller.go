@@ -37,6 +37,9 @@ type TransferJobReconciler struct {
 	// ReportInterval is how often coordinators are expected to report; a pause waits
 	// for the agents at most PauseReports of them before their pods are stopped.
 	ReportInterval time.Duration
+	// RemotePoll is how often a job with a side at a peer site looks at it when no
+	// change there woke it sooner; 0 is defaultRemotePoll.
+	RemotePoll time.Duration
 	// AgentLogs reads the agents' logs kept when their pods are deleted
 	// (transferjob_agentlogs.go); nil keeps none.
 	AgentLogs AgentLogSource
@@ -76,6 +79,9 @@ func (r *TransferJobReconciler) setDefaults() {
 	}
 	if r.ReportInterval <= 0 {
 		r.ReportInterval = 10 * time.Second
+	}
+	if r.RemotePoll <= 0 {
+		r.RemotePoll = defaultRemotePoll
 	}
 	r.exp = newExpectations(r.Clock)
 	r.ports = newPortAllocator(r.Clock)

@@ -33,9 +33,10 @@ import (
 // carry a random suffix recorded in the RemoteTransfer, so that a pass interrupted
 // between the two writes is simply done again; neither manager ever reads a Secret.
 
-// remotePoll is how often a job with a remote side looks at it again: the peer's
-// objects are not watched from here.
-const remotePoll = 2 * time.Second
+// defaultRemotePoll is how often a job with a remote side looks at it again when
+// nothing woke it sooner: the peer's RemoteTransfers are watched (remoteClients), and
+// the look is what notices a peer that stopped answering, or a watch that broke.
+const defaultRemotePoll = 2 * time.Second
 
 // remoteSide is a pass's view of the peer's side of a job.
 type remoteSide struct {
@@ -162,7 +163,7 @@ func (rs *remoteSide) remoteEndpoint() (*dtnflowv1alpha1.TransferEndpoint, []nod
 // when it is missing and records the peer's side in status.remote.
 func (r *TransferJobReconciler) remoteGate(ctx context.Context, p *pass) *jobProblem {
 	rs := p.obs.remote
-	p.requeue(remotePoll)
+	p.requeue(r.RemotePoll)
 	st := p.st.Remote
 	if st == nil || st.Site != rs.siteName {
 		st = &dtnflowv1alpha1.RemoteSideStatus{Site: rs.siteName, Side: rs.side, Accepted: metav1.ConditionUnknown}

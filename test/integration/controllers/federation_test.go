@@ -479,3 +479,46 @@ func TestSitePairServingSiteQueuesPeerJobsWithItsOwn(t *testing.T) {
 	completeJob(t, clk, own)
 	running(second)
 }
+
+// TestSitePairPeerChangesWakeTheJob: a job at A follows its side at B as B changes it —
+// B accepting, B's receivers getting their addresses — with A's periodic look at B set
+// to an hour: only A's watch of B's RemoteTransfers can wake the job, and the job runs
+// with its senders connected to B's receivers.
+func TestSitePairPeerChangesWakeTheJob(t *testing.T) {
+	clk := newClock()
+	mgrNS := createNamespace(t, nil)
+	startManager(t, clk, managerOptions{namespace: mgrNS, remotePoll: time.Hour})
+	p := pairSites(t, mgrNS, func(served site) []dtnflowv1alpha1.TransferGrant {
+		return []dtnflowv1alpha1.TransferGrant{{Endpoint: served.name, Access: dtnflowv1alpha1.GrantWrite, Paths: []dtnflowv1alpha1.RelativePath{"incoming/site-a"}}}
+	})
+	spec := fixedSpec(p.local, p.served)
+	spec.Destination.Site, spec.Destination.Path = p.site, "incoming/site-a/watched"
+	job := createJob(t, p.jobNS, "watched", spec)
+	eventually(t, func(g Gomega) {
+		for _, pod := range peerPods(g, p.peerNS) {
+			if pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending {
+				setPhase(g, &pod, corev1.PodRunning) // B's kubelet: a change at B only
+			}
+		}
+		pods := runAll(g, job)
+		if pods.coordinator != nil && getJob(g, job).Status.Plan == nil {
+			report(g, job, contract.Report{Phase: contract.PhaseStarting, Time: time.Now(), Dataset: dataset, BytesTotal: dataset.Bytes, FilesTotal: dataset.Files})
+		}
+		j := getJob(g, job)
+		g.Expect(j.Status.Remote).NotTo(BeNil())
+		g.Expect(j.Status.Remote.Accepted).To(Equal(metav1.ConditionTrue))
+		g.Expect(j.Status.Plan).NotTo(BeNil())
+		rts := remoteTransfers(g, p.peerNS)
+		g.Expect(rts).To(HaveLen(1))
+		addrs := map[string]bool{}
+		for _, s := range rts[0].Status.Stripes {
+			g.Expect(s.Address).NotTo(BeEmpty(), "stripe %d has no receiver address", s.Index)
+			addrs[s.Address] = true
+		}
+		g.Expect(pods.senders).To(HaveLen(4))
+		for _, s := range pods.senders {
+			args := s.Spec.Containers[0].Args
+			g.Expect(addrs).To(HaveKey(args[indexOf(args, "--receiver")+1]), "sender %s", s.Name)
+		}
+	})
+}

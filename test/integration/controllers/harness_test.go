@@ -56,6 +56,8 @@ type managerOptions struct {
 	namespace string
 	// agentLogs plays the kubelets' logs (envtest runs none); nil: fakeLogs{}.
 	agentLogs controllers.AgentLogSource
+	// remotePoll is how often a job looks at its peer's side unwoken; 0: the default.
+	remotePoll time.Duration
 }
 
 // fakeLogs plays the kubelet's answer to pods/log: a few lines naming the pod, or the
@@ -120,6 +122,7 @@ func startManager(t testing.TB, clk *clocktesting.FakeClock, o managerOptions) *
 		Clock:          clk,
 		Namespace:      o.namespace,
 		AgentLogs:      o.agentLogs,
+		RemotePoll:     o.remotePoll,
 	}); err != nil {
 		cancel()
 		t.Fatalf("setting up the controllers: %v", err)
