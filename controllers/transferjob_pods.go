@@ -297,7 +297,9 @@ func (r *TransferJobReconciler) syncReceiver(ctx context.Context, p *pass, l lay
 	if n := obs.node(obs.endpoints.DestinationNodes, pinnedNode(recv)); n != nil && n.Address != "" {
 		addr = hostPort(n.Address, listenPortOf(recv))
 	}
-	if err := r.resize(ctx, recv, agentResources(l.cpu(), agentPod{Role: contract.RoleReceiver, Endpoint: dst}, r.Pods)); err != nil {
+	want := withUse(agentResources(l.cpu(), agentPod{Role: contract.RoleReceiver, Endpoint: dst}, r.Pods), podMillicores(recv),
+		measuredUse(obs.report, contract.RoleReceiver, k, p.now.Time, r.ReportInterval))
+	if err := r.resize(ctx, recv, want); err != nil {
 		return "", err
 	}
 	return addr, nil
@@ -327,7 +329,8 @@ func (r *TransferJobReconciler) syncSender(ctx context.Context, p *pass, l layou
 	}
 	switch {
 	case send != nil && !podTerminal(send):
-		return r.resize(ctx, send, agentResources(l.cpu(), agentPod{Role: contract.RoleSender, Endpoint: src}, r.Pods))
+		return r.resize(ctx, send, withUse(agentResources(l.cpu(), agentPod{Role: contract.RoleSender, Endpoint: src}, r.Pods), podMillicores(send),
+			measuredUse(obs.report, contract.RoleSender, k, p.now.Time, r.ReportInterval)))
 	case send != nil:
 		return nil
 	case coordAddr == "" || recvAddr == "":
