@@ -367,7 +367,10 @@ func (s *remoteSync) run(ctx context.Context) (requeue time.Duration, err error)
 			st := dtnflowv1alpha1.RemoteStripe{Index: k, Node: s.node(k), State: stripeState([]*corev1.Pod{pod})}
 			if pod != nil {
 				st.Node = pinnedNode(pod)
-				if n := nodeByName(s.nodes, st.Node); n != nil && n.Address != "" && pod.Status.Phase == corev1.PodRunning {
+				// the address as soon as the pod is placed (its node and host port are
+				// known), as for a receiver of a job within one cluster: the peer's
+				// sender starts while the receiver does, and retries until it listens
+				if n := nodeByName(s.nodes, st.Node); n != nil && n.Address != "" && !podTerminal(pod) {
 					st.Address = hostPort(n.Address, listenPortOf(pod))
 				}
 			}

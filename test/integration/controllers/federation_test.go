@@ -522,3 +522,42 @@ func TestSitePairPeerChangesWakeTheJob(t *testing.T) {
 		}
 	})
 }
+
+// TestSitePairSendersStartWithThePeersReceivers: B publishes each receiver's address as
+// soon as the pod is placed, as a receiver of a job within one cluster is, so A's
+// senders are made while B's receivers start rather than after (B's pods stay Pending
+// here: no kubelet runs them), and retry until the receiver listens.
+func TestSitePairSendersStartWithThePeersReceivers(t *testing.T) {
+	clk := newClock()
+	mgrNS := createNamespace(t, nil)
+	startManager(t, clk, managerOptions{namespace: mgrNS})
+	p := pairSites(t, mgrNS, func(served site) []dtnflowv1alpha1.TransferGrant {
+		return []dtnflowv1alpha1.TransferGrant{{Endpoint: served.name, Access: dtnflowv1alpha1.GrantWrite, Paths: []dtnflowv1alpha1.RelativePath{"incoming/site-a"}}}
+	})
+	spec := fixedSpec(p.local, p.served)
+	spec.Destination.Site, spec.Destination.Path = p.site, "incoming/site-a/early"
+	job := createJob(t, p.jobNS, "early", spec)
+	eventually(t, func(g Gomega) {
+		pods := runAll(g, job) // A's kubelet only
+		if pods.coordinator != nil && getJob(g, job).Status.Plan == nil {
+			report(g, job, contract.Report{Phase: contract.PhaseStarting, Time: time.Now(), Dataset: dataset, BytesTotal: dataset.Bytes, FilesTotal: dataset.Files})
+		}
+		peer := peerPods(g, p.peerNS)
+		g.Expect(peer).To(HaveLen(4))
+		for _, pod := range peer {
+			g.Expect(pod.Status.Phase).To(Or(BeEmpty(), Equal(corev1.PodPending)), "pod %s", pod.Name)
+		}
+		rts := remoteTransfers(g, p.peerNS)
+		g.Expect(rts).To(HaveLen(1))
+		addrs := map[string]bool{}
+		for _, s := range rts[0].Status.Stripes {
+			g.Expect(s.Address).NotTo(BeEmpty(), "stripe %d", s.Index)
+			addrs[s.Address] = true
+		}
+		g.Expect(pods.senders).To(HaveLen(4))
+		for _, s := range pods.senders {
+			args := s.Spec.Containers[0].Args
+			g.Expect(addrs).To(HaveKey(args[indexOf(args, "--receiver")+1]), "sender %s", s.Name)
+		}
+	})
+}
