@@ -45,7 +45,8 @@ for rep in $(seq "$reps"); do
     wait $srv
     cmp -s "$F/src/big.bin" "$F/dst/big.bin" || { echo "rep $rep $mode: the copy differs from the source" >&2; exit 1; }
     read -r ce cu cs < "$G/cli.time"; read -r _ su ss < "$G/srv.time"
-    awk -v m=$mode -v r=$rep -v el="$ce" -v c=$(echo "$cu + $cs" | bc) -v s=$(echo "$su + $ss" | bc) 'BEGIN {
-      b = 2147483648; printf "gridftp-gsi %-6s rep %d  %.2f Gbit/s  %.2f CPU s/GB (client %.2f s, server %.2f s)\n", m, r, b*8/el/1e9, (c+s)/(b/1e9), c, s }'
+    awk -v m=$mode -v r="$rep" -v el="$ce" -v cu="$cu" -v cs="$cs" -v su="$su" -v ss="$ss" 'BEGIN {
+      b = 2147483648; c = cu + cs; s = su + ss
+      printf "gridftp-gsi %-6s rep %d  %.2f Gbit/s  %.2f CPU s/GB (client %.2f s, server %.2f s)\n", m, r, b*8/el/1e9, (c+s)/(b/1e9), c, s }'
   done
 done
