@@ -166,6 +166,12 @@ func (c *remoteClients) get(ctx context.Context, site *dtnflowv1alpha1.RemoteSit
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.cache[site.Name]; ok && e.secretVersion == secret.ResourceVersion && e.generation == site.Generation {
+		if e.stopWatch == nil {
+			// made before the manager ran its runnables (a first pass can come before
+			// Start): the watch starts now
+			e.stopWatch = c.startWatch(secret.Data[KubeconfigKey], site)
+			c.cache[site.Name] = e
+		}
 		return e.client, nil
 	}
 	kc, ok := secret.Data[KubeconfigKey]
@@ -179,16 +185,25 @@ func (c *remoteClients) get(ctx context.Context, site *dtnflowv1alpha1.RemoteSit
 	if old := c.cache[site.Name]; old.stopWatch != nil {
 		old.stopWatch() // the credential or the site changed: watch with the new one
 	}
-	entry := cachedRemote{secretVersion: secret.ResourceVersion, generation: site.Generation, client: cl}
-	if c.runCtx != nil && c.newWatcher != nil {
-		if wc, err := c.newWatcher(kc, c.scheme); err == nil {
-			ctx, cancel := context.WithCancel(c.runCtx)
-			entry.stopWatch = cancel
-			go c.watchRemote(ctx, wc, site.Name, site.Spec.Namespace)
-		}
-	}
-	c.cache[site.Name] = entry
+	c.cache[site.Name] = cachedRemote{secretVersion: secret.ResourceVersion, generation: site.Generation, client: cl,
+		stopWatch: c.startWatch(kc, site)}
 	return cl, nil
+}
+
+// startWatch starts the watch of a site's peer namespace with a kubeconfig and returns
+// what stops it; nil when it cannot start yet (before the manager's Start) or at all.
+// The caller holds c.mu.
+func (c *remoteClients) startWatch(kubeconfig []byte, site *dtnflowv1alpha1.RemoteSite) context.CancelFunc {
+	if c.runCtx == nil || c.newWatcher == nil || len(kubeconfig) == 0 {
+		return nil
+	}
+	wc, err := c.newWatcher(kubeconfig, c.scheme)
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(c.runCtx)
+	go c.watchRemote(ctx, wc, site.Name, site.Spec.Namespace)
+	return cancel
 }
 
 // remoteProblem says what a failed call to a peer means: a reason, a message naming the
