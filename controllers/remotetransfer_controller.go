@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
 	"time"
 
@@ -191,21 +190,13 @@ func (r *RemoteTransferReconciler) admit(ctx context.Context, rt *dtnflowv1alpha
 		st.Queue = nil
 		return true, nil
 	}
-	reason := queueReason(a)
-	if waiting && prev.Reason == ReasonPreempted {
-		reason = ReasonPreempted // it waits because it was preempted, until it runs again
-	}
+	reason := waitReason(prev, a)
 	if !waiting || prev.Reason != reason {
 		*evs = append(*evs, jobEvent{Type: corev1.EventTypeNormal, Reason: reason, Action: "Queue", Note: wait})
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: dtnflowv1alpha1.ConditionQueued, Status: metav1.ConditionTrue,
 		Reason: reason, Message: truncateMessage(wait), ObservedGeneration: rt.Generation, LastTransitionTime: now})
-	since := now
-	if st.Queue != nil && st.Queue.Since != nil {
-		since = *st.Queue.Since
-	}
-	st.Queue = &dtnflowv1alpha1.TransferQueue{Position: int32(min(max(a.Position, 1), math.MaxInt32)), Reason: reason,
-		Message: truncateMessage(wait), Since: &since}
+	st.Queue = queueEntry(st.Queue, reason, a.Position, wait, now)
 	return false, nil
 }
 

@@ -155,9 +155,15 @@ func (r *TransferJobReconciler) SetupWithManager(mgr ctrl.Manager, workers int) 
 
 // jobsForEndpoint maps an endpoint to the jobs that name it.
 func (r *TransferJobReconciler) jobsForEndpoint(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.jobsOfEndpoint(ctx, o.GetName())
+}
+
+// jobsOfEndpoint lists the unfinished jobs that name an endpoint (IndexJobEndpoint's
+// key) as requests; none when the cache cannot say (logged).
+func (r *TransferJobReconciler) jobsOfEndpoint(ctx context.Context, endpoint string) []reconcile.Request {
 	var jobs dtnflowv1alpha1.TransferJobList
-	if err := r.Client.List(ctx, &jobs, client.MatchingFields{IndexJobEndpoint: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the jobs of an endpoint")
+	if err := r.Client.List(ctx, &jobs, client.MatchingFields{IndexJobEndpoint: endpoint}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the jobs of an endpoint", "endpoint", endpoint)
 		return nil
 	}
 	return requestsFor(jobs.Items)
@@ -177,12 +183,7 @@ func (r *TransferJobReconciler) jobsForNode(ctx context.Context, o client.Object
 		if len(ep.Spec.NodeSelector) == 0 || !labels.SelectorFromSet(ep.Spec.NodeSelector).Matches(labels.Set(o.GetLabels())) {
 			continue
 		}
-		var jobs dtnflowv1alpha1.TransferJobList
-		if err := r.Client.List(ctx, &jobs, client.MatchingFields{IndexJobEndpoint: ep.Name}); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing the jobs of an endpoint")
-			continue
-		}
-		for _, req := range requestsFor(jobs.Items) {
+		for _, req := range r.jobsOfEndpoint(ctx, ep.Name) {
 			if !seen[req.NamespacedName] {
 				seen[req.NamespacedName] = true
 				reqs = append(reqs, req)

@@ -141,13 +141,7 @@ func remoteSlotChanged() predicate.Predicate {
 
 // jobsOfRemoteEndpoint maps a RemoteTransfer to this site's jobs of its endpoint.
 func (r *TransferJobReconciler) jobsOfRemoteEndpoint(ctx context.Context, o client.Object) []reconcile.Request {
-	rt := o.(*dtnflowv1alpha1.RemoteTransfer)
-	var jobs dtnflowv1alpha1.TransferJobList
-	if err := r.Client.List(ctx, &jobs, client.MatchingFields{IndexJobEndpoint: rt.Spec.Endpoint}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the jobs of an endpoint")
-		return nil
-	}
-	return requestsFor(jobs.Items)
+	return r.jobsOfEndpoint(ctx, o.(*dtnflowv1alpha1.RemoteTransfer).Spec.Endpoint)
 }
 
 // transfersOfEndpoints maps a job, or another RemoteTransfer, to the RemoteTransfers of

@@ -91,7 +91,7 @@ func (r *TransferJobReconciler) reconcileJob(ctx context.Context, p *pass) error
 	if obs.remote != nil {
 		if prob := r.remoteGate(ctx, p); prob != nil {
 			if prob.peerQueue != nil {
-				return r.queue(ctx, p, ReasonRemoteQueued, prob.peerQueue.Position, prob.Message)
+				return r.queue(ctx, p, ReasonRemoteQueued, int(prob.peerQueue.Position), prob.Message)
 			}
 			return r.reconcileBlocked(ctx, p, prob)
 		}

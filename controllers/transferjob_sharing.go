@@ -16,6 +16,7 @@ import (
 
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/controllers/planning"
+	"github.com/dtnflow/dtnflow/optimizer"
 )
 
 // The steps of a pass that deal with other jobs (sharing.go has the view they act on):
@@ -68,28 +69,40 @@ func (r *TransferJobReconciler) admit(ctx context.Context, p *pass) (bool, error
 // receivers' journals keep what was verified, so it resumes from there).
 func (r *TransferJobReconciler) reconcileQueued(ctx context.Context, p *pass) error {
 	a := p.share.admission
-	reason := queueReason(a)
-	prev := meta.FindStatusCondition(p.st.Conditions, dtnflowv1alpha1.ConditionQueued)
+	reason := waitReason(meta.FindStatusCondition(p.st.Conditions, dtnflowv1alpha1.ConditionQueued), a)
+	return r.queue(ctx, p, reason, a.Position, p.share.waitMessage)
+}
+
+// waitReason is why a job, or a peer's side, that is not admitted waits: the
+// admission's reason, or Preempted while it waits because it was preempted, until it
+// runs again (prev is its Queued condition before this pass).
+func waitReason(prev *metav1.Condition, a optimizer.Admission) string {
 	if prev != nil && prev.Status == metav1.ConditionTrue && prev.Reason == ReasonPreempted {
-		reason = ReasonPreempted // it waits because it was preempted, until it runs again
+		return ReasonPreempted
 	}
-	return r.queue(ctx, p, reason, int32(min(a.Position, math.MaxInt32)), p.share.waitMessage)
+	return queueReason(a)
+}
+
+// queueEntry is the status.queue of one that waits at position for reason, since it
+// began waiting (prev's since, else now).
+func queueEntry(prev *dtnflowv1alpha1.TransferQueue, reason string, position int, message string, now metav1.Time) *dtnflowv1alpha1.TransferQueue {
+	since := now
+	if prev != nil && prev.Since != nil {
+		since = *prev.Since
+	}
+	return &dtnflowv1alpha1.TransferQueue{Position: int32(min(max(position, 1), math.MaxInt32)), Reason: reason,
+		Message: truncateMessage(message), Since: &since}
 }
 
 // queue keeps a job waiting for a reason at a position: the Queued condition, its place
 // in status.queue, and no pods.
-func (r *TransferJobReconciler) queue(ctx context.Context, p *pass, reason string, position int32, message string) error {
+func (r *TransferJobReconciler) queue(ctx context.Context, p *pass, reason string, position int, message string) error {
 	prev := meta.FindStatusCondition(p.st.Conditions, dtnflowv1alpha1.ConditionQueued)
 	if prev == nil || prev.Status != metav1.ConditionTrue || prev.Reason != reason {
 		p.event(corev1.EventTypeNormal, reason, "Queue", message)
 	}
 	p.condition(dtnflowv1alpha1.ConditionQueued, metav1.ConditionTrue, reason, message)
-	since := p.now
-	if p.st.Queue != nil && p.st.Queue.Since != nil {
-		since = *p.st.Queue.Since
-	}
-	p.st.Queue = &dtnflowv1alpha1.TransferQueue{Position: max(position, 1), Reason: reason,
-		Message: truncateMessage(message), Since: &since}
+	p.st.Queue = queueEntry(p.st.Queue, reason, position, message, p.now)
 	p.clear(dtnflowv1alpha1.ConditionProbing, reason, "the job is queued")
 	p.clear(dtnflowv1alpha1.ConditionTransferring, reason, "the job is queued")
 	p.st.Stripes = nil

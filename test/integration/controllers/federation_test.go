@@ -116,6 +116,55 @@ func peerPods(g Gomega, ns string) []corev1.Pod {
 	return live
 }
 
+// writeGrant grants the pair's jobs write access to B's endpoint under incoming/site-a.
+func writeGrant(served site) []dtnflowv1alpha1.TransferGrant {
+	return []dtnflowv1alpha1.TransferGrant{{Endpoint: served.name, Access: dtnflowv1alpha1.GrantWrite, Paths: []dtnflowv1alpha1.RelativePath{"incoming/site-a"}}}
+}
+
+// jobToPeer creates a job at A writing to path at B's endpoint.
+func jobToPeer(t *testing.T, p *pairing, name, path string) *dtnflowv1alpha1.TransferJob {
+	t.Helper()
+	spec := fixedSpec(p.local, p.served)
+	spec.Destination.Site, spec.Destination.Path = p.site, dtnflowv1alpha1.RelativePath(path)
+	return createJob(t, p.jobNS, name, spec)
+}
+
+// runAtB plays B's kubelet: B's agent pods that wait start.
+func runAtB(g Gomega, peerNS string) {
+	for _, pod := range peerPods(g, peerNS) {
+		if pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending {
+			setPhase(g, &pod, corev1.PodRunning)
+		}
+	}
+}
+
+// startAtA plays A's kubelet, and A's coordinator's first report while the job has no
+// plan; it returns A's agent pods.
+func startAtA(g Gomega, job *dtnflowv1alpha1.TransferJob) agentPods {
+	pods := runAll(g, job)
+	if pods.coordinator != nil && getJob(g, job).Status.Plan == nil {
+		report(g, job, contract.Report{Phase: contract.PhaseStarting, Time: time.Now(), Dataset: dataset, BytesTotal: dataset.Bytes, FilesTotal: dataset.Files})
+	}
+	return pods
+}
+
+// sendersReachThePeer asserts that B's one RemoteTransfer publishes an address for each
+// stripe and that each of A's four senders sends to one of them.
+func sendersReachThePeer(g Gomega, peerNS string, pods agentPods) {
+	rts := remoteTransfers(g, peerNS)
+	g.Expect(rts).To(HaveLen(1))
+	addrs := map[string]bool{}
+	for _, s := range rts[0].Status.Stripes {
+		g.Expect(s.Address).NotTo(BeEmpty(), "stripe %d has no receiver address", s.Index)
+		addrs[s.Address] = true
+	}
+	g.Expect(pods.senders).To(HaveLen(4))
+	for _, s := range pods.senders {
+		args := s.Spec.Containers[0].Args
+		g.Expect(addrs).To(HaveKey(args[indexOf(args, "--receiver")+1]), "sender %s", s.Name)
+	}
+}
+
 // TestSitePair follows a job at A whose destination B serves: the credential B issued
 // is all A uses; B runs the receivers on its nodes, confined to the granted path,
 // encrypted, as its endpoint's owner; A's senders connect to B's receivers; A's status
@@ -126,13 +175,8 @@ func TestSitePair(t *testing.T) {
 	clk := newClock()
 	mgrNS := createNamespace(t, nil)
 	startManager(t, clk, managerOptions{namespace: mgrNS})
-	p := pairSites(t, mgrNS, func(served site) []dtnflowv1alpha1.TransferGrant {
-		return []dtnflowv1alpha1.TransferGrant{{Endpoint: served.name, Access: dtnflowv1alpha1.GrantWrite, Paths: []dtnflowv1alpha1.RelativePath{"incoming/site-a"}}}
-	})
-
-	spec := fixedSpec(p.local, p.served)
-	spec.Destination.Site, spec.Destination.Path = p.site, "incoming/site-a/run1"
-	job := createJob(t, p.jobNS, "outbound", spec)
+	p := pairSites(t, mgrNS, writeGrant)
+	job := jobToPeer(t, p, "outbound", "incoming/site-a/run1")
 
 	var rt dtnflowv1alpha1.RemoteTransfer
 	eventually(t, func(g Gomega) {
@@ -146,16 +190,9 @@ func TestSitePair(t *testing.T) {
 		g.Expect(rt.Spec.SecretName).NotTo(BeEmpty())
 		g.Expect(rt.Spec.Stripes).To(BeNumerically(">", 0))
 		// B plays its kubelet: its receivers start
-		for _, pod := range peerPods(g, p.peerNS) {
-			if pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending {
-				setPhase(g, &pod, corev1.PodRunning)
-			}
-		}
+		runAtB(g, p.peerNS)
 		// A plays its kubelet and coordinator
-		pods := runAll(g, job)
-		if pods.coordinator != nil && getJob(g, job).Status.Plan == nil {
-			report(g, job, contract.Report{Phase: contract.PhaseStarting, Time: time.Now(), Dataset: dataset, BytesTotal: dataset.Bytes, FilesTotal: dataset.Files})
-		}
+		pods := startAtA(g, job)
 		j := getJob(g, job)
 		g.Expect(j.Status.Plan).NotTo(BeNil())
 		g.Expect(pods.receivers).To(BeEmpty(), "receivers run at B")
@@ -167,11 +204,7 @@ func TestSitePair(t *testing.T) {
 	eventually(t, func(g Gomega) {
 		// both sites still play their kubelets: a sender made again after the first
 		// wait (its receiver's address came later) must start too
-		for _, pod := range peerPods(g, p.peerNS) {
-			if pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending {
-				setPhase(g, &pod, corev1.PodRunning)
-			}
-		}
+		runAtB(g, p.peerNS)
 		runAll(g, job)
 		addrs := map[string]bool{}
 		for _, pod := range peerPods(g, p.peerNS) {
@@ -375,17 +408,10 @@ func TestSitePairServingSiteQueuesPeerJobsWithItsOwn(t *testing.T) {
 	clk := newClock()
 	mgrNS := createNamespace(t, nil)
 	startManager(t, clk, managerOptions{namespace: mgrNS})
-	p := pairSites(t, mgrNS, func(served site) []dtnflowv1alpha1.TransferGrant {
-		return []dtnflowv1alpha1.TransferGrant{{Endpoint: served.name, Access: dtnflowv1alpha1.GrantWrite, Paths: []dtnflowv1alpha1.RelativePath{"incoming/site-a"}}}
-	})
+	p := pairSites(t, mgrNS, writeGrant)
 	updateEndpoint(t, p.served.name, func(ep *dtnflowv1alpha1.TransferEndpoint) {
 		ep.Spec.Sharing = &dtnflowv1alpha1.EndpointSharing{MaxActiveJobs: ptr.To[int32](1)}
 	})
-	toB := func(name, path string) *dtnflowv1alpha1.TransferJob {
-		spec := fixedSpec(p.local, p.served)
-		spec.Destination.Site, spec.Destination.Path = p.site, dtnflowv1alpha1.RelativePath(path)
-		return createJob(t, p.jobNS, name, spec)
-	}
 	sideOf := func(g Gomega, job *dtnflowv1alpha1.TransferJob) *dtnflowv1alpha1.RemoteTransfer {
 		for _, rt := range remoteTransfers(g, p.peerNS) {
 			if rt.Spec.Origin.Name == job.Name {
@@ -407,11 +433,7 @@ func TestSitePairServingSiteQueuesPeerJobsWithItsOwn(t *testing.T) {
 	running := func(job *dtnflowv1alpha1.TransferJob) {
 		t.Helper()
 		eventually(t, func(g Gomega) {
-			for _, pod := range peerPods(g, p.peerNS) {
-				if pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending {
-					setPhase(g, &pod, corev1.PodRunning)
-				}
-			}
+			runAtB(g, p.peerNS)
 			switch pods := runAll(g, job); {
 			case pods.coordinator == nil:
 			case pods.coordinator.Annotations[contract.AnnotationDirective] == "":
@@ -428,7 +450,7 @@ func TestSitePairServingSiteQueuesPeerJobsWithItsOwn(t *testing.T) {
 		})
 	}
 
-	first := toB("first", "incoming/site-a/one")
+	first := jobToPeer(t, p, "first", "incoming/site-a/one")
 	running(first)
 
 	// B's own job on the endpoint waits behind A's
@@ -445,7 +467,7 @@ func TestSitePairServingSiteQueuesPeerJobsWithItsOwn(t *testing.T) {
 	eventually(t, func(g Gomega) {
 		g.Expect(time.Now().Truncate(time.Second).After(getJob(g, own).CreationTimestamp.Time)).To(BeTrue())
 	})
-	second := toB("second", "incoming/site-a/two")
+	second := jobToPeer(t, p, "second", "incoming/site-a/two")
 	waitsAtB := func(g Gomega, position int32) {
 		j := getJob(g, second)
 		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StateQueued))
@@ -488,38 +510,16 @@ func TestSitePairPeerChangesWakeTheJob(t *testing.T) {
 	clk := newClock()
 	mgrNS := createNamespace(t, nil)
 	startManager(t, clk, managerOptions{namespace: mgrNS, remotePoll: time.Hour})
-	p := pairSites(t, mgrNS, func(served site) []dtnflowv1alpha1.TransferGrant {
-		return []dtnflowv1alpha1.TransferGrant{{Endpoint: served.name, Access: dtnflowv1alpha1.GrantWrite, Paths: []dtnflowv1alpha1.RelativePath{"incoming/site-a"}}}
-	})
-	spec := fixedSpec(p.local, p.served)
-	spec.Destination.Site, spec.Destination.Path = p.site, "incoming/site-a/watched"
-	job := createJob(t, p.jobNS, "watched", spec)
+	p := pairSites(t, mgrNS, writeGrant)
+	job := jobToPeer(t, p, "watched", "incoming/site-a/watched")
 	eventually(t, func(g Gomega) {
-		for _, pod := range peerPods(g, p.peerNS) {
-			if pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending {
-				setPhase(g, &pod, corev1.PodRunning) // B's kubelet: a change at B only
-			}
-		}
-		pods := runAll(g, job)
-		if pods.coordinator != nil && getJob(g, job).Status.Plan == nil {
-			report(g, job, contract.Report{Phase: contract.PhaseStarting, Time: time.Now(), Dataset: dataset, BytesTotal: dataset.Bytes, FilesTotal: dataset.Files})
-		}
+		runAtB(g, p.peerNS) // B's kubelet: a change at B only
+		pods := startAtA(g, job)
 		j := getJob(g, job)
 		g.Expect(j.Status.Remote).NotTo(BeNil())
 		g.Expect(j.Status.Remote.Accepted).To(Equal(metav1.ConditionTrue))
 		g.Expect(j.Status.Plan).NotTo(BeNil())
-		rts := remoteTransfers(g, p.peerNS)
-		g.Expect(rts).To(HaveLen(1))
-		addrs := map[string]bool{}
-		for _, s := range rts[0].Status.Stripes {
-			g.Expect(s.Address).NotTo(BeEmpty(), "stripe %d has no receiver address", s.Index)
-			addrs[s.Address] = true
-		}
-		g.Expect(pods.senders).To(HaveLen(4))
-		for _, s := range pods.senders {
-			args := s.Spec.Containers[0].Args
-			g.Expect(addrs).To(HaveKey(args[indexOf(args, "--receiver")+1]), "sender %s", s.Name)
-		}
+		sendersReachThePeer(g, p.peerNS, pods)
 	})
 }
 
@@ -531,33 +531,15 @@ func TestSitePairSendersStartWithThePeersReceivers(t *testing.T) {
 	clk := newClock()
 	mgrNS := createNamespace(t, nil)
 	startManager(t, clk, managerOptions{namespace: mgrNS})
-	p := pairSites(t, mgrNS, func(served site) []dtnflowv1alpha1.TransferGrant {
-		return []dtnflowv1alpha1.TransferGrant{{Endpoint: served.name, Access: dtnflowv1alpha1.GrantWrite, Paths: []dtnflowv1alpha1.RelativePath{"incoming/site-a"}}}
-	})
-	spec := fixedSpec(p.local, p.served)
-	spec.Destination.Site, spec.Destination.Path = p.site, "incoming/site-a/early"
-	job := createJob(t, p.jobNS, "early", spec)
+	p := pairSites(t, mgrNS, writeGrant)
+	job := jobToPeer(t, p, "early", "incoming/site-a/early")
 	eventually(t, func(g Gomega) {
-		pods := runAll(g, job) // A's kubelet only
-		if pods.coordinator != nil && getJob(g, job).Status.Plan == nil {
-			report(g, job, contract.Report{Phase: contract.PhaseStarting, Time: time.Now(), Dataset: dataset, BytesTotal: dataset.Bytes, FilesTotal: dataset.Files})
-		}
+		pods := startAtA(g, job) // A's kubelet only
 		peer := peerPods(g, p.peerNS)
 		g.Expect(peer).To(HaveLen(4))
 		for _, pod := range peer {
 			g.Expect(pod.Status.Phase).To(Or(BeEmpty(), Equal(corev1.PodPending)), "pod %s", pod.Name)
 		}
-		rts := remoteTransfers(g, p.peerNS)
-		g.Expect(rts).To(HaveLen(1))
-		addrs := map[string]bool{}
-		for _, s := range rts[0].Status.Stripes {
-			g.Expect(s.Address).NotTo(BeEmpty(), "stripe %d", s.Index)
-			addrs[s.Address] = true
-		}
-		g.Expect(pods.senders).To(HaveLen(4))
-		for _, s := range pods.senders {
-			args := s.Spec.Containers[0].Args
-			g.Expect(addrs).To(HaveKey(args[indexOf(args, "--receiver")+1]), "sender %s", s.Name)
-		}
+		sendersReachThePeer(g, p.peerNS, pods)
 	})
 }
