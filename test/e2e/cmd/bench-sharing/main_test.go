@@ -23,7 +23,7 @@ func TestReportedRates(t *testing.T) {
 			{at: at(4), state: tr, current: 100e6}, {at: at(5), state: tr, current: 300e6}, {at: at(6), state: tr, current: 300e6}},
 	}
 	var res Result
-	res.reportedRates(samples, []int{2, 1})
+	res.reportedRates(samples, []int{2, 1}, time.Time{})
 	if want := []int64{200e6, 100e6}; len(res.ReportedBitsPerSecond) != 2 || res.ReportedBitsPerSecond[0] != want[0] || res.ReportedBitsPerSecond[1] != want[1] {
 		t.Errorf("rates %v, want %v (the reads from 2 s to before 5 s)", res.ReportedBitsPerSecond, want)
 	}
@@ -32,5 +32,32 @@ func TestReportedRates(t *testing.T) {
 	}
 	if res.ReportedJain != 1 {
 		t.Errorf("Jain's index %v, want 1 (100 Mbit/s per unit of weight each)", res.ReportedJain)
+	}
+}
+
+// TestReportedRatesEndWhereTheLateJobArrives: once a late job shares the path, the
+// others are paced to less of it, and their sum is not the jobs' aggregate any more:
+// the window ends at its creation.
+func TestReportedRatesEndWhereTheLateJobArrives(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	tr, done := dtnflowv1alpha1.StateTransferring, dtnflowv1alpha1.StateComplete
+	// two jobs of weight 1 at 470 Mbit/s each, each 313 from 3 s on (a third arrived)
+	job := func() []sample {
+		return []sample{{at: at(0), state: tr}, {at: at(1), state: tr, current: 470e6}, {at: at(2), state: tr, current: 470e6},
+			{at: at(3), state: tr, current: 313e6}, {at: at(4), state: tr, current: 313e6}, {at: at(5), state: done}}
+	}
+	samples := [][]sample{job(), job()}
+	var whole, cut Result
+	whole.reportedRates(samples, []int{1, 1}, time.Time{})
+	cut.reportedRates(samples, []int{1, 1}, at(3))
+	if cut.ReportedAggregateBitsPerSecond != 940e6 {
+		t.Errorf("aggregate until the late job %d, want 940e6 (the reads at 1 and 2 s)", cut.ReportedAggregateBitsPerSecond)
+	}
+	if want := int64(2 * (470e6 + 470e6 + 313e6 + 313e6) / 4); whole.ReportedAggregateBitsPerSecond != want {
+		t.Errorf("aggregate without a late job %d, want %d (every read to the first completion)", whole.ReportedAggregateBitsPerSecond, want)
+	}
+	if cut.ReportedJain != 1 {
+		t.Errorf("Jain's index %v, want 1", cut.ReportedJain)
 	}
 }
