@@ -365,7 +365,16 @@ func (tr *trace) stop(s scenario) []phaseRate {
 	if len(s.Schedule) == 0 || len(tr.times) < 2 {
 		return nil
 	}
-	end := tr.times[len(tr.times)-1].Sub(tr.t0)
+	// The run's end is its first sample at the most bytes it delivered: after it the
+	// run moves nothing, and a tool that clears its destination once done (bench-wan's
+	// runs do, before the trace stops) would read as a negative rate.
+	last := 0
+	for i, b := range tr.bytes {
+		if b > tr.bytes[last] {
+			last = i
+		}
+	}
+	end := tr.times[last].Sub(tr.t0)
 	var out []phaseRate
 	window := func(from, to time.Duration, link int64) {
 		to = min(to, end)

@@ -54,6 +54,21 @@ func TestPhaseRates(t *testing.T) {
 	if got := phasesSummary(got); got != "1000→1000, 400→400, 1000→950 Mbit/s (link→rate, 10–20 s after each change)" {
 		t.Errorf("summary %q", got)
 	}
+	// a run that clears its destination once done (bench-wan's tools, while the trace
+	// still samples) ends at its last byte: the last phase is measured to 66 s, not read
+	// as a fall
+	cleared := &trace{stopped: make(chan struct{}), done: make(chan struct{}), t0: tr.t0}
+	close(cleared.done)
+	for i, at := range tr.times {
+		if d := at.Sub(tr.t0); d <= 66*time.Second {
+			cleared.times, cleared.bytes = append(cleared.times, at), append(cleared.bytes, tr.bytes[i])
+		} else {
+			cleared.times, cleared.bytes = append(cleared.times, at), append(cleared.bytes, 0)
+		}
+	}
+	if got := cleared.stop(s); len(got) != 3 || got[2].ToSeconds != 66 || got[2].BitsPerSecond < 950e6*999/1000 || got[2].BitsPerSecond > 950e6*1001/1000 {
+		t.Errorf("a run whose destination was cleared at 66 s: %+v, want its last phase from 60 to 66 s at 950 Mbit/s", got)
+	}
 	// a run that ends before a window's second is up has no row for it
 	short := &trace{stopped: make(chan struct{}), done: make(chan struct{}), t0: tr.t0, times: tr.times[:4*15], bytes: tr.bytes[:4*15]}
 	close(short.done)
