@@ -560,33 +560,39 @@ func runScenario(ctx context.Context, c *framework.Cluster, federated bool, i in
 	cpu := watchCPU(wctx, c, job.Namespace, job.Name)
 	tr := followRun(ctx, c, s, func() int64 { return treeBytes(destRoot) })
 	defer tr.stop(s)
+	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: framework.Scheme()})
+	if err != nil {
+		return fail(err)
+	}
 	start := time.Now()
 	if err := c.Client.Create(ctx, job); err != nil {
 		return fail(err)
 	}
 	defer func() { _ = c.Client.Delete(context.Background(), job) }()
 	var got dtnflowv1alpha1.TransferJob
-	deadline := start.Add(timeout)
-	for {
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(job), &got); err != nil {
-			return fail(err)
+	var ended time.Time
+	fctx, cancel := context.WithDeadline(ctx, start.Add(timeout))
+	defer cancel()
+	err = followJob(fctx, wc, client.ObjectKeyFromObject(job), func(j *dtnflowv1alpha1.TransferJob, at time.Time) {
+		got = *j
+		if r.PlanSeconds == 0 && meta.IsStatusConditionTrue(j.Status.Conditions, dtnflowv1alpha1.ConditionPlanned) {
+			r.PlanSeconds = at.Sub(start).Seconds()
 		}
-		if r.PlanSeconds == 0 && meta.IsStatusConditionTrue(got.Status.Conditions, dtnflowv1alpha1.ConditionPlanned) {
-			r.PlanSeconds = time.Since(start).Seconds()
+		if r.FirstProgressSeconds == 0 && j.Status.Progress != nil && j.Status.Progress.BytesDone > 0 {
+			r.FirstProgressSeconds = at.Sub(start).Seconds()
 		}
-		if r.FirstProgressSeconds == 0 && got.Status.Progress != nil && got.Status.Progress.BytesDone > 0 {
-			r.FirstProgressSeconds = time.Since(start).Seconds()
+		if jobEnded(j) {
+			ended = at
 		}
-		if got.Status.State == dtnflowv1alpha1.StateComplete || got.Status.State == dtnflowv1alpha1.StateFailed {
-			break
+	})
+	if err != nil {
+		r.State = string(got.Status.State)
+		if fctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("not complete after %s", timeout)
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			r.State = string(got.Status.State)
-			return fail(fmt.Errorf("not complete after %s", timeout))
-		}
-		time.Sleep(250 * time.Millisecond)
+		return fail(err)
 	}
-	r.Seconds = time.Since(start).Seconds()
+	r.Seconds = ended.Sub(start).Seconds()
 	r.Phases = tr.stop(s)
 	stopWatch()
 	r.CPU = cpu.results()
