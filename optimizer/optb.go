@@ -174,7 +174,7 @@ func OptB(in FlowInput) (FlowPlan, error) {
 	for k := 1; k <= maxK; k++ {
 		maxN := min(lim.MaxNodes, src.usable(k), dst.usable(k))
 		for n := 1; n <= maxN; n++ {
-			if r := in.aggregate(src, dst, n, k, lim); r > bestRate {
+			if r := in.aggregate(src, dst, n, k, top, lim); r > bestRate {
 				bestRate, best = r, shape{n, k, top}
 			}
 		}
@@ -215,7 +215,7 @@ func OptB(in FlowInput) (FlowPlan, error) {
 				if !fewer(cand, chosen) {
 					continue
 				}
-				if in.aggregate(s, d, n, k, lim) >= target {
+				if in.aggregate(s, d, n, k, streams, lim) >= target {
 					chosen, chosenSrc, chosenDst = cand, s, d
 				}
 			}
@@ -362,11 +362,11 @@ func nodeCapacity(nd Node, cpu CPUModel, u float64, k int) (float64, Binding, bo
 }
 
 // aggregate is the predicted rate of n nodes × k stripes (OPT_B step 3).
-func (in FlowInput) aggregate(src, dst *sideTable, n, k int, lim Limits) float64 {
+func (in FlowInput) aggregate(src, dst *sideTable, n, k, streams int, lim Limits) float64 {
 	s, _ := src.weakest(n, k)
 	d, _ := dst.weakest(n, k)
 	r := float64(n) * math.Min(s, d)
-	if p := in.pathAt(n * k); p > 0 {
+	if p := in.pathAt(n*k, streams); p > 0 {
 		r = math.Min(r, p)
 	}
 	if lim.MaxBitsPerSecond > 0 {
@@ -378,14 +378,15 @@ func (in FlowInput) aggregate(src, dst *sideTable, n, k int, lim Limits) float64
 	return r
 }
 
-// pathAt is the path's capacity with the given stripes, 0 when unknown.
-func (in FlowInput) pathAt(stripes int) float64 {
+// pathAt is the path's capacity with the given stripes of streams each, 0 when
+// unknown.
+func (in FlowInput) pathAt(stripes, streams int) float64 {
 	p := math.Inf(1)
 	if in.PathBitsPerSecond > 0 {
 		p = in.PathBitsPerSecond
 	}
 	if in.Path != nil {
-		if v := in.Path.BitsPerSecond(stripes); v > 0 {
+		if v := in.Path.At(stripes, streams); v > 0 {
 			p = math.Min(p, v)
 		}
 	}
@@ -396,7 +397,7 @@ func (in FlowInput) pathAt(stripes int) float64 {
 }
 
 func (in FlowInput) planFor(src, dst *sideTable, n, k, streams int, lim Limits) FlowPlan {
-	r := in.aggregate(src, dst, n, k, lim)
+	r := in.aggregate(src, dst, n, k, streams, lim)
 	p := FlowPlan{StreamsPerStripe: streams, StripesPerNode: k, Nodes: n, PredictedBitsPerSecond: r,
 		StripeBitsPerSecond: r / float64(n*k)}
 	for i := 0; i < n; i++ {
@@ -419,7 +420,7 @@ func (in FlowInput) binding(src, dst *sideTable, n, k, streams int, lim Limits) 
 	}
 	r := float64(n) * side
 	const eps = 1e-9
-	path := in.pathAt(n * k)
+	path := in.pathAt(n*k, streams)
 	if lim.MaxBitsPerSecond > 0 && lim.MaxBitsPerSecond <= r*(1+eps) &&
 		(path <= 0 || lim.MaxBitsPerSecond <= path) {
 		return BindingUserLimit

@@ -93,10 +93,12 @@ func TestLONIStreams(t *testing.T) {
 // to the first's 3527, so what bound at eight is shared by both nodes (the Lustre file
 // system, or the path). The slides list U_disk and U_network among the "parameters not
 // given and found by the model": the stripe runs are how OPT_B finds them. Given them
-// as the stripe doubling's rates (PlanInput.StripeRates), the plan is the slides' S_x =
-// 8 on 2 nodes × 4 stripes at 4229.33 Mbit/s — with 1 stream per stripe where the
-// slides keep 2: at 529 Mbit/s a stripe carries less than one stream's 903, so by the
-// flow model the second stream adds nothing (issue 11: the fewest streams within 2 %).
+// as the stripe doubling's rates (PlanInput.StripeRates) with the 2 streams per stripe
+// they ran with (PlanInput.StripeStreams), the plan is the slides' S_x = 8 on 2 nodes ×
+// 4 stripes × 2 streams at 4229.33 Mbit/s. Without the streams the runs had, the
+// plan kept 1 stream per stripe: at 529 Mbit/s a stripe carries less than one
+// stream's 903, so by the flow model alone the second stream adds nothing (the fewest
+// streams within 2 %) — but 8 stripes of 1 stream were never measured to carry 4229.
 func TestLONIOptBShapes(t *testing.T) {
 	fit, err := BestCmb(loniStreams)
 	if err != nil {
@@ -124,6 +126,7 @@ func TestLONIOptBShapes(t *testing.T) {
 	}
 
 	in.StripeRates = []StreamPoint{{2, 1638.48e6}, {4, 3527.23e6}, {8, 4229.33e6}}
+	in.StripeStreams = 2
 	plan, err := MakePlan(in)
 	if err != nil {
 		t.Fatal(err)
@@ -142,11 +145,19 @@ func TestLONIOptBShapes(t *testing.T) {
 		}
 	}
 	f := plan.Flow
-	if f.Nodes != 2 || f.StripesPerNode != 4 || f.StreamsPerStripe != 1 || f.Binding != BindingPath {
-		t.Errorf("plan %s [%s], want 2 nodes × 4 stripes × 1 stream bound by Path", f.Reason, f.Binding)
+	if f.Nodes != 2 || f.StripesPerNode != 4 || f.StreamsPerStripe != 2 || f.Binding != BindingPath {
+		t.Errorf("plan %s [%s], want the slides' 2 nodes × 4 stripes × 2 streams bound by Path", f.Reason, f.Binding)
 	}
 	if got := mbit(f.PredictedBitsPerSecond); got != "4229.33 Mbit/s" {
 		t.Errorf("predicted %s, want 4229.33 Mbit/s", got)
+	}
+	// the stripe runs' streams unknown: the flow model alone, 1 stream per stripe
+	in.StripeStreams = 0
+	if plan, err = MakePlan(in); err != nil {
+		t.Fatal(err)
+	}
+	if f := plan.Flow; f.Nodes != 2 || f.StripesPerNode != 4 || f.StreamsPerStripe != 1 || mbit(f.PredictedBitsPerSecond) != "4229.33 Mbit/s" {
+		t.Errorf("without the stripe runs' streams: plan %s, want 2 nodes × 4 stripes × 1 stream at 4229.33 Mbit/s", f.Reason)
 	}
 }
 

@@ -43,6 +43,13 @@ type PathCapacity struct {
 	// carry more than the most stripes measured did, so the capacity is only what is
 	// known, and the planner does not name the path as what binds.
 	StillRising bool
+	// StripeStreams are the streams each stripe ran with in the stripe levels (0:
+	// unknown). A gain of several stripes was measured with that many streams each
+	// and says nothing of stripes with fewer: k stripes of one stream are k flows where
+	// the measurement had k·StripeStreams (on the suite's path with a competing flow,
+	// 2 × 3 streams measured 964 Mbit/s, and the plan of 2 × 1 it allowed ran at
+	// 705), so At gives such a shape one stripe's plateau.
+	StripeStreams int
 }
 
 // StripeGain is the measured aggregate of Stripes stripes over one stripe's.
@@ -123,6 +130,16 @@ func NewPathCapacity(curve Curve, maxStreams int, stripeRates []StreamPoint, acc
 // BitsPerSecond is what the path carries with the given number of stripes.
 func (p PathCapacity) BitsPerSecond(stripes int) float64 {
 	return p.StripeBitsPerSecond * p.gain(stripes)
+}
+
+// At is what the path carries with the given stripes of streams each: BitsPerSecond,
+// but one stripe's plateau for several stripes of fewer streams than the stripe levels
+// measured (StripeStreams).
+func (p PathCapacity) At(stripes, streams int) float64 {
+	if stripes > 1 && p.StripeStreams > 0 && streams < p.StripeStreams {
+		return p.StripeBitsPerSecond
+	}
+	return p.BitsPerSecond(stripes)
 }
 
 // Max is the most the path carries with any number of stripes.

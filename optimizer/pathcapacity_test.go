@@ -178,6 +178,14 @@ func TestMakePlanWithinThePath(t *testing.T) {
 				StripeRates: []StreamPoint{{1, 0.97e9}, {2, 1.9e9}, {4, 3.1e9}, {8, 3.2e9}}},
 			model: Dinda, stripes: 4, streams: 4, predicted: 3.1e9, binding: BindingPath,
 		},
+		// the same levels measured with 10 streams per stripe: 4 stripes of 4 streams
+		// are 16 flows where the measurement had 40, and nothing showed that 4 × 4 gains
+		// over one stripe; the plan keeps the 10 streams the gain was measured with
+		"stripes measured to pay up to 4, at 10 streams each": {
+			in: PlanInput{Samples: risingPathSamples, SourceNodes: nic(10e9), DestinationNodes: nic(10e9),
+				StripeRates: []StreamPoint{{1, 0.97e9}, {2, 1.9e9}, {4, 3.1e9}, {8, 3.2e9}}, StripeStreams: 10},
+			model: Dinda, stripes: 4, streams: 10, predicted: 3.1e9, binding: BindingPath,
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -43,6 +43,10 @@ type PlanInput struct {
 	// doubling. Without them the plan has one stripe per the path's capacity that the
 	// stream curve shows (PathCapacity).
 	StripeRates []StreamPoint
+	// StripeStreams are the streams per stripe the StripeRates ran with (0: unknown):
+	// the path's capacity with several stripes of fewer is not known to gain
+	// (PathCapacity.StripeStreams).
+	StripeStreams int
 	// StripeAccuracy is the gain a doubling of the stripes must bring to count (the
 	// probe's accuracy); 0 means DefaultAccuracy.
 	StripeAccuracy float64
@@ -170,6 +174,9 @@ func MakePlan(in PlanInput) (Plan, error) {
 
 	// 4. the path's capacity as far as the samples show it, then OPT_B within it
 	plan.Path = NewPathCapacity(plan.Curve, lim.MaxStreamsPerStripe, in.StripeRates, in.StripeAccuracy)
+	if len(plan.Path.Measured) > 0 {
+		plan.Path.StripeStreams = in.StripeStreams
+	}
 	flow, err := OptB(FlowInput{Curve: plan.Curve, SourceCPU: plan.SourceCPU, DestinationCPU: plan.DestinationCPU,
 		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Limits: in.Limits, PathBitsPerSecond: in.PathBitsPerSecond,
 		Path: &plan.Path})

@@ -110,6 +110,8 @@ type Outcome struct {
 	Samples []optimizer.Sample
 	// StripeRates are the aggregate rates measured against the stripe count.
 	StripeRates []optimizer.StreamPoint
+	// StripeStreams are the streams per stripe StripeRates ran with.
+	StripeStreams int
 	// PathBitsPerSecond is the path's capacity the plan stays within when the probe
 	// found it (Plan.Path): one stripe's plateau when more stripes did not pay or only
 	// one was allowed; 0 when the stripes kept paying up to MaxStripes (the plan then
@@ -216,8 +218,8 @@ func (t *Tuner) OnData(ctx context.Context) (Outcome, error) {
 	if errors.Is(err, errFinished) {
 		// no plan; the samples taken (and the prober and RTT they set) are still
 		// what the path showed
-		return Outcome{Finished: true, Samples: out.Samples, Prober: out.Prober, StripeRates: out.StripeRates, Noise: out.Noise,
-			RTT: out.RTT, ProbeTime: out.ProbeTime}, nil
+		return Outcome{Finished: true, Samples: out.Samples, Prober: out.Prober, StripeRates: out.StripeRates, StripeStreams: out.StripeStreams,
+			Noise: out.Noise, RTT: out.RTT, ProbeTime: out.ProbeTime}, nil
 	}
 	if err != nil {
 		return out, err
@@ -331,7 +333,7 @@ func (t *Tuner) planned(out *Outcome, plan optimizer.Plan) {
 // the plan and starts its stripes. The core must be in phase Starting with no stripe
 // running.
 func (t *Tuner) Warm(prev Outcome) (Outcome, error) {
-	out := Outcome{Prober: prev.Prober, Samples: prev.Samples, StripeRates: prev.StripeRates, Noise: prev.Noise, RTT: prev.RTT}
+	out := Outcome{Prober: prev.Prober, Samples: prev.Samples, StripeRates: prev.StripeRates, StripeStreams: prev.StripeStreams, Noise: prev.Noise, RTT: prev.RTT}
 	plan, err := t.plan(out, out.RTT)
 	if err != nil {
 		return out, err
@@ -390,6 +392,7 @@ func (t *Tuner) setStripes(n int) {
 // buffer, two levels at least, recording the aggregate of each level in StripeRates;
 // the planner adds stripes only as far as a doubling paid (optimizer.PathCapacity).
 func (t *Tuner) probeStripes(ctx context.Context, measure measurer, out *Outcome, streams int, buffer int64) error {
+	out.StripeStreams = streams
 	sel := optimizer.ExpSelection{MaxStreams: t.Options.MaxStripes, MinSamples: 2, Accuracy: out.accuracy()}
 	// one stripe at these streams was measured already when streams is a level the
 	// probe took
@@ -505,7 +508,7 @@ func (t *Tuner) plan(out Outcome, rtt time.Duration) (optimizer.Plan, error) {
 		DestinationNodes: []optimizer.Node{{Name: "remote", NICBitsPerSecond: nic}},
 		Limits: optimizer.Limits{MaxNodes: 1, MaxStripesPerNode: max(t.Options.MaxStripes, 1), MaxStreamsPerStripe: t.Options.MaxStreams,
 			MaxConcurrency: int(t.Params.Concurrency), MaxBitsPerSecond: float64(t.Params.MaxBitsPerSecond)},
-		Dataset: hist, RTT: rtt, StripeRates: out.StripeRates, StripeAccuracy: out.accuracy()})
+		Dataset: hist, RTT: rtt, StripeRates: out.StripeRates, StripeStreams: out.StripeStreams, StripeAccuracy: out.accuracy()})
 	if err != nil {
 		return optimizer.Plan{}, fmt.Errorf("--auto plan: %w", err)
 	}

@@ -67,8 +67,10 @@ type Profile struct {
 	Samples     []optimizer.Sample      `json:"samples"`
 	Prober      optimizer.Prober        `json:"prober"`
 	StripeRates []optimizer.StreamPoint `json:"stripeRates,omitempty"`
-	Noise       float64                 `json:"noise,omitempty"`
-	RTTMicros   int64                   `json:"rttMicros,omitempty"`
+	// StripeStreams are the streams per stripe StripeRates ran with.
+	StripeStreams int     `json:"stripeStreams,omitempty"`
+	Noise         float64 `json:"noise,omitempty"`
+	RTTMicros     int64   `json:"rttMicros,omitempty"`
 	// PlateauBitsPerSecond is the capacity of the path the probe's plan found (its
 	// PathCapacity's maximum).
 	PlateauBitsPerSecond float64 `json:"plateauBitsPerSecond"`

@@ -284,11 +284,11 @@ func toProfile(out autotune.Outcome) share.Profile {
 	for _, smp := range out.Samples {
 		plateau = max(plateau, smp.BitsPerSecond)
 	}
-	return share.Profile{Samples: out.Samples, Prober: out.Prober, StripeRates: out.StripeRates, Noise: out.Noise,
+	return share.Profile{Samples: out.Samples, Prober: out.Prober, StripeRates: out.StripeRates, StripeStreams: out.StripeStreams, Noise: out.Noise,
 		RTTMicros: out.RTT.Microseconds(), PlateauBitsPerSecond: plateau}
 }
 
 func fromProfile(p share.Profile) autotune.Outcome {
-	return autotune.Outcome{Samples: p.Samples, Prober: p.Prober, StripeRates: p.StripeRates, Noise: p.Noise,
+	return autotune.Outcome{Samples: p.Samples, Prober: p.Prober, StripeRates: p.StripeRates, StripeStreams: p.StripeStreams, Noise: p.Noise,
 		RTT: time.Duration(p.RTTMicros) * time.Microsecond}
 }

@@ -74,6 +74,13 @@ func SamplesFromProbe(ss []v1alpha1.ProbeSample) []optimizer.Sample {
 // lets a plan have more than one stripe: the optimizer adds stripes only as far as a
 // doubling paid (optimizer.NewPathCapacity). Nil when no sample ran several stripes.
 func StripeRates(ss []v1alpha1.ProbeSample) []optimizer.StreamPoint {
+	rates, _ := stripeLevels(ss)
+	return rates
+}
+
+// stripeLevels are StripeRates and the streams per stripe they ran with (0 when
+// there are none).
+func stripeLevels(ss []v1alpha1.ProbeSample) ([]optimizer.StreamPoint, int) {
 	type at struct {
 		streams int32
 		buffer  int64
@@ -86,7 +93,7 @@ func StripeRates(ss []v1alpha1.ProbeSample) []optimizer.StreamPoint {
 		}
 	}
 	if most <= 1 {
-		return nil
+		return nil, 0
 	}
 	byStripes := map[int32]int64{}
 	for _, s := range ss {
@@ -99,7 +106,7 @@ func StripeRates(ss []v1alpha1.ProbeSample) []optimizer.StreamPoint {
 		out = append(out, optimizer.StreamPoint{Streams: int(k), BitsPerSecond: float64(bps)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Streams < out[j].Streams })
-	return out
+	return out, int(best.streams)
 }
 
 // SamplesFromContract converts a coordinator's one-stripe report samples for the

@@ -141,15 +141,16 @@ func (in Input) nodes() (src, dst []optimizer.Node) {
 	return src, toOptimizerNodes(in.DestinationNodes)
 }
 
-// stripeRates are the job's samples of several stripes (else the profile's).
-func (in Input) stripeRates() []optimizer.StreamPoint {
-	if r := StripeRates(in.Samples); r != nil {
-		return r
+// stripeRates are the job's samples of several stripes (else the profile's), and the
+// streams per stripe they ran with.
+func (in Input) stripeRates() ([]optimizer.StreamPoint, int) {
+	if r, streams := stripeLevels(in.Samples); r != nil {
+		return r, streams
 	}
 	if in.Profile != nil {
-		return StripeRates(in.Profile.Samples)
+		return stripeLevels(in.Profile.Samples)
 	}
-	return nil
+	return nil, 0
 }
 
 // samples are the profile's samples, then the job's.
@@ -214,9 +215,10 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	samples := in.samples()
 	warm, _ := in.warm()
 	src, dst := in.nodes()
+	stripeRates, stripeStreams := in.stripeRates()
 	p, err := optimizer.MakePlan(optimizer.PlanInput{Samples: samples, Prober: sampledProber(samples, limits), Warm: warm,
 		SourceNodes: src, DestinationNodes: dst, Limits: limits, Dataset: Histogram(in.Dataset), RTT: in.RTT,
-		StripeRates: in.stripeRates(), StripeAccuracy: stripeGainAccuracy, DataPlane: in.DataPlane})
+		StripeRates: stripeRates, StripeStreams: stripeStreams, StripeAccuracy: stripeGainAccuracy, DataPlane: in.DataPlane})
 	if err != nil {
 		return v1alpha1.TransferPlan{}, err
 	}
