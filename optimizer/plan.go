@@ -174,9 +174,7 @@ func MakePlan(in PlanInput) (Plan, error) {
 
 	// 4. the path's capacity as far as the samples show it, then OPT_B within it
 	plan.Path = NewPathCapacity(plan.Curve, lim.MaxStreamsPerStripe, in.StripeRates, in.StripeAccuracy)
-	if len(plan.Path.Measured) > 0 {
-		plan.Path.StripeStreams = in.StripeStreams
-	}
+	plan.Path.StripeStreams = in.StripeStreams
 	flow, err := OptB(FlowInput{Curve: plan.Curve, SourceCPU: plan.SourceCPU, DestinationCPU: plan.DestinationCPU,
 		SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Limits: in.Limits, PathBitsPerSecond: in.PathBitsPerSecond,
 		Path: &plan.Path})

@@ -73,14 +73,9 @@ func SamplesFromProbe(ss []v1alpha1.ProbeSample) []optimizer.Sample {
 // same streams and buffer when there is one (the newest of each count). They are what
 // lets a plan have more than one stripe: the optimizer adds stripes only as far as a
 // doubling paid (optimizer.NewPathCapacity). Nil when no sample ran several stripes.
-func StripeRates(ss []v1alpha1.ProbeSample) []optimizer.StreamPoint {
-	rates, _ := stripeLevels(ss)
-	return rates
-}
-
-// stripeLevels are StripeRates and the streams per stripe they ran with (0 when
-// there are none).
-func stripeLevels(ss []v1alpha1.ProbeSample) ([]optimizer.StreamPoint, int) {
+// streams is what each stripe ran with (0 with no rates): a gain of several stripes
+// holds for stripes of that many streams (optimizer.PathCapacity.StripeStreams).
+func StripeRates(ss []v1alpha1.ProbeSample) (rates []optimizer.StreamPoint, streams int) {
 	type at struct {
 		streams int32
 		buffer  int64

@@ -144,11 +144,11 @@ func (in Input) nodes() (src, dst []optimizer.Node) {
 // stripeRates are the job's samples of several stripes (else the profile's), and the
 // streams per stripe they ran with.
 func (in Input) stripeRates() ([]optimizer.StreamPoint, int) {
-	if r, streams := stripeLevels(in.Samples); r != nil {
+	if r, streams := StripeRates(in.Samples); r != nil {
 		return r, streams
 	}
 	if in.Profile != nil {
-		return stripeLevels(in.Profile.Samples)
+		return StripeRates(in.Profile.Samples)
 	}
 	return nil, 0
 }

@@ -360,20 +360,21 @@ func TestStripeRates(t *testing.T) {
 		return v1alpha1.ProbeSample{Stripes: stripes, Streams: streams, BufferBytes: buffer, BitsPerSecond: bps}
 	}
 	cases := map[string]struct {
-		samples []v1alpha1.ProbeSample
-		want    []optimizer.StreamPoint
+		samples     []v1alpha1.ProbeSample
+		want        []optimizer.StreamPoint
+		wantStreams int
 	}{
 		"one stripe only":            {samples: []v1alpha1.ProbeSample{s(0, 1, 0, 400), s(1, 2, 0, 410)}, want: nil},
-		"with the one-stripe sample": {samples: []v1alpha1.ProbeSample{s(0, 1, 0, 400), s(0, 4, 0, 450), s(2, 4, 0, 800)}, want: []optimizer.StreamPoint{{Streams: 1, BitsPerSecond: 450}, {Streams: 2, BitsPerSecond: 800}}},
+		"with the one-stripe sample": {samples: []v1alpha1.ProbeSample{s(0, 1, 0, 400), s(0, 4, 0, 450), s(2, 4, 0, 800)}, want: []optimizer.StreamPoint{{Streams: 1, BitsPerSecond: 450}, {Streams: 2, BitsPerSecond: 800}}, wantStreams: 4},
 		"at the streams and buffer the most stripes ran with": {
 			samples: []v1alpha1.ProbeSample{s(2, 2, 0, 700), s(0, 4, 1<<20, 450), s(2, 4, 1<<20, 800), s(4, 4, 1<<20, 1500)},
-			want:    []optimizer.StreamPoint{{Streams: 1, BitsPerSecond: 450}, {Streams: 2, BitsPerSecond: 800}, {Streams: 4, BitsPerSecond: 1500}}},
-		"the newest of each count": {samples: []v1alpha1.ProbeSample{s(2, 4, 0, 800), s(2, 4, 0, 760)}, want: []optimizer.StreamPoint{{Streams: 2, BitsPerSecond: 760}}},
+			want:    []optimizer.StreamPoint{{Streams: 1, BitsPerSecond: 450}, {Streams: 2, BitsPerSecond: 800}, {Streams: 4, BitsPerSecond: 1500}}, wantStreams: 4},
+		"the newest of each count": {samples: []v1alpha1.ProbeSample{s(2, 4, 0, 800), s(2, 4, 0, 760)}, want: []optimizer.StreamPoint{{Streams: 2, BitsPerSecond: 760}}, wantStreams: 4},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := StripeRates(c.samples); !slices.Equal(got, c.want) {
-				t.Errorf("StripeRates = %v, want %v", got, c.want)
+			if got, streams := StripeRates(c.samples); !slices.Equal(got, c.want) || streams != c.wantStreams {
+				t.Errorf("StripeRates = %v at %d streams per stripe, want %v at %d", got, streams, c.want, c.wantStreams)
 			}
 		})
 	}
