@@ -22,17 +22,17 @@ func TestBufferCandidates(t *testing.T) {
 		why    string
 	}{
 		"this bench host: a fixed 4 MiB gets 8 MiB, beyond send autotuning's 4 MiB": {
-			BuffersAuto, thisMachine, &thisMachine, 50 * time.Millisecond, 0, []int64{0, 4 << 20}, "beyond autotuning's ceiling of 4 MiB"},
+			BuffersAuto, thisMachine, &thisMachine, 50 * time.Millisecond, 0, []int64{4 << 20}, "beyond autotuning's ceiling of 4 MiB: sampling 4 MiB, not autotuning"},
 		"autotuning reaches further than any fixed buffer": {
 			BuffersAuto, bigAutotune, &bigAutotune, 50 * time.Millisecond, 0, nil, "no more than autotuning's ceiling"},
 		"the receiver's small autotuning ceiling binds; fixed buffers up to 2·BDP": {
-			BuffersAuto, bigFixed, &bigFixed, 50 * time.Millisecond, 1e9, []int64{0, 4 << 20, 8 << 20, 16 << 20}, "sampling autotuning and 4 MiB, 8 MiB, 16 MiB"},
+			BuffersAuto, bigFixed, &bigFixed, 50 * time.Millisecond, 1e9, []int64{4 << 20, 8 << 20, 16 << 20}, "sampling 4 MiB, 8 MiB, 16 MiB, not autotuning"},
 		"autotuning holds twice the BDP: no sampling": {
 			BuffersAuto, bigFixed, &bigFixed, 5 * time.Millisecond, 1e9, nil, "holds twice the BDP"},
 		"no receive autotuning at the receiver: fixed buffers": {
 			BuffersAuto, noRcvAutotune, &noRcvAutotune, 50 * time.Millisecond, 0, []int64{0, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20}, "receive autotuning is off"},
 		"an older receiver: its limits taken to be ours": {
-			BuffersAuto, thisMachine, nil, 50 * time.Millisecond, 0, []int64{0, 4 << 20}, "beyond"},
+			BuffersAuto, thisMachine, nil, 50 * time.Millisecond, 0, []int64{4 << 20}, "beyond"},
 		"off": {BuffersOff, thisMachine, &thisMachine, 50 * time.Millisecond, 0, nil, "off"},
 		"on: autotuning and the sweep around the BDP": {
 			BuffersOn, thisMachine, &thisMachine, 50 * time.Millisecond, 1e9, []int64{0, 512 << 10, 1 << 20, 2 << 20, 4 << 20}, "on"},

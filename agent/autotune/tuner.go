@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -213,7 +214,13 @@ func (t *Tuner) OnData(ctx context.Context) (Outcome, error) {
 		return Outcome{}, err
 	}
 	t.onDataProbe = true
-	out, err := t.run(ctx, t.onData)
+	// the stripe's session is up: the receiver has said its limits and the streams
+	// their RTT, so the buffer candidates are known before the first sample
+	var ends *hostsKnown
+	if trs := t.Stripes.Transports(); len(trs) > 0 {
+		ends = &hostsKnown{peer: trs[0].PeerLimits, rtt: trs[0].MinRTT}
+	}
+	out, err := t.run(ctx, t.onData, ends)
 	out.ProbeTime = t.clock().Now().Sub(start)
 	if errors.Is(err, errFinished) {
 		// no plan; the samples taken (and the prober and RTT they set) are still
@@ -238,7 +245,7 @@ func (t *Tuner) InMemory(ctx context.Context, addr string, secret []byte, blockS
 	mem := func(ctx context.Context, s sampleSpec) (measurement, error) {
 		return t.inMemory(ctx, addr, secret, blockSize, s)
 	}
-	out, err := t.run(ctx, mem)
+	out, err := t.run(ctx, mem, nil)
 	out.ProbeTime = t.clock().Now().Sub(start)
 	if err != nil {
 		return out, err
@@ -248,18 +255,42 @@ func (t *Tuner) InMemory(ctx context.Context, addr string, secret []byte, blockS
 	return out, nil
 }
 
-// run is the probe and the plan, whichever way samples are taken.
-func (t *Tuner) run(ctx context.Context, measure measurer) (Outcome, error) {
+// hostsKnown is what a probe knows of the two ends before its first sample: the
+// receiver's socket buffer limits (nil: it did not say) and the RTT (0: unknown).
+type hostsKnown struct {
+	peer *wire.SocketLimits
+	rtt  time.Duration
+}
+
+// run is the probe and the plan, whichever way samples are taken. ends, when known
+// (a stripe already running), decide the buffer candidates before the first sample,
+// which is then the first candidate's; otherwise the first sample is one stream with
+// autotuning, and the round-trip time and receiver's limits it brings decide them
+// (autotuning then stays a candidate: it was measured).
+func (t *Tuner) run(ctx context.Context, measure measurer, ends *hostsKnown) (Outcome, error) {
 	var out Outcome
 	opt := t.Options
-	// The first sample is one stream with autotuning whatever comes next: it is the
-	// first step of either phase when autotuning is a candidate, and it brings the
-	// round-trip time and the receiver's buffer limits that decide the candidates.
-	first, err := measure(ctx, sampleSpec{stripes: 1, streams: 1})
+	var (
+		candidates []int64
+		why        string
+		firstSpec  = sampleSpec{stripes: 1, streams: 1}
+	)
+	if ends != nil {
+		candidates, why = BufferCandidates(opt.Buffers, t.LocalLimits, ends.peer, ends.rtt, opt.NICBitsPerSecond)
+		if len(candidates) > 0 {
+			firstSpec.buffer = candidates[0]
+		}
+	}
+	first, err := measure(ctx, firstSpec)
 	if err != nil {
 		return out, err
 	}
-	candidates, why := BufferCandidates(opt.Buffers, t.LocalLimits, first.peerLimits, first.minRTT, opt.NICBitsPerSecond)
+	if ends == nil {
+		candidates, why = BufferCandidates(opt.Buffers, t.LocalLimits, first.peerLimits, first.minRTT, opt.NICBitsPerSecond)
+		if len(candidates) > 0 && !slices.Contains(candidates, 0) {
+			candidates = append([]int64{0}, candidates...)
+		}
+	}
 	t.log().Info("Probe buffers", "decision", why, "rtt", first.minRTT.String())
 	out.Prober = optimizer.Prober{BufferSizes: candidates, Streams: optimizer.ExpSelection{MaxStreams: opt.MaxStreams}}
 	record := func(phase optimizer.ProbePhase, streams int, buffer int64, m measurement) {
@@ -274,7 +305,7 @@ func (t *Tuner) run(ctx context.Context, measure measurer) (Outcome, error) {
 	if len(candidates) > 0 {
 		firstPhase = optimizer.PhaseBuffer
 	}
-	record(firstPhase, 1, 0, first)
+	record(firstPhase, 1, firstSpec.buffer, first)
 	rtt := first.minRTT
 	if t.onDataProbe && t.Core.ApplyEarlyClasses(first.bitsPerSecond, rtt, int(t.Params.Concurrency)) {
 		// small files: pipelining, concurrency and stripes pay, streams hardly (§3)

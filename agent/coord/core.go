@@ -778,11 +778,24 @@ func (c *Core) leave(m *Member) {
 func (c *Core) setStats(s wire.StripeStats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s.Connected {
-		c.stats[s.Stripe] = s
-	} else {
+	if !s.Connected {
 		delete(c.stats, s.Stripe)
+		return
 	}
+	_, known := c.stats[s.Stripe]
+	c.stats[s.Stripe] = s
+	if !known {
+		c.signalLocked() // a probe waits for a stripe's first stats (its hosts' limits)
+	}
+}
+
+// StripeStats is what stripe k's sender last reported, and whether it has reported
+// since it connected.
+func (c *Core) StripeStats(k int32) (wire.StripeStats, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.stats[k]
+	return s, ok
 }
 
 // Report is the job as the coordinator sees it now.

@@ -209,6 +209,7 @@ func (r *Runner) runProbe(ctx context.Context, d contract.ProbeDirective) {
 				return
 			}
 		}
+		limits.learnFromStats(c, m)
 		next, done := r.Probe(limits.useful(c, d), c.Samples(), c.Dataset())
 		if done {
 			c.SetPhase(contract.PhaseProbed)
@@ -250,11 +251,30 @@ func (l *probeLimits) learn(res wire.ProbeResult) {
 	}
 }
 
+// learnFromStats takes the limits from the probe stripe's stats, which its sender
+// sends from the session's first moment: known before the first sample, they decide
+// whether autotuning is sampled at all (wire.UsefulBuffers). It says whether the
+// stripe has reported (an older sender reports no limits: the probe goes on without).
+func (l *probeLimits) learnFromStats(c *Core, m *Member) bool {
+	st, ok := c.StripeStats(m.stripe)
+	if ok && l.source == nil && st.SourceLimits != nil {
+		l.source, l.destination = st.SourceLimits, st.DestinationLimits
+	}
+	return ok
+}
+
+// hingesOnLimits says whether the buffer sizes d samples depend on the hosts' limits:
+// autotuning listed beside a fixed size (which may outgrow it, or be outgrown).
+func hingesOnLimits(d contract.ProbeDirective) bool {
+	return slices.Contains(d.BufferBytes, 0) && slices.ContainsFunc(d.BufferBytes, func(b int64) bool { return b > 0 })
+}
+
 // useful is d without the buffer sizes that would take the same effect as another, or
 // that autotuning outgrows, at these hosts (wire.UsefulBuffers): the controller lists
 // sizes around the BDP without knowing the nodes' kernel limits, and a size sampled
-// for nothing costs a sample's length at a rate already known. d itself until the
-// first sample has said the limits (the first sample is autotuning's).
+// for nothing costs a sample's length at a rate already known, and autotuning is not
+// sampled where a fixed size outgrows it. d itself until the stripe's stats or a sample
+// have said the limits.
 func (l *probeLimits) useful(c *Core, d contract.ProbeDirective) contract.ProbeDirective {
 	if l.source == nil {
 		return d
@@ -302,6 +322,16 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 			}
 		}
 		samples := c.Samples()
+		if reported := limits.learnFromStats(c, m); !reported && len(samples) == 0 && hingesOnLimits(d) {
+			// The first sample's buffer depends on the hosts' limits, which the stripe
+			// reports once its session with the receiver is up — before that no byte
+			// moves, so waiting for them costs nothing.
+			select {
+			case <-ch:
+			case <-ctx.Done():
+			}
+			continue
+		}
 		next, done := r.Probe(limits.useful(c, d), samples, c.Dataset())
 		if !done && len(samples) > 0 && ProbeOutlasts(c.Remaining(), bestRate(samples), sampleRTT(samples), time.Duration(d.SampleSeconds)*time.Second) {
 			c.log.Info("Probing stops: the dataset left ends before more samples could pay", "remainingBytes", c.Remaining(), "samples", len(samples))

@@ -180,9 +180,15 @@ func TestStripeLeavingEndsItsSample(t *testing.T) {
 }
 
 // probeScript runs a Runner for a one-file job under a Transfer directive with probe d,
-// its stripe 0 answering each sample with answer, until it reports Probed, and returns
-// that report.
+// its stripe 0 reporting stats (as a sender does from its session's first moment) and
+// answering each sample with answer, until it reports Probed, and returns that report.
 func probeScript(t *testing.T, c *Core, d contract.ProbeDirective, planner ProbePlanner, answer func(wire.ProbeRequest) wire.ProbeResult) contract.Report {
+	return probeScriptWithStats(t, c, d, planner, wire.StripeStats{Stripe: 0, Connected: true, Streams: 1}, answer)
+}
+
+// probeScriptWithStats is probeScript with the stats stripe 0 reports when it joins.
+func probeScriptWithStats(t *testing.T, c *Core, d contract.ProbeDirective, planner ProbePlanner, stats wire.StripeStats,
+	answer func(wire.ProbeRequest) wire.ProbeResult) contract.Report {
 	t.Helper()
 	c.SetPhase(contract.PhaseStarting)
 	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
@@ -193,6 +199,7 @@ func probeScript(t *testing.T, c *Core, d contract.ProbeDirective, planner Probe
 	go func() { defer close(done); r.Run(ctx) }()
 	m := c.Join(0)
 	m.Summary(wire.Summary{Last: true})
+	m.Stats(stats)
 	stripeDone := make(chan struct{})
 	go func() {
 		defer close(stripeDone)
@@ -218,41 +225,112 @@ func probeScript(t *testing.T, c *Core, d contract.ProbeDirective, planner Probe
 	return probed
 }
 
-// TestProbeSkipsBuffersOfTheSameEffect: the controller lists buffer sizes around the
-// BDP without knowing the nodes' kernels; once the first sample (autotuning) has said
-// the hosts' limits, the planner is asked with the sizes that take a different effect
-// only — on this machine's limits 8 MiB gets what 4 MiB gets (wmem_max 4 MiB).
-func TestProbeSkipsBuffersOfTheSameEffect(t *testing.T) {
+// TestProbeSamplesOnlyBuffersThatMatter: the controller lists buffer sizes around the
+// BDP without knowing the nodes' kernels; the planner is asked with the sizes that take
+// a different effect at these hosts only (wire.UsefulBuffers) — on this machine's
+// limits 8 MiB gets what 4 MiB gets (wmem_max 4 MiB), and 4 MiB's 8 MiB is beyond
+// autotuning's 4 MiB ceiling, so autotuning is not sampled either. A sender reports
+// the limits with its first stats, before any sample: the probe's first sample is
+// already the fixed buffer's. An older sender's stats say no limits: the first sample
+// (autotuning's, as the controller listed it first) brings them.
+func TestProbeSamplesOnlyBuffersThatMatter(t *testing.T) {
 	const MiB = 1 << 20
 	asked := []int64{0, 4 * MiB, 8 * MiB}
-	var mu sync.Mutex
-	var seen [][]int64 // the buffers the planner was asked with, by samples taken
+	limits := wire.SocketLimits{SndAutotuneMax: 4 * MiB, SndMax: 4 * MiB, RcvAutotuneMax: 32 * MiB, RcvMax: 4 * MiB}
+	cases := map[string]struct {
+		stats wire.StripeStats
+		// the buffers the planner is asked with after 0, 1 and 2 samples
+		want [][]int64
+	}{
+		"limits in the stripe's first stats": {
+			wire.StripeStats{Connected: true, Streams: 1, SourceLimits: &limits, DestinationLimits: &limits},
+			[][]int64{{4 * MiB}, {4 * MiB}, {4 * MiB}},
+		},
+		"an older sender: limits from the first sample": {
+			wire.StripeStats{Connected: true, Streams: 1},
+			[][]int64{asked, {4 * MiB}, {4 * MiB}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			var seen [][]int64 // the buffers the planner was asked with, by samples taken
+			var sampled []int64
+			planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(seen) == len(samples) {
+					seen = append(seen, append([]int64(nil), d.BufferBytes...))
+				}
+				if len(samples) >= 2 {
+					return wire.ProbeRequest{}, true
+				}
+				return wire.ProbeRequest{Streams: int32(1 + len(samples)), BufferBytes: d.BufferBytes[0], Seconds: d.SampleSeconds}, false
+			}
+			probeScriptWithStats(t, newCore(t, map[string]int{"d/big": 1 << 20}), contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: asked}, planner,
+				tc.stats, func(p wire.ProbeRequest) wire.ProbeResult {
+					mu.Lock()
+					sampled = append(sampled, p.BufferBytes)
+					mu.Unlock()
+					return wire.ProbeResult{Settled: true, SourceLimits: &limits, DestinationLimits: &limits,
+						Sample: contract.Sample{Streams: p.Streams, BufferBytes: p.BufferBytes, BitsPerSecond: 1}}
+				})
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) != len(tc.want) {
+				t.Fatalf("the planner was asked with %v, want %v", seen, tc.want)
+			}
+			for i := range tc.want {
+				if !slices.Equal(seen[i], tc.want[i]) {
+					t.Errorf("after %d samples the planner was asked with buffers %v, want %v", i, seen[i], tc.want[i])
+				}
+			}
+			if wantFirst := tc.want[0][0]; len(sampled) == 0 || sampled[0] != wantFirst {
+				t.Errorf("samples taken at buffers %v, want the first at %d", sampled, wantFirst)
+			}
+		})
+	}
+}
+
+// TestProbeWaitsForTheStripesLimitsBeforeItsFirstSample: with autotuning listed beside
+// fixed sizes, which of them is sampled first depends on the hosts' limits; no sample
+// is asked for until the probe stripe has reported (its session up: before that no
+// byte moves, so the wait costs nothing).
+func TestProbeWaitsForTheStripesLimitsBeforeItsFirstSample(t *testing.T) {
+	const MiB = 1 << 20
+	c := newCore(t, map[string]int{"d/big": 1 << 20})
+	c.SetPhase(contract.PhaseStarting)
+	d := contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: []int64{0, 4 * MiB}}
+	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
+		StreamsPerStripe: 1, Stripes: 1, Probe: &d}}
 	planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(seen) == len(samples) {
-			seen = append(seen, append([]int64(nil), d.BufferBytes...))
-		}
-		if len(samples) >= 2 {
-			return wire.ProbeRequest{}, true
-		}
-		return wire.ProbeRequest{Streams: 1, BufferBytes: d.BufferBytes[len(samples)], Seconds: d.SampleSeconds}, false
+		return wire.ProbeRequest{Streams: 1, BufferBytes: d.BufferBytes[0], Seconds: d.SampleSeconds}, len(samples) >= 1
+	}
+	r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Probe: planner, Grace: time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	m := c.Join(0)
+	m.Summary(wire.Summary{Last: true})
+	// the stripe has joined and its summary is in; the probe must still wait for it
+	// to report: a sample asked for now would be autotuning's, the list's first
+	waitFor(t, "the runner to follow the directive", runnerTimeout, func() bool { return c.Phase() == contract.PhaseTransferring })
+	select {
+	case p := <-m.Probes():
+		t.Fatalf("a sample (%+v) was asked for before the stripe reported its limits", p)
+	case <-time.After(200 * time.Millisecond):
 	}
 	limits := wire.SocketLimits{SndAutotuneMax: 4 * MiB, SndMax: 4 * MiB, RcvAutotuneMax: 32 * MiB, RcvMax: 4 * MiB}
-	probeScript(t, newCore(t, map[string]int{"d/big": 1 << 20}), contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: asked}, planner, func(p wire.ProbeRequest) wire.ProbeResult {
-		return wire.ProbeResult{Settled: true, SourceLimits: &limits, DestinationLimits: &limits,
-			Sample: contract.Sample{Streams: p.Streams, BufferBytes: p.BufferBytes, BitsPerSecond: 1}}
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	want := [][]int64{asked, {0, 4 * MiB}, {0, 4 * MiB}}
-	if len(seen) != len(want) {
-		t.Fatalf("the planner was asked with %v, want %v", seen, want)
-	}
-	for i := range want {
-		if !slices.Equal(seen[i], want[i]) {
-			t.Errorf("after %d samples the planner was asked with buffers %v, want %v", i, seen[i], want[i])
+	m.Stats(wire.StripeStats{Connected: true, Streams: 1, SourceLimits: &limits, DestinationLimits: &limits})
+	select {
+	case p := <-m.Probes():
+		if p.BufferBytes != 4*MiB {
+			t.Errorf("first sample at buffer %d, want the fixed 4 MiB", p.BufferBytes)
 		}
+	case <-time.After(runnerTimeout):
+		t.Fatal("no sample was asked for once the stripe reported")
 	}
 }
 

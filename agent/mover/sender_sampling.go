@@ -88,6 +88,17 @@ func (s *ssession) sample() {
 	lastCPU := metrics.CPUSeconds()
 	var lastPeer *wire.PeerStats
 	label := metrics.Label(s.st.Index)
+	local := hostSocketLimits()
+	limits := func(stats wire.StripeStats) wire.StripeStats {
+		stats.SourceLimits, stats.DestinationLimits = &local, s.st.peerLimits.Load()
+		return stats
+	}
+	// at once, not a second from now: the coordinator's first probe sample waits for
+	// the hosts' limits to choose its buffer
+	s.mu.Lock()
+	n := len(s.streams)
+	s.mu.Unlock()
+	s.src.Stats(limits(wire.StripeStats{Stripe: s.st.Index, Connected: true, Streams: int32(n)}))
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -99,7 +110,7 @@ func (s *ssession) sample() {
 			s.mu.Lock()
 			streams := append([]*stream(nil), s.streams...)
 			s.mu.Unlock()
-			stats := wire.StripeStats{Stripe: s.st.Index, Connected: true, Streams: int32(len(streams))}
+			stats := limits(wire.StripeStats{Stripe: s.st.Index, Connected: true, Streams: int32(len(streams))})
 			var rttSum time.Duration
 			var dRetrans, dSegs uint32
 			for _, st := range streams {

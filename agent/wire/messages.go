@@ -365,6 +365,12 @@ type StripeStats struct {
 	DestinationCPUSeconds float64 `json:"destinationCpuSeconds"`
 	SourceMillicores      int64   `json:"sourceMillicores"`
 	DestinationMillicores int64   `json:"destinationMillicores"`
+	// SourceLimits and DestinationLimits are the socket buffer limits of the sender's
+	// host and of its receiver (from SessionOK; nil when it did not say), sent from
+	// the session's first moment, so that a probe knows which buffer sizes can
+	// matter before its first sample (wire.UsefulBuffers).
+	SourceLimits      *SocketLimits `json:"sourceLimits,omitempty"`
+	DestinationLimits *SocketLimits `json:"destinationLimits,omitempty"`
 }
 
 // ProbeRequest asks a stripe for one sample: memory to memory, or with OnData a

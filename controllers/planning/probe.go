@@ -64,7 +64,12 @@ type ProbeInput struct {
 // the cold probe took 8 buffer samples, 64 KiB to 8 MiB; with autotuning first it
 // takes 3: autotuning (452 Mbit/s), 4 MiB (877 Mbit/s) and 8 MiB (no gain), and
 // chooses the same 4 MiB. The controller cannot filter the sizes itself: it knows
-// neither the RTT before the probe nor the nodes' kernel limits.
+// neither the RTT before the probe nor the nodes' kernel limits. The coordinator
+// can, once the probe stripe reports both hosts' limits (with its first stats, before
+// any sample): sizes of the same effect are sampled once, and where a fixed size gets
+// a window beyond autotuning's ceiling autotuning is not sampled at all
+// (wire.UsefulBuffers) — on that path the probe's first sample is then the 4 MiB
+// buffer's 846 Mbit/s, not autotuning's 468.
 //
 // A cold probe then doubles the stripes (MaxStripes, at most ProbeMaxStripes and what
 // the limits allow), so that a plan of several stripes rests on a sample of several
