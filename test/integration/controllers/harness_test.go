@@ -338,15 +338,19 @@ func setPhase(g Gomega, pod *corev1.Pod, phase corev1.PodPhase) {
 	g.Expect(env.Client.Status().Update(context.Background(), p)).To(Succeed())
 }
 
-// runAll plays the kubelet: every Pending agent pod of the job starts Running.
+// runAll plays the kubelet: every Pending agent pod of the job starts Running. It
+// returns the pods it listed, as it left them: a second list would show a pod the
+// manager created meanwhile still Pending (a replacement that never ran, so that has no
+// log), under a name the caller takes as started.
 func runAll(g Gomega, job *dtnflowv1alpha1.TransferJob) agentPods {
 	pods := listAgents(g, job)
 	for _, p := range pods.all {
 		if p.Status.Phase == "" || p.Status.Phase == corev1.PodPending {
 			setPhase(g, p, corev1.PodRunning)
+			p.Status.Phase = corev1.PodRunning
 		}
 	}
-	return listAgents(g, job)
+	return pods
 }
 
 // report plays the coordinator: it writes rep into its pod's report annotation, as the
