@@ -122,10 +122,7 @@ func (c *Core) leaseLimitsLocked() map[string]int {
 	if c.ch == nil {
 		return nil
 	}
-	pending := map[string]int{}
-	for _, u := range c.pending {
-		pending[u.u.Class]++
-	}
+	pending := c.pendingByClass
 	limit := map[string]int{}
 	if c.ch.sched == optimizer.SingleChunk {
 		current := ""

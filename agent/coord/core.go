@@ -120,12 +120,17 @@ type Core struct {
 	skippedFiles []contract.FailedFile
 	filesSkipped int64
 
-	files   []*cfile
-	byDest  map[string]*cfile
-	units   map[uint64]*cunit
-	pending []*cunit
-	nextID  uint64
-	built   bool
+	files  []*cfile
+	byDest map[string]*cfile
+	units  map[uint64]*cunit
+	// pending are the units waiting for a stripe, in the order they are handed out;
+	// pendingByClass counts them per size class (the lease limits ask it on every
+	// request: counting the slice each time made a job of 20 000 small files cost its
+	// coordinator O(files²)).
+	pending        []*cunit
+	pendingByClass map[string]int
+	nextID         uint64
+	built          bool
 
 	// manifest is the union of the receivers' manifests while the final check runs
 	// (nil before it), answered the stripes that have sent theirs, debris the
@@ -219,7 +224,7 @@ func New(o Options, p Params) (*Core, error) {
 		return nil, fmt.Errorf("--overwrite %q: want Never, IfDifferent or Always", o.Overwrite)
 	}
 	c := &Core{opts: o, log: o.Log, changed: make(chan struct{}), members: map[*Member]bool{}, byDest: map[string]*cfile{},
-		units: map[uint64]*cunit{}, stats: map[int32]wire.StripeStats{}, classDone: map[string]int64{}, phase: contract.PhaseStarting}
+		units: map[uint64]*cunit{}, pendingByClass: map[string]int{}, stats: map[int32]wire.StripeStats{}, classDone: map[string]int64{}, phase: contract.PhaseStarting}
 	if len(o.Paths) == 0 {
 		return nil, fmt.Errorf("no source paths given")
 	}
@@ -341,6 +346,7 @@ func (c *Core) setParamsLocked(p Params) {
 	for _, u := range c.units {
 		u.u.Class = u.file.class
 	}
+	c.recountPendingLocked()
 	c.setChannelsLocked(p)
 	c.broadcastConfigLocked()
 }
@@ -505,9 +511,48 @@ func (c *Core) addUnitLocked(f *cfile, u wire.Unit, front bool) {
 	cu := &cunit{u: u, file: f}
 	c.units[u.ID] = cu
 	if front {
-		c.pending = append([]*cunit{cu}, c.pending...)
+		c.pendFrontLocked(cu)
 	} else {
-		c.pending = append(c.pending, cu)
+		c.pendBackLocked(cu)
+	}
+}
+
+// pendBackLocked queues a unit after every other.
+func (c *Core) pendBackLocked(u *cunit) {
+	c.pending = append(c.pending, u)
+	c.pendingByClass[u.u.Class]++
+}
+
+// pendFrontLocked queues units, in their order, before every other: units given back
+// and finishing steps go first. (Rare: a retry, a stripe that left, a file's last
+// step; the copy is not on the per-file path.)
+func (c *Core) pendFrontLocked(us ...*cunit) {
+	for _, u := range us {
+		c.pendingByClass[u.u.Class]++
+	}
+	c.pending = append(us[:len(us):len(us)], c.pending...)
+}
+
+// recountPendingLocked counts the pending units per class again (their classes changed).
+func (c *Core) recountPendingLocked() {
+	clear(c.pendingByClass)
+	for _, u := range c.pending {
+		c.pendingByClass[u.u.Class]++
+	}
+}
+
+// leaseLocked hands u to m; m.leases keeps what each stripe holds, so that its
+// requests and its leaving look at its own units, not at every unit of the job.
+func (c *Core) leaseLocked(u *cunit, m *Member) {
+	u.leased = m
+	m.leases[u] = struct{}{}
+}
+
+// unleaseLocked takes u back from the stripe that holds it, if any.
+func (c *Core) unleaseLocked(u *cunit) {
+	if u.leased != nil {
+		delete(u.leased.leases, u)
+		u.leased = nil
 	}
 }
 
@@ -556,12 +601,10 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 	var g wire.WorkGrant
 	perClass := map[string]int{}
 	chunks := 0
-	for _, u := range c.units {
-		if u.leased == m {
-			perClass[u.u.Class]++
-			if u.u.Kind == wire.UnitChunk {
-				chunks++
-			}
+	for u := range m.leases {
+		perClass[u.u.Class]++
+		if u.u.Kind == wire.UnitChunk {
+			chunks++
 		}
 	}
 	limit := c.leaseLimitsLocked()
@@ -570,25 +613,29 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 	// once, and one that leased every chunk of a large file would leave nothing for a
 	// stripe that joins later (a probe sample of several stripes, a plan's new stripe).
 	chunkCap := 2 * int(max(c.params.Concurrency, 1))
-	kept := c.pending[:0]
-	for i, u := range c.pending {
-		if len(g.Units) >= n || i > 4*n+64 {
-			kept = append(kept, c.pending[i:]...)
-			break
-		}
+	var kept []*cunit // looked at and left for later, in order
+	i := 0
+	for ; i < len(c.pending) && len(g.Units) < n && i <= 4*n+64; i++ {
+		u := c.pending[i]
 		l, bounded := limit[u.u.Class]
 		if (bounded && perClass[u.u.Class] >= l) || (!bounded && u.u.Kind == wire.UnitChunk && chunks >= chunkCap) {
 			kept = append(kept, u)
 			continue
 		}
-		u.leased = m
+		c.leaseLocked(u, m)
+		c.pendingByClass[u.u.Class]--
 		perClass[u.u.Class]++
 		if u.u.Kind == wire.UnitChunk {
 			chunks++
 		}
 		g.Units = append(g.Units, u.u)
 	}
-	c.pending = kept
+	// What was left stays ahead of the rest, in its order, in the slots just looked
+	// at: no copy of the units behind them.
+	start := i - len(kept)
+	copy(c.pending[start:i], kept)
+	clear(c.pending[:start]) // handed out: not kept alive by the queue
+	c.pending = c.pending[start:]
 	if len(g.Units) > 0 && c.firstByte.IsZero() {
 		// a stripe asks for work once its session with its receiver is up: the
 		// grant's bytes leave now
@@ -610,12 +657,13 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 		case r.OK:
 			c.unitDoneLocked(u, r.Digest)
 		case r.Retry && u.file.skipped:
-			u.done, u.leased = true, nil
+			c.unleaseLocked(u)
+			u.done = true
 			delete(c.units, u.u.ID)
 		case r.Retry:
 			if u.leased == m {
-				u.leased = nil
-				c.pending = append([]*cunit{u}, c.pending...)
+				c.unleaseLocked(u)
+				c.pendFrontLocked(u)
 			}
 		case r.Source && c.opts.SourceErrors == contract.SourceErrorsSkip:
 			if u.leased != m && u.leased != nil {
@@ -626,7 +674,8 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 			if u.leased != m && u.leased != nil {
 				continue
 			}
-			u.done, u.leased = true, nil
+			c.unleaseLocked(u)
+			u.done = true
 			delete(c.units, u.u.ID)
 			c.errCount++
 			if c.errMsg == "" || r.Fatal {
@@ -649,7 +698,8 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 }
 
 func (c *Core) unitDoneLocked(u *cunit, digest string) {
-	u.done, u.leased = true, nil
+	c.unleaseLocked(u)
+	u.done = true
 	delete(c.units, u.u.ID)
 	c.classDone[u.u.Class] += unitBytes(u.u)
 	f := u.file
@@ -713,7 +763,8 @@ func (c *Core) checkDoneLocked() {
 // hold of it stays in their journals and temporary files, as for any file not yet
 // final), and the job goes on without it.
 func (c *Core) skipLocked(u *cunit, why string) {
-	u.done, u.leased = true, nil
+	c.unleaseLocked(u)
+	u.done = true
 	delete(c.units, u.u.ID)
 	f := u.file
 	if f.skipped || f.failed || f.done {
@@ -730,10 +781,12 @@ func (c *Core) skipLocked(u *cunit, why string) {
 	for _, p := range c.pending {
 		if p.file == f {
 			delete(c.units, p.u.ID)
+			c.pendingByClass[p.u.Class]--
 			continue
 		}
 		kept = append(kept, p)
 	}
+	clear(c.pending[len(kept):])
 	c.pending = kept
 }
 
@@ -752,15 +805,15 @@ func (c *Core) leave(m *Member) {
 		close(m.left)
 	}
 	delete(c.members, m)
-	var back []*cunit
-	for _, u := range c.units {
-		if u.leased == m {
-			u.leased = nil
-			back = append(back, u)
-		}
+	back := make([]*cunit, 0, len(m.leases))
+	for u := range m.leases {
+		back = append(back, u)
+	}
+	for _, u := range back {
+		c.unleaseLocked(u)
 	}
 	sort.Slice(back, func(i, j int) bool { return back[i].u.ID < back[j].u.ID })
-	c.pending = append(back, c.pending...)
+	c.pendFrontLocked(back...)
 	if len(back) > 0 {
 		c.log.Info("A stripe left; its work goes to the others", "stripe", m.stripe, "units", len(back))
 	}
@@ -927,12 +980,14 @@ type Member struct {
 	results chan wire.ProbeResult
 	// left is closed when the stripe leaves: a probe waiting for its result ends.
 	left chan struct{}
+	// leases are the units the stripe holds (guarded by c.mu).
+	leases map[*cunit]struct{}
 }
 
 // Join adds a stripe.
 func (c *Core) Join(stripe int32) *Member {
 	m := &Member{c: c, stripe: stripe, configs: make(chan wire.JobConfig, 1), probes: make(chan wire.ProbeRequest, 1), results: make(chan wire.ProbeResult, 1),
-		left: make(chan struct{})}
+		left: make(chan struct{}), leases: map[*cunit]struct{}{}}
 	c.mu.Lock()
 	c.members[m] = true
 	c.broadcastConfigLocked()
