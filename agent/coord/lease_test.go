@@ -150,10 +150,16 @@ func TestLeaseBookkeepingUnderRandomSequences(t *testing.T) {
 	}
 }
 
-// BenchmarkLeasesOfManySmallFiles is the coordinator's work per file for a job of
-// 20 000 small files on one stripe that keeps 64 in flight: lease, then done.
+// BenchmarkLeasesOfManySmallFiles is the coordinator's work per file for jobs of many
+// small files on one stripe that keeps 64 in flight: lease, then done. The cost per
+// file must not grow with the job (it did: every request walked all the job's units).
 func BenchmarkLeasesOfManySmallFiles(b *testing.B) {
-	const files = 20000
+	for _, files := range []int{5000, 20000, 80000} {
+		b.Run(fmt.Sprintf("files=%d", files), func(b *testing.B) { benchmarkLeases(b, files) })
+	}
+}
+
+func benchmarkLeases(b *testing.B, files int) {
 	c := &Core{units: map[uint64]*cunit{}, pendingByClass: map[string]int{}, built: true, phase: contract.PhaseTransferring,
 		members: map[*Member]bool{}, params: Params{Concurrency: 4, Pipelining: 16}, changed: make(chan struct{}),
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), classDone: map[string]int64{}, stats: map[int32]wire.StripeStats{}}
@@ -165,7 +171,7 @@ func BenchmarkLeasesOfManySmallFiles(b *testing.B) {
 		c.pending = c.pending[:0]
 		clear(c.pendingByClass)
 		c.filesDone, c.bytesDone, c.firstByte = 0, 0, time.Time{}
-		c.dataset.Files = files + 1 // the job is not over when the last unit is done: its check would start
+		c.dataset.Files = int64(files) + 1 // the job is not over when the last unit is done: its check would start
 		for i := range files {
 			f := &cfile{f: fsroot.File{Path: fmt.Sprintf("d/f%05d", i), Size: 65536}, dest: fmt.Sprintf("out/f%05d", i), chunks: 1}
 			c.addUnitLocked(f, wire.Unit{Kind: wire.UnitFile}, false)
