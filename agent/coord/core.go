@@ -617,6 +617,12 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 	i := 0
 	for ; i < len(c.pending) && len(g.Units) < n && i <= 4*n+64; i++ {
 		u := c.pending[i]
+		if u.done {
+			// given back by a stripe that left, then reported done by it after all:
+			// nothing left to send, and a lease of it would never be returned
+			c.pendingByClass[u.u.Class]--
+			continue
+		}
 		l, bounded := limit[u.u.Class]
 		if (bounded && perClass[u.u.Class] >= l) || (!bounded && u.u.Kind == wire.UnitChunk && chunks >= chunkCap) {
 			kept = append(kept, u)

@@ -50,6 +50,13 @@ func checkLeases(t *testing.T, c *Core, step string) {
 			held[u] = true
 		}
 	}
+	for m := range c.members {
+		for u := range m.leases {
+			if u.done {
+				t.Fatalf("%s: stripe %d holds unit %d, which is done", step, m.stripe, u.u.ID)
+			}
+		}
+	}
 	for id, u := range c.units {
 		if u.done {
 			t.Fatalf("%s: unit %d is done but still in the job's units", step, id)
@@ -132,6 +139,13 @@ func TestLeaseBookkeepingUnderRandomSequences(t *testing.T) {
 				case r < 85:
 					name = "leave"
 					m.Leave()
+					if late := held[m]; len(late) > 0 && rng.IntN(2) == 0 {
+						// results that arrive after the stripe's leave gave its
+						// units back: the units are done, and must not be sent again
+						// nor held by anyone
+						name = "leave, then late results"
+						c.done(m, ok(late[:1+rng.IntN(len(late))]...))
+					}
 					delete(held, m)
 					join(next)
 					next++
