@@ -122,12 +122,11 @@ func (c *Core) leaseLimitsLocked() map[string]int {
 	if c.ch == nil {
 		return nil
 	}
-	pending := c.pendingByClass
 	limit := map[string]int{}
 	if c.ch.sched == optimizer.SingleChunk {
 		current := ""
 		for _, class := range c.ch.order {
-			if pending[class] > 0 {
+			if c.pendingByClass[class] > 0 {
 				current = class
 				break
 			}
@@ -142,7 +141,7 @@ func (c *Core) leaseLimitsLocked() map[string]int {
 	}
 	for class, r := range c.ch.byClass {
 		n := r.channels
-		if pending[class] > 0 {
+		if c.pendingByClass[class] > 0 {
 			n = max(n, 1)
 		}
 		limit[class] = n * r.pipelining

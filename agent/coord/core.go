@@ -556,6 +556,14 @@ func (c *Core) unleaseLocked(u *cunit) {
 	}
 }
 
+// retireLocked ends u (done, failed or skipped): no stripe holds it any more and the
+// job no longer counts it. A copy of it still in the queue is dropped when reached.
+func (c *Core) retireLocked(u *cunit) {
+	c.unleaseLocked(u)
+	u.done = true
+	delete(c.units, u.u.ID)
+}
+
 func (c *Core) finalizeLocked(f *cfile) {
 	if f.finalizing || f.done {
 		return
@@ -663,9 +671,7 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 		case r.OK:
 			c.unitDoneLocked(u, r.Digest)
 		case r.Retry && u.file.skipped:
-			c.unleaseLocked(u)
-			u.done = true
-			delete(c.units, u.u.ID)
+			c.retireLocked(u)
 		case r.Retry:
 			if u.leased == m {
 				c.unleaseLocked(u)
@@ -680,9 +686,7 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 			if u.leased != m && u.leased != nil {
 				continue
 			}
-			c.unleaseLocked(u)
-			u.done = true
-			delete(c.units, u.u.ID)
+			c.retireLocked(u)
 			c.errCount++
 			if c.errMsg == "" || r.Fatal {
 				c.errMsg = r.Error
@@ -704,9 +708,7 @@ func (c *Core) done(m *Member, rs []wire.UnitResult) {
 }
 
 func (c *Core) unitDoneLocked(u *cunit, digest string) {
-	c.unleaseLocked(u)
-	u.done = true
-	delete(c.units, u.u.ID)
+	c.retireLocked(u)
 	c.classDone[u.u.Class] += unitBytes(u.u)
 	f := u.file
 	if digest != "" {
@@ -769,9 +771,7 @@ func (c *Core) checkDoneLocked() {
 // hold of it stays in their journals and temporary files, as for any file not yet
 // final), and the job goes on without it.
 func (c *Core) skipLocked(u *cunit, why string) {
-	c.unleaseLocked(u)
-	u.done = true
-	delete(c.units, u.u.ID)
+	c.retireLocked(u)
 	f := u.file
 	if f.skipped || f.failed || f.done {
 		return
@@ -814,9 +814,7 @@ func (c *Core) leave(m *Member) {
 	back := make([]*cunit, 0, len(m.leases))
 	for u := range m.leases {
 		back = append(back, u)
-	}
-	for _, u := range back {
-		c.unleaseLocked(u)
+		c.unleaseLocked(u) // deleting from the map being ranged over is allowed
 	}
 	sort.Slice(back, func(i, j int) bool { return back[i].u.ID < back[j].u.ID })
 	c.pendFrontLocked(back...)

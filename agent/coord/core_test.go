@@ -14,7 +14,7 @@ import (
 	"github.com/dtnflow/dtnflow/agent/wire"
 )
 
-func newCore(t *testing.T, files map[string]int) *Core {
+func newCore(t testing.TB, files map[string]int) *Core {
 	t.Helper()
 	dir := t.TempDir()
 	for p, n := range files {

@@ -2,8 +2,6 @@ package coord
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -47,14 +45,10 @@ func checkLeases(t *testing.T, c *Core, step string) {
 			if u.leased != m {
 				t.Fatalf("%s: stripe %d lists unit %d, which is leased to %v", step, m.stripe, u.u.ID, u.leased)
 			}
-			held[u] = true
-		}
-	}
-	for m := range c.members {
-		for u := range m.leases {
 			if u.done {
 				t.Fatalf("%s: stripe %d holds unit %d, which is done", step, m.stripe, u.u.ID)
 			}
+			held[u] = true
 		}
 	}
 	for id, u := range c.units {
@@ -174,18 +168,16 @@ func BenchmarkLeasesOfManySmallFiles(b *testing.B) {
 }
 
 func benchmarkLeases(b *testing.B, files int) {
-	c := &Core{units: map[uint64]*cunit{}, pendingByClass: map[string]int{}, built: true, phase: contract.PhaseTransferring,
-		members: map[*Member]bool{}, params: Params{Concurrency: 4, Pipelining: 16}, changed: make(chan struct{}),
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), classDone: map[string]int64{}, stats: map[int32]wire.StripeStats{}}
-	m := &Member{c: c, leases: map[*cunit]struct{}{}}
-	c.members[m] = true
+	c := newCore(b, map[string]int{"d/x": 1})
+	m := c.Join(0)
+	m.Summary(wire.Summary{Last: true})
 	for b.Loop() {
 		b.StopTimer()
 		clear(c.units)
 		c.pending = c.pending[:0]
 		clear(c.pendingByClass)
 		c.filesDone, c.bytesDone, c.firstByte = 0, 0, time.Time{}
-		c.dataset.Files = int64(files) + 1 // the job is not over when the last unit is done: its check would start
+		c.dataset.Files = int64(files) + 2 // the job is not over when the last unit is done: its check would start
 		for i := range files {
 			f := &cfile{f: fsroot.File{Path: fmt.Sprintf("d/f%05d", i), Size: 65536}, dest: fmt.Sprintf("out/f%05d", i), chunks: 1}
 			c.addUnitLocked(f, wire.Unit{Kind: wire.UnitFile}, false)
