@@ -164,7 +164,9 @@ type State struct {
 	root    *os.Root
 	dir     string
 	offsets map[string]int64
-	files   map[Key]*FileState
+	// own are the journal files this process writes and applies itself (Own).
+	own   map[string]bool
+	files map[Key]*FileState
 }
 
 // NewState returns an empty view of job's journals under root; call Refresh to read.
@@ -172,8 +174,20 @@ func NewState(root *os.Root, job string) *State {
 	return &State{root: root, dir: JobDir(job), offsets: map[string]int64{}, files: map[Key]*FileState{}}
 }
 
+// Own says that this process writes the journal file name and applies each record it
+// makes durable with Apply: Refresh no longer reads that file. Re-reading it decoded
+// every record of this process again, all of a job's records at its final check.
+func (s *State) Own(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own == nil {
+		s.own = map[string]bool{}
+	}
+	s.own[name] = true
+}
+
 // Refresh reads whatever was appended to any journal file of the job since the last
-// call.
+// call, except the files this process owns.
 func (s *State) Refresh() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -191,7 +205,7 @@ func (s *State) Refresh() error {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if !strings.HasSuffix(n, ".log") {
+		if !strings.HasSuffix(n, ".log") || s.own[n] {
 			continue
 		}
 		if err := s.readFile(n); err != nil {

@@ -71,6 +71,40 @@ func TestUnionOfWritersAndTornTail(t *testing.T) {
 	}
 }
 
+// A file the state owns is read no more after Own: what its writer makes durable it
+// applies itself; another process's file is still read.
+func TestRefreshSkipsTheFileItOwns(t *testing.T) {
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	mine, _ := Create(root, "job", "mine.log")
+	other, _ := Create(root, "job", "other.log")
+	final := func(p string) Record {
+		return Record{Kind: KindFinal, Path: fsname.Path(p), Size: 1, MtimeNs: 2}
+	}
+	mine.Append(final("before"))
+	mine.Sync()
+	s := NewState(root, "job")
+	s.Refresh() // what a file held before this process owned it is read once
+	s.Own("mine.log")
+	mine.Append(final("written"))
+	mine.Sync()
+	other.Append(final("theirs"))
+	other.Sync()
+	s.Refresh()
+	for p, want := range map[string]bool{"before": true, "written": false, "theirs": true} {
+		if got := s.File(final(p).Key()) != nil; got != want {
+			t.Errorf("after Refresh, %s known: %v, want %v", p, got, want)
+		}
+	}
+	s.Apply(final("written"))
+	if s.File(final("written").Key()) == nil {
+		t.Error("an owned record applied by its writer is not known")
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 2, 0, 0, 0, 0, '{', '}'})
 	f.Fuzz(func(t *testing.T, data []byte) {

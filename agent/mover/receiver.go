@@ -224,6 +224,7 @@ func (r *Receiver) job(name string) (*rjob, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.Own(r.ID + ".log") // every record this process journals, it applies itself
 	j := &rjob{name: name, state: st, journal: jw}
 	j.commit = newCommitter(r, j)
 	if r.jobs == nil {

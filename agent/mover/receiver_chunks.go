@@ -330,8 +330,10 @@ func (s *rsession) verifyChunk(c *rchunk) {
 			clear(c.blockDigests)
 			c.mu.Unlock()
 			// Forget the journaled blocks too, or a resumed chunk would skip them again.
-			s.job.journal.Append(journal.Record{Kind: journal.KindReset, Path: fsname.Path(c.key.Path), Size: c.key.Size, MtimeNs: c.key.MtimeNs, ChunkSize: c.open.ChunkSize, Index: c.open.Index})
+			reset := journal.Record{Kind: journal.KindReset, Path: fsname.Path(c.key.Path), Size: c.key.Size, MtimeNs: c.key.MtimeNs, ChunkSize: c.open.ChunkSize, Index: c.open.Index}
+			s.job.journal.Append(reset)
 			s.job.journal.Sync()
+			s.job.state.Apply(reset)
 			s.result(wire.Result{Chunk: c.open.ID, Retry: true, Error: "end-to-end digest mismatch on " + fsname.Show(c.key.Path)})
 			return
 		}

@@ -307,8 +307,12 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest, data []byte) (bool, s
 		if readBack(f, 0, key.Size, buf, h) != nil || !bytes.Equal(h.Sum(nil), srcDigest) {
 			return false, ""
 		}
-		j.journal.Append(journal.Record{Kind: journal.KindFinal, Path: fsname.Path(key.Path), Size: key.Size, MtimeNs: key.MtimeNs, Mode: uint32(fi.Mode().Perm()), Digest: hex.EncodeToString(srcDigest), Run: s.cfg.Run})
-		j.journal.Sync()
+		rec := journal.Record{Kind: journal.KindFinal, Path: fsname.Path(key.Path), Size: key.Size, MtimeNs: key.MtimeNs, Mode: uint32(fi.Mode().Perm()), Digest: hex.EncodeToString(srcDigest), Run: s.cfg.Run}
+		j.journal.Append(rec)
+		if j.journal.Sync() != nil {
+			return false, "" // not journaled, so not proven final: write it (its journaling says why it fails)
+		}
+		j.state.Apply(rec)
 		return true, ""
 	}
 }
