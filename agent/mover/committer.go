@@ -269,13 +269,15 @@ func (c *committer) rename(it *commitItem) error {
 	}
 	mt := time.Unix(0, it.key.MtimeNs)
 	mode := os.FileMode(it.mode).Perm()
+	var err error
 	if it.file != nil {
 		it.file.Chmod(mode)
+		err = setTimes(it.file, mt)
 		it.file.Close()
 	} else {
 		root.Chmod(tmp, mode)
+		err = root.Chtimes(tmp, mt, mt)
 	}
-	err := root.Chtimes(tmp, mt, mt)
 	if err == nil {
 		err = root.Rename(tmp, final)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -22,6 +24,27 @@ func setBufferControl(bytes int64) func(network, address string, c syscall.RawCo
 }
 
 func fdatasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
+
+// setTimes sets f's access and modification times to t through its descriptor
+// (utimensat with no path, as futimens does): one call, where os.Root.Chtimes
+// resolves the name again, link by link.
+func setTimes(f *os.File, t time.Time) error {
+	c, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	ts := [2]unix.Timespec{unix.NsecToTimespec(t.UnixNano()), unix.NsecToTimespec(t.UnixNano())}
+	var errno syscall.Errno
+	if err := c.Control(func(fd uintptr) {
+		_, _, errno = unix.Syscall6(unix.SYS_UTIMENSAT, fd, 0, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	}); err != nil {
+		return err
+	}
+	if errno != 0 {
+		return &os.PathError{Op: "futimens", Path: f.Name(), Err: errno}
+	}
+	return nil
+}
 
 // syncfs makes everything written on f's file system durable, in one call.
 func syncfs(f *os.File) error { return unix.Syncfs(int(f.Fd())) }
