@@ -3,6 +3,8 @@ package mover
 import (
 	"fmt"
 	"io/fs"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/dtnflow/dtnflow/agent/fsname"
@@ -206,6 +208,10 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		}
 		return dir.Lstat(base)
 	}
+	// The files are looked at on every core: the senders wait for this answer, and
+	// the look (one fstatat each) was most of it.
+	infos, errs := make([]fs.FileInfo, len(keys)), make([]error, len(keys))
+	eachInParallel(len(keys), func(i int) { infos[i], errs[i] = lstat(keys[i].Path) })
 	// The temporary names of the final files in place, by directory: what is left of
 	// them is debris, found with one listing per directory.
 	temps := map[string]map[string]bool{}
@@ -222,7 +228,7 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 				mf.Chunks[idx] = cs.Digest
 			}
 		}
-		fi, err := lstat(k.Path)
+		fi, err := infos[i], errs[i]
 		if err != nil && s.redoRename(k) {
 			fi, err = lstat(k.Path) // a rename a crash interrupted, finished now
 		}
@@ -253,6 +259,27 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 	}
 	out.Last = true
 	s.send(wire.TypeManifest, out)
+}
+
+// eachInParallel calls fn(0) … fn(n−1), spread over one goroutine per core (in stretches
+// of at least 256, so that a short list is not worth a goroutine).
+func eachInParallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+255)/256)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w * n / workers; i < (w+1)*n/workers; i++ {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // removeDebris removes, from directory dirName, the temporary files named in temps (the
