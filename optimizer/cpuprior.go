@@ -61,13 +61,16 @@ func PriorCPUModel(side CPUSide, dp DataPlane) CPUModel {
 // The coordinator moves no data: its work is per file — a lease handed out, a
 // completion and its digest checked, a journal line, the final manifest check — so its
 // CPU follows the files it settles per second. On the local cluster (docs/benchmarks.md,
-// issue 11's side by side, cgroup accounting) it used 215 millicores settling 1255
-// files/s (20 000 × 64 KiB at 658 Mbit/s) and 3–5 millicores for 36 files in 40–50 s
-// (four runs: 3, 4, 4, 5): 170 millicores per thousand files per second, over an idle
-// coordinator's 4.
+// issue 11's side by side, cgroup accounting) it used 3–5 millicores for 36 files in
+// 40–50 s (four runs: 3, 4, 4, 5), an idle coordinator's 4; and, settling 20 000 × 64
+// KiB at 1130–1230 files/s on average, 121–143 millicores in three runs once a lease no
+// longer walked the whole job (before: 191–215, the 170 millicores per thousand files
+// per second this constant was): 95, 103 and 123 per thousand files per second. 100,
+// so that with the 125 % head-room the three runs' requests are 0.77–0.99× of their use
+// rather than 0.72–0.89× at the mean.
 const (
 	coordinatorIdleMillicores                 = 4
-	coordinatorMillicoresPerThousandFilesPerS = 170
+	coordinatorMillicoresPerThousandFilesPerS = 100
 )
 
 // CoordinatorMillicores is the CPU a coordinator needs to settle a dataset of files

@@ -52,19 +52,19 @@ func TestPriorCPUModelOrder(t *testing.T) {
 }
 
 // TestCoordinatorMillicores pins the coordinator's model to the figures it comes from:
-// 4 + files/s × 0.170 × 125 %.
+// 4 + files/s × 0.100 × 125 %.
 func TestCoordinatorMillicores(t *testing.T) {
 	tests := map[string]struct {
 		bps          float64
 		files, bytes int64
 		want         float64
 	}{
-		// 20 000 × 64 KiB at 658 Mbit/s: 1255 files/s → 4 + 1255 × 0.2125 = 270.7
-		"small files": {658e6, 20_000, 20_000 << 16, 270.695},
-		// 36 files, 4 GiB at 685 Mbit/s: 0.72 files/s → 4.15
-		"a few large files": {685e6, 36, 4 << 30, 4.153},
-		// the demo: 315 files, 321 MB at 497 Mbit/s: 61 files/s → 16.96
-		"the demo":         {497e6, 315, 320_935_237, 16.957},
+		// 20 000 × 64 KiB at 658 Mbit/s: 1255 files/s → 4 + 1255 × 0.125 = 160.9
+		"small files": {658e6, 20_000, 20_000 << 16, 160.879},
+		// 36 files, 4 GiB at 685 Mbit/s: 0.72 files/s → 4.09
+		"a few large files": {685e6, 36, 4 << 30, 4.090},
+		// the demo: 315 files, 321 MB at 497 Mbit/s: 61 files/s → 11.62
+		"the demo":         {497e6, 315, 320_935_237, 11.622},
 		"empty files":      {1e9, 3, 0, 4},
 		"no rate":          {0, 10, 1 << 20, 4},
 		"an infinite rate": {math.Inf(1), 10, 1 << 20, 4},

@@ -87,8 +87,8 @@ func TestRescaleFollowsThePath(t *testing.T) {
 			t.Fatalf("round %d: new plan without predictions: %+v", round, p)
 		}
 		// the coordinator settles files as fast as the rate brings them: its request
-		// moves with the prediction (4 + 0.2125 per file/s, rounded up)
-		if want := int64(math.Ceil(4 + float64(p.PredictedBitsPerSecond)/8/(1<<16)*0.2125)); p.CoordinatorCPUMillicores != want ||
+		// moves with the prediction (4 + 0.125 per file/s, rounded up)
+		if want := int64(math.Ceil(4 + float64(p.PredictedBitsPerSecond)/8/(1<<16)*0.125)); p.CoordinatorCPUMillicores != want ||
 			(p.PredictedBitsPerSecond < plan.PredictedBitsPerSecond) != (p.CoordinatorCPUMillicores < plan.CoordinatorCPUMillicores) {
 			t.Fatalf("round %d: coordinator %d millicores at %d bit/s (was %d at %d), want %d", round, p.CoordinatorCPUMillicores, p.PredictedBitsPerSecond,
 				plan.CoordinatorCPUMillicores, plan.PredictedBitsPerSecond, want)
