@@ -23,22 +23,35 @@ TEXT ·cpuidVPCLMULQDQ(SB), NOSPLIT, $0-1
 	MOVB CX, ret+0(FP)
 	RET
 
-// One pair of blocks (a YMM register) at offset off of the data, against the pair of
-// powers at the same offset of the table: the low, high and middle (Karatsuba)
-// products are XORed into Y10, Y11 and Y12.
+// MULSTART and MULADD multiply block register B (one block in an X register, two in a
+// Y register, lane by lane) by the powers in H, whose Karatsuba halves are in K: the
+// low, high and middle products start (MULSTART) or are XORed into (MULADD) LO, HI and
+// MID. T is scratch.
+#define MULSTART(B, H, K, T, LO, HI, MID) \
+	VPCLMULQDQ $0x00, H, B, LO; \
+	VPCLMULQDQ $0x11, H, B, HI; \
+	VPSHUFD    $78, B, T; \
+	VPXOR      B, T, T; \
+	VPCLMULQDQ $0x00, K, T, MID
+
+#define MULADD(B, H, K, T, LO, HI, MID) \
+	VPCLMULQDQ $0x00, H, B, T; \
+	VPXOR      T, LO, LO; \
+	VPCLMULQDQ $0x11, H, B, T; \
+	VPXOR      T, HI, HI; \
+	VPSHUFD    $78, B, T; \
+	VPXOR      B, T, T; \
+	VPCLMULQDQ $0x00, K, T, T; \
+	VPXOR      T, MID, MID
+
+// One pair of blocks at offset off of the data against the pair of powers at the same
+// offset of the table, into the sums in Y10, Y11 and Y12.
 #define PAIR(off) \
-	VMOVDQU    off(SI), Y0; \
-	VPSHUFB    Y15, Y0, Y0; \
-	VMOVDQU    off(DI), Y1; \
-	VMOVDQU    (256+off)(DI), Y2; \
-	VPCLMULQDQ $0x00, Y1, Y0, Y3; \
-	VPXOR      Y3, Y10, Y10; \
-	VPCLMULQDQ $0x11, Y1, Y0, Y4; \
-	VPXOR      Y4, Y11, Y11; \
-	VPSHUFD    $78, Y0, Y5; \
-	VPXOR      Y0, Y5, Y5; \
-	VPCLMULQDQ $0x00, Y2, Y5, Y5; \
-	VPXOR      Y5, Y12, Y12
+	VMOVDQU off(SI), Y0; \
+	VPSHUFB Y15, Y0, Y0; \
+	VMOVDQU off(DI), Y1; \
+	VMOVDQU (256+off)(DI), Y2; \
+	MULADD(Y0, Y1, Y2, Y3, Y10, Y11, Y12)
 
 // Karatsuba's middle term into the 256-bit product X11:X10, then the reduction of its
 // low half (the coefficients of x¹²⁸ and up, bit-reflected) by two multiplies with the
@@ -78,11 +91,7 @@ sixteen:
 	VPXOR      Y14, Y0, Y0
 	VMOVDQU    (DI), Y1
 	VMOVDQU    256(DI), Y2
-	VPCLMULQDQ $0x00, Y1, Y0, Y10
-	VPCLMULQDQ $0x11, Y1, Y0, Y11
-	VPSHUFD    $78, Y0, Y5
-	VPXOR      Y0, Y5, Y5
-	VPCLMULQDQ $0x00, Y2, Y5, Y12
+	MULSTART(Y0, Y1, Y2, Y5, Y10, Y11, Y12)
 	PAIR(32)
 	PAIR(64)
 	PAIR(96)
@@ -114,11 +123,7 @@ tail:
 	VPXOR      X14, X0, X0
 	VMOVDQU    (BX), X1
 	VMOVDQU    256(BX), X2
-	VPCLMULQDQ $0x00, X1, X0, X10
-	VPCLMULQDQ $0x11, X1, X0, X11
-	VPSHUFD    $78, X0, X5
-	VPXOR      X0, X5, X5
-	VPCLMULQDQ $0x00, X2, X5, X12
+	MULSTART(X0, X1, X2, X5, X10, X11, X12)
 	ADDQ       $16, SI
 	ADDQ       $16, BX
 	SUBQ       $16, CX
@@ -130,14 +135,7 @@ tailBlock:
 	VPSHUFB    X15, X0, X0
 	VMOVDQU    (BX), X1
 	VMOVDQU    256(BX), X2
-	VPCLMULQDQ $0x00, X1, X0, X3
-	VPXOR      X3, X10, X10
-	VPCLMULQDQ $0x11, X1, X0, X4
-	VPXOR      X4, X11, X11
-	VPSHUFD    $78, X0, X5
-	VPXOR      X0, X5, X5
-	VPCLMULQDQ $0x00, X2, X5, X5
-	VPXOR      X5, X12, X12
+	MULADD(X0, X1, X2, X3, X10, X11, X12)
 	ADDQ       $16, SI
 	ADDQ       $16, BX
 	SUBQ       $16, CX
