@@ -66,8 +66,8 @@ func PriorCPUModel(side CPUSide, dp DataPlane) CPUModel {
 // KiB at 1130–1230 files/s on average, 121–143 millicores in three runs once a lease no
 // longer walked the whole job (before: 191–215, the 170 millicores per thousand files
 // per second this constant was): 95, 103 and 123 per thousand files per second. 100,
-// so that with the 125 % head-room the three runs' requests are 0.77–0.99× of their use
-// rather than 0.72–0.89× at the mean.
+// so that with the 125 % head-room the three runs would have used 0.77–0.99 of what
+// they asked, rather than 0.72–0.89 at their mean.
 const (
 	coordinatorIdleMillicores                 = 4
 	coordinatorMillicoresPerThousandFilesPerS = 100
