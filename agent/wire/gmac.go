@@ -2,6 +2,7 @@ package wire
 
 import (
 	"crypto/cipher"
+	"crypto/fips140"
 	"encoding/binary"
 )
 
@@ -24,10 +25,11 @@ type wideGMAC struct {
 // each product taken against its power and one reduction for all sixteen.
 type ghashTable [32 * 16]byte
 
-// newWideGMAC returns nil where the CPU lacks the instructions (the caller keeps the
-// standard library's GCM).
+// newWideGMAC returns nil where the CPU lacks the instructions, or in FIPS 140-3 mode,
+// where the tag stays with the validated module's GCM: the caller keeps the standard
+// library's.
 func newWideGMAC(block cipher.Block) *wideGMAC {
-	if !haveWideGHASH || block.BlockSize() != 16 {
+	if !haveWideGHASH || fips140.Enabled() || block.BlockSize() != 16 {
 		return nil
 	}
 	var h [16]byte

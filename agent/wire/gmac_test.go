@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/fips140"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -145,5 +148,31 @@ func TestFrameTagsAgreeAcrossImplementations(t *testing.T) {
 				t.Fatalf("%d bytes (data tagged: %v): the standard library's tag fails the wide check", n, withData)
 			}
 		}
+	}
+}
+
+// In FIPS 140-3 mode (GODEBUG=fips140=on, read at start: the test runs itself again
+// with it) the frame tag stays with the standard library's validated GCM.
+func TestWideGMACStepsAsideInFIPSMode(t *testing.T) {
+	if os.Getenv("DTNFLOW_WIRE_FIPS_CHILD") == "1" {
+		block, err := aes.NewCipher(make([]byte, 32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fips140.Enabled() {
+			t.Fatal("GODEBUG=fips140=on did not enable FIPS 140-3 mode")
+		}
+		if newWideGMAC(block) != nil {
+			t.Fatal("the wide GHASH tags in FIPS 140-3 mode")
+		}
+		return
+	}
+	if !haveWideGHASH {
+		t.Skip("this CPU has no VPCLMULQDQ with AVX2: nothing to step aside")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWideGMACStepsAsideInFIPSMode$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "DTNFLOW_WIRE_FIPS_CHILD=1", "GODEBUG=fips140=on")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("in FIPS 140-3 mode: %v\n%s", err, out)
 	}
 }
