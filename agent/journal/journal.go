@@ -164,8 +164,8 @@ type State struct {
 	root    *os.Root
 	dir     string
 	offsets map[string]int64
-	// own are the journal files this process writes and applies itself (Own).
-	own   map[string]bool
+	// own is the journal file this process writes and applies itself (Own).
+	own   string
 	files map[Key]*FileState
 }
 
@@ -180,14 +180,11 @@ func NewState(root *os.Root, job string) *State {
 func (s *State) Own(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.own == nil {
-		s.own = map[string]bool{}
-	}
-	s.own[name] = true
+	s.own = name
 }
 
 // Refresh reads whatever was appended to any journal file of the job since the last
-// call, except the files this process owns.
+// call, except the file this process owns.
 func (s *State) Refresh() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -205,7 +202,7 @@ func (s *State) Refresh() error {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if !strings.HasSuffix(n, ".log") || s.own[n] {
+		if !strings.HasSuffix(n, ".log") || n == s.own {
 			continue
 		}
 		if err := s.readFile(n); err != nil {

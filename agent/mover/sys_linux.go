@@ -33,7 +33,8 @@ func setTimes(f *os.File, t time.Time) error {
 	if err != nil {
 		return err
 	}
-	ts := [2]unix.Timespec{unix.NsecToTimespec(t.UnixNano()), unix.NsecToTimespec(t.UnixNano())}
+	at := unix.NsecToTimespec(t.UnixNano())
+	ts := [2]unix.Timespec{at, at} // access and modification
 	var errno syscall.Errno
 	if err := c.Control(func(fd uintptr) {
 		_, _, errno = unix.Syscall6(unix.SYS_UTIMENSAT, fd, 0, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
