@@ -14,8 +14,10 @@
 //     Every sample after the first runs at least as fast as the one before (more
 //     streams, or a buffer that beat the one before), so the cost of probing is the
 //     first samples' shortfall from the best rate, not the samples' whole length.
-//     A sample's rate is what the receiver's TCP acknowledged (TCP_INFO bytes_acked),
-//     so socket buffers filling up are not counted as throughput.
+//     A sample's rate is what reached the receiver's TCP (TCP_INFO bytes_acked plus
+//     the bytes it selectively acknowledged past a loss), so socket buffers filling
+//     up are not counted as throughput, and a loss's repair does not move a window's
+//     count by up to a window's worth of data.
 //   - Adaptive length: a sample ends when its rate has settled (package settle: the
 //     last three windows of 4 RTT within ±5 %), no sooner than 12 RTT and no later
 //     than 40 RTT (clamped to 0.3–5 s and 2–15 s), instead of a fixed 2 s plus

@@ -344,15 +344,20 @@ func halfWidthOf(r *settle.Result) float64 {
 	return r.HalfWidth
 }
 
-// monitorSettle follows the bytes the receiver acknowledged on conns until the rate
-// settles, the run stops otherwise (stopped), or ctx ends.
+// monitorSettle follows the bytes delivered to the receiver on conns
+// (metrics.TCPInfo.DeliveredBytes) until the rate settles, the run stops otherwise
+// (stopped), or ctx ends.
 func monitorSettle(ctx context.Context, conns []*wire.Conn, o ProbeOptions, stopped *atomic.Bool) settle.Result {
+	// the most each connection was seen to have delivered: a selective acknowledgement
+	// taken back does not make the count fall
+	delivered := make([]int64, len(conns))
 	read := func() (int64, time.Duration) {
 		var acked int64
 		var minRTT time.Duration
-		for _, c := range conns {
+		for i, c := range conns {
 			ti := metrics.ReadTCPInfo(c)
-			acked += int64(ti.BytesAcked)
+			delivered[i] = max(delivered[i], ti.DeliveredBytes())
+			acked += delivered[i]
 			if ti.MinRTT > 0 && (minRTT == 0 || ti.MinRTT < minRTT) {
 				minRTT = ti.MinRTT
 			}

@@ -13,9 +13,10 @@ import (
 // Transport is what a stripe's data streams have done so far, for measuring it from
 // outside (send --auto's probe on the job's own data).
 type Transport struct {
-	// DeliveredBytes counts what the receiver's TCP acknowledged on every data stream
-	// this stripe has had (TCP_INFO bytes_acked): data that arrived, not data written
-	// into socket buffers. It only grows.
+	// DeliveredBytes counts what reached the receiver's TCP on every data stream this
+	// stripe has had (TCP_INFO bytes_acked plus what is selectively acknowledged past
+	// a hole: metrics.TCPInfo.DeliveredBytes): data that arrived, not data written into
+	// socket buffers. It only grows.
 	DeliveredBytes int64
 	// MinRTT is the smallest round-trip time of the current streams (0: unknown).
 	MinRTT time.Duration
@@ -58,12 +59,13 @@ func (st *Stripe) Transport() Transport {
 	return t
 }
 
-// readAcked reads the stream's bytes_acked (and min RTT); once its connection is
-// closed the last value read stands.
+// readAcked reads the stream's delivered bytes (and min RTT); once its connection is
+// closed the last value read stands, and a delivered count that fell (a selective
+// acknowledgement the receiver took back) is not counted twice.
 func (x *stream) readAcked() (int64, time.Duration) {
 	ti := metrics.ReadTCPInfo(x.conn)
-	if ti.OK && int64(ti.BytesAcked) > x.acked.Load() {
-		x.acked.Store(int64(ti.BytesAcked))
+	if ti.OK && ti.DeliveredBytes() > x.acked.Load() {
+		x.acked.Store(ti.DeliveredBytes())
 	}
 	return x.acked.Load(), ti.MinRTT
 }

@@ -53,7 +53,7 @@ type stream struct {
 	lastBytes   int64
 	lastRetrans uint32
 	lastSegs    uint32
-	acked       atomic.Int64 // bytes_acked when last read
+	acked       atomic.Int64 // delivered bytes (metrics.TCPInfo.DeliveredBytes), the most read
 }
 
 func (s *ssession) setStreams(n int32, buffer int64) error {

@@ -4,11 +4,14 @@
 //
 // A sample starts with a transition (slow start of new streams, the newcomers taking
 // their share from the others) and then wobbles around its rate: bbr's 8-RTT gain
-// cycle, cubic's sawtooth, acknowledgements that arrive in bursts after a loss is
-// repaired, a busy machine. On the 1 Gbit/s, 50 ms emulated path of bench-wan the
-// rate over half-second windows moves ±10–15 % around its mean. A Detector is fed the
-// cumulative bytes delivered as time goes on, leaves the transition out (Skip), cuts
-// the rest into windows of a few round trips and ends the sample when either
+// cycle, cubic's sawtooth, a busy machine. On the 1 Gbit/s, 50 ms emulated path of
+// bench-wan the rate over half-second windows of acknowledged bytes moved ±10–15 %
+// around its mean; counting the bytes selectively acknowledged past a loss as well
+// (metrics.TCPInfo.DeliveredBytes: the cumulative acknowledgement jumps when the loss
+// is repaired) took the samples of a 500 Mbit/s path from half-widths of 14–56 % to
+// 0.3–12 %. A Detector is fed the cumulative bytes delivered as time goes on, leaves
+// the transition out (Skip), cuts the rest into windows of a few round trips and ends
+// the sample when either
 //
 //   - the rate is precise: the 95 % confidence interval of the mean window rate is
 //     within ±Tolerance of it (Student's t over the windows, taken as independent); or

@@ -167,13 +167,12 @@ func testColdTransfer(t *testing.T) {
 		g.Expect(s.Plan.PathBitsPerSecond).To(BeNumerically(">", 0))
 		g.Expect(s.Plan.PathBitsPerSecond).To(BeNumerically("<=", bestSample*11/10), "the path's capacity against the best sample %d", bestSample)
 		g.Expect(s.Plan.PredictedBitsPerSecond).To(BeNumerically("<=", s.Plan.PathBitsPerSecond))
-		// Against the WAN's own rate the bound is the samples' accuracy, not the plan's:
-		// a sample counts the bytes the receiver acknowledged over windows of 8 RTT, and
-		// the acknowledgements' timing moves a window's count by a few per cent either
-		// way (a make test of 2026-11-27 sampled 529 Mbit/s on this 500 Mbit/s WAN, and
-		// planned it: within the samples, 5.8 % above the line). 10 % still fails the
-		// plan this bound was written for (800 Mbit/s predicted on this path).
-		g.Expect(s.Plan.PredictedBitsPerSecond).To(BeNumerically("<=", cluster.WAN.RateBitsPerSecond*11/10))
+		// Nor more than the WAN's own rate, within the samples' accuracy (5 %): a sample
+		// counts what reached the receiver, selectively acknowledged bytes included, so
+		// a sample that begins while a loss is repaired does not count at its end what
+		// arrived before it began (with bytes_acked alone a make test of 2026-11-27
+		// sampled 529 Mbit/s on this 500 Mbit/s WAN, and planned it).
+		g.Expect(s.Plan.PredictedBitsPerSecond).To(BeNumerically("<=", cluster.WAN.RateBitsPerSecond*21/20))
 		g.Expect(firstShape(done).Stripes).To(Equal(int32(1)), "no stripe beyond the one the samples measured")
 		g.Expect(len(s.Plan.SizeClasses)).To(BeNumerically(">=", 2), "a mixed dataset spans several size classes")
 		var classFiles int64
