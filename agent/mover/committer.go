@@ -23,7 +23,7 @@ type commitItem struct {
 	tmp     string
 	final   string
 	// dir, when set, is the file's directory, and tmpBase and finalBase its names in it.
-	dir                *os.Root
+	dir                *cachedDir
 	tmpBase, finalBase string
 	key                journal.Key
 	mode               uint32
@@ -264,8 +264,9 @@ func (c *committer) retireCopies(it *commitItem) {
 func (c *committer) rename(it *commitItem) error {
 	c.retireCopies(it)
 	root, tmp, final := c.r.Root, it.tmp, it.final
+	rename := root.Rename
 	if it.dir != nil {
-		root, tmp, final = it.dir, it.tmpBase, it.finalBase
+		root, tmp, final, rename = it.dir.Root, it.tmpBase, it.finalBase, it.dir.rename
 	}
 	mt := time.Unix(0, it.key.MtimeNs)
 	mode := os.FileMode(it.mode).Perm()
@@ -279,7 +280,7 @@ func (c *committer) rename(it *commitItem) error {
 		err = root.Chtimes(tmp, mt, mt)
 	}
 	if err == nil {
-		err = root.Rename(tmp, final)
+		err = rename(tmp, final)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		// Another copy of the same file (a duplicate sent by another stripe, or a

@@ -13,36 +13,48 @@ import (
 // from the top for every operation. A directory opened this way stays confined to
 // the root even if the tree changes later: it was resolved safely once.
 type dirCache struct {
-	root   *os.Root
+	top    *cachedDir // the root itself
 	create bool
 
 	mu   sync.Mutex
-	dirs map[string]*os.Root
+	dirs map[string]*cachedDir
+}
+
+// cachedDir is a directory under the root: an os.Root for whatever resolves names
+// (and says why it failed), and, opened the first time a file is opened or renamed in
+// it, the directory's descriptor for the per-file path's single openat or renameat of
+// one name (openFile, rename).
+type cachedDir struct {
+	*os.Root
+
+	once sync.Once
+	file *os.File // the directory, kept open (and alive) for fd; nil if it failed
+	fd   int
 }
 
 const dirCacheMax = 512
 
 func newDirCache(root *os.Root, create bool) *dirCache {
-	return &dirCache{root: root, create: create, dirs: map[string]*os.Root{}}
+	return &dirCache{top: &cachedDir{Root: root}, create: create, dirs: map[string]*cachedDir{}}
 }
 
 // get returns the directory dir under the root, creating it when the cache creates.
-func (d *dirCache) get(dir string) (*os.Root, error) {
+func (d *dirCache) get(dir string) (*cachedDir, error) {
 	if dir == "." || dir == "" {
-		return d.root, nil
+		return d.top, nil
 	}
 	d.mu.Lock()
-	r := d.dirs[dir]
+	c := d.dirs[dir]
 	d.mu.Unlock()
-	if r != nil {
-		return r, nil
+	if c != nil {
+		return c, nil
 	}
 	if d.create {
-		if err := d.root.MkdirAll(dir, 0o755); err != nil {
+		if err := d.top.MkdirAll(dir, 0o755); err != nil {
 			return nil, fsroot.Explain(dir, err)
 		}
 	}
-	r, err := d.root.OpenRoot(dir)
+	r, err := d.top.OpenRoot(dir)
 	if err != nil {
 		return nil, fsroot.Explain(dir, err)
 	}
@@ -55,10 +67,11 @@ func (d *dirCache) get(dir string) (*os.Root, error) {
 	if len(d.dirs) >= dirCacheMax {
 		// Forget everything: the directories may still be in use by callers that hold
 		// them, so they are left to the garbage collector rather than closed here.
-		d.dirs = map[string]*os.Root{}
+		d.dirs = map[string]*cachedDir{}
 	}
-	d.dirs[dir] = r
-	return r, nil
+	c = &cachedDir{Root: r}
+	d.dirs[dir] = c
+	return c, nil
 }
 
 // forget drops dir from the cache: the next get resolves it again by name.
@@ -69,9 +82,9 @@ func (d *dirCache) forget(dir string) {
 }
 
 // cached returns the directory dir if it is in the cache, else nil (nothing created).
-func (d *dirCache) cached(dir string) *os.Root {
+func (d *dirCache) cached(dir string) *cachedDir {
 	if dir == "." || dir == "" {
-		return d.root
+		return d.top
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -85,4 +98,19 @@ func split(p string) (string, string) {
 		return ".", base
 	}
 	return dir[:len(dir)-1], base
+}
+
+// oneName says whether name is a single name in a directory: not empty, not . or ..,
+// no slash. Only those take the descriptor's path; anything else goes through the
+// os.Root, which resolves it (or refuses it) link by link.
+func oneName(name string) bool {
+	if name == "" || name == "." || name == ".." {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] == '/' || name[i] == 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -185,13 +185,13 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 		s.result(res)
 		return
 	}
-	f, err := dir.OpenFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := dir.openFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
 		// The directory was removed while this session held it: resolve it again by
 		// name (recreating it) rather than fail every file that belongs there.
 		s.dirs.forget(dirName)
 		if dir, err = s.dirs.get(dirName); err == nil {
-			f, err = dir.OpenFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+			f, err = dir.openFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 		}
 	}
 	if err != nil {

@@ -269,7 +269,7 @@ func (s *ssession) openSource(u wire.Unit) (*os.File, error) {
 	if err != nil {
 		return nil, sourceError(fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err)))
 	}
-	f, err := dir.Open(base)
+	f, err := dir.openFile(base, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, sourceError(fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err)))
 	}

@@ -2,6 +2,7 @@ package mover
 
 import (
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,4 +83,51 @@ func ReadSocketLimits() wire.SocketLimits {
 		l.RcvAutotuneMax = third("tcp_rmem")
 	}
 	return l
+}
+
+// descriptor opens the directory's descriptor once (false: it could not be opened, and
+// the os.Root does everything).
+func (d *cachedDir) descriptor() bool {
+	d.once.Do(func() {
+		f, err := d.Root.Open(".")
+		if err != nil {
+			return
+		}
+		d.file, d.fd = f, int(f.Fd())
+	})
+	return d.file != nil
+}
+
+// openFile opens name, one name in d, with one openat on the directory's descriptor:
+// no symlink followed (O_NOFOLLOW), and the descriptor handed to os.NewFile blocking,
+// so that Go's poller is not asked about it — os.Root.OpenFile sets a regular file
+// non-blocking, tries to register it with epoll (which refuses regular files) and sets
+// it back: four fcntl and a failing epoll_ctl per file, on both ends of every small
+// file. Whatever openat refuses (a symlink in name's place, which os.Root follows while
+// it stays inside the root; a missing directory; any error) and any name that is not
+// one name go to the os.Root, which resolves them as before and says why they failed.
+func (d *cachedDir) openFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	if oneName(name) && d.descriptor() {
+		fd, err := unix.Openat(d.fd, name, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+		runtime.KeepAlive(d.file)
+		if err == nil {
+			return os.NewFile(uintptr(fd), d.Name()+"/"+name), nil
+		}
+	}
+	return d.Root.OpenFile(name, flag, perm)
+}
+
+// rename renames from to to, both names in d, with one renameat on the directory's
+// descriptor (os.Root.Rename stats the target first, to refuse replacing a directory,
+// which renameat refuses too: EISDIR). A failure goes to the os.Root, which tries
+// again and says why.
+func (d *cachedDir) rename(from, to string) error {
+	if oneName(from) && oneName(to) && d.descriptor() {
+		err := unix.Renameat(d.fd, from, d.fd, to)
+		runtime.KeepAlive(d.file)
+		if err == nil {
+			return nil
+		}
+	}
+	return d.Root.Rename(from, to)
 }
