@@ -350,21 +350,21 @@ func halfWidthOf(r *settle.Result) float64 {
 func monitorSettle(ctx context.Context, conns []*wire.Conn, o ProbeOptions, stopped *atomic.Bool) settle.Result {
 	// the most each connection was seen to have delivered: a selective acknowledgement
 	// taken back does not make the count fall
-	delivered := make([]int64, len(conns))
+	most := make([]int64, len(conns))
 	read := func() (int64, time.Duration) {
-		var acked int64
+		var delivered int64
 		var minRTT time.Duration
 		for i, c := range conns {
 			ti := metrics.ReadTCPInfo(c)
-			delivered[i] = max(delivered[i], ti.DeliveredBytes())
-			acked += delivered[i]
+			most[i] = max(most[i], ti.DeliveredBytes())
+			delivered += most[i]
 			if ti.MinRTT > 0 && (minRTT == 0 || ti.MinRTT < minRTT) {
 				minRTT = ti.MinRTT
 			}
 		}
-		return acked, minRTT
+		return delivered, minRTT
 	}
-	acked, rtt := read()
+	delivered, rtt := read()
 	l := o.SettleLimits
 	if l == (settle.Limits{}) {
 		l = settle.ForRTT(rtt) // the handshakes gave the first RTT samples
@@ -375,7 +375,7 @@ func monitorSettle(ctx context.Context, conns []*wire.Conn, o ProbeOptions, stop
 	if o.SettleThreshold > 0 {
 		l.Threshold = o.SettleThreshold
 	}
-	d := settle.New(l, time.Now(), acked)
+	d := settle.New(l, time.Now(), delivered)
 	tick := time.NewTicker(max(d.Limits().Window/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -383,8 +383,8 @@ func monitorSettle(ctx context.Context, conns []*wire.Conn, o ProbeOptions, stop
 		case <-ctx.Done():
 			return settle.Result{}
 		case now := <-tick.C:
-			acked, _ = read()
-			if r, done := d.Add(now, acked); done || stopped.Load() {
+			delivered, _ = read()
+			if r, done := d.Add(now, delivered); done || stopped.Load() {
 				return r
 			}
 		}

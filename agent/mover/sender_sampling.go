@@ -64,8 +64,8 @@ func (st *Stripe) Transport() Transport {
 // acknowledgement the receiver took back) is not counted twice.
 func (x *stream) readAcked() (int64, time.Duration) {
 	ti := metrics.ReadTCPInfo(x.conn)
-	if ti.OK && ti.DeliveredBytes() > x.acked.Load() {
-		x.acked.Store(ti.DeliveredBytes())
+	if d := ti.DeliveredBytes(); ti.OK && d > x.acked.Load() {
+		x.acked.Store(d)
 	}
 	return x.acked.Load(), ti.MinRTT
 }

@@ -1,8 +1,6 @@
 package wanem
 
 import (
-	"io"
-	"net"
 	"testing"
 	"time"
 
@@ -20,33 +18,7 @@ func TestDeliveredBytesFollowTheLineThroughLoss(t *testing.T) {
 	const size = 16 << 20
 	lossy := Direction{RateBitsPerSecond: 100e6, Delay: 10 * time.Millisecond, Loss: 0.01}
 	p := newPair(t, Config{AtoB: lossy, BtoA: Direction{RateBitsPerSecond: 100e6, Delay: 10 * time.Millisecond}}, Options{})
-	var ln net.Listener
-	if err := inNetns(p.nsB, func() (err error) {
-		ln, err = net.Listen("tcp4", p.addrB.String()+":9997")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	received := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			received <- err
-			return
-		}
-		defer c.Close()
-		_, err = io.Copy(io.Discard, c)
-		received <- err
-	}()
-	var c net.Conn
-	if err := inNetns(p.nsA, func() (err error) {
-		c, err = net.DialTimeout("tcp4", p.addrB.String()+":9997", 5*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, received := p.dialThrough(t, 9997, discard)
 	written := make(chan error, 1)
 	go func() {
 		_, err := c.Write(make([]byte, size))

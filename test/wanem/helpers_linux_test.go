@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,3 +101,44 @@ func runIn(t testing.TB, ctx context.Context, ns string, name string, args ...st
 }
 
 func fmtBps(v float64) string { return fmt.Sprintf("%.1f Mbit/s", v/1e6) }
+
+// dialThrough opens one TCP connection from A to B's port across the link and returns
+// A's end; B's end is handed to read in a goroutine, whose result (or the accept's
+// error) arrives on the channel. Both ends and the listener close when the test ends.
+func (p *pair) dialThrough(t testing.TB, port int, read func(net.Conn) error) (net.Conn, <-chan error) {
+	t.Helper()
+	addr := net.JoinHostPort(p.addrB.String(), strconv.Itoa(port))
+	var ln net.Listener
+	if err := inNetns(p.nsB, func() (err error) {
+		ln, err = net.Listen("tcp4", addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		done <- read(c)
+	}()
+	var c net.Conn
+	if err := inNetns(p.nsA, func() (err error) {
+		c, err = net.DialTimeout("tcp4", addr, 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, done
+}
+
+// discard reads a connection to its end.
+func discard(c net.Conn) error {
+	_, err := io.Copy(io.Discard, c)
+	return err
+}

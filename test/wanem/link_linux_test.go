@@ -168,32 +168,7 @@ func TestRateLimitIsNeverExceeded(t *testing.T) {
 	const rate = 50e6
 	const size = 3 << 20
 	p := newPair(t, Symmetric(Direction{RateBitsPerSecond: rate, Delay: time.Millisecond}), Options{})
-	var ln net.Listener
-	if err := inNetns(p.nsB, func() (err error) {
-		ln, err = net.Listen("tcp4", p.addrB.String()+":9998")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			done <- err
-			return
-		}
-		defer c.Close()
-		_, err = io.Copy(io.Discard, c)
-		done <- err
-	}()
-	var c net.Conn
-	if err := inNetns(p.nsA, func() (err error) {
-		c, err = net.DialTimeout("tcp4", p.addrB.String()+":9998", 5*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c, done := p.dialThrough(t, 9998, discard)
 	start := time.Now()
 	if _, err := c.Write(make([]byte, size)); err != nil {
 		t.Fatal(err)
@@ -331,39 +306,18 @@ func TestJoinFailureLeavesNothing(t *testing.T) {
 // tcpThrough sends data from A to B over one TCP connection and returns what B read.
 func tcpThrough(t *testing.T, p *pair, data []byte) []byte {
 	t.Helper()
-	var ln net.Listener
-	if err := inNetns(p.nsB, func() (err error) {
-		ln, err = net.Listen("tcp4", p.addrB.String()+":9997")
+	var got []byte
+	c, done := p.dialThrough(t, 9997, func(c net.Conn) (err error) {
+		got, err = io.ReadAll(c)
 		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan []byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer c.Close()
-		b, _ := io.ReadAll(c)
-		got <- b
-	}()
-	var c net.Conn
-	if err := inNetns(p.nsA, func() (err error) {
-		c, err = net.DialTimeout("tcp4", p.addrB.String()+":9997", 5*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if _, err := c.Write(data); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
 	select {
-	case b := <-got:
-		return b
+	case <-done:
+		return got
 	case <-time.After(60 * time.Second):
 		t.Fatal("transfer did not finish")
 		return nil
