@@ -123,7 +123,11 @@ type Outcome struct {
 	// Stripes is the stripe count the plan asks for, within MaxStripes.
 	Stripes int
 	// Noise is the widest relative 95 % interval of the samples that compare levels
-	// (every sample after the first), capped at MaxAccuracy.
+	// (every sample after the first) and ran until their interval was narrow or their
+	// time was up, capped at MaxAccuracy. A sample that ended as soon as its interval
+	// left out the rate it was compared with (settle.Decided) is not counted: it was cut
+	// short on purpose, so its width says how soon it ended, not how much the path's
+	// rate moves.
 	Noise float64
 	// RTT is the least round-trip time the samples saw (0: unknown).
 	RTT time.Duration
@@ -489,8 +493,17 @@ func Threshold(prober optimizer.Prober, samples []optimizer.Sample, step optimiz
 	return prev.BitsPerSecond * (1 + gain)
 }
 
-// noted widens the probe's noise to a sample's interval.
+// noted widens the probe's noise to a sample's interval, unless the sample was
+// Decided (Outcome.Noise says why). On a bottleneck shared with other flows a doubling
+// of the streams early in the probe is decided within a second, its interval still
+// ±35 %; taking that for the path's noise held every later doubling to a 25 % gain
+// and the plan to 7 streams, where the grid's best fixed setting (16 streams on each
+// of 2 stripes) took 49 s for the 4 GiB against 64 (bench-cluster, four competing
+// flows, 2026-11-27).
 func (o *Outcome) noted(m measurement) {
+	if m.reason == settle.Decided {
+		return
+	}
 	if hw := m.halfWidth; hw > 0 && !math.IsInf(hw, 0) && !math.IsNaN(hw) {
 		o.Noise = min(max(o.Noise, hw), MaxAccuracy)
 	}

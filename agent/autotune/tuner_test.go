@@ -12,6 +12,7 @@ import (
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/coord"
 	"github.com/dtnflow/dtnflow/agent/mover"
+	"github.com/dtnflow/dtnflow/agent/settle"
 	"github.com/dtnflow/dtnflow/agent/wire"
 	"github.com/dtnflow/dtnflow/optimizer"
 )
@@ -348,5 +349,56 @@ func TestWarmAndReplan(t *testing.T) {
 	if lifted.Stripes != out.Stripes || lifted.Plan.Flow.StreamsPerStripe != out.Plan.Flow.StreamsPerStripe || st.Count() != out.Stripes {
 		t.Errorf("cap lifted: %d × %d (%d stripes running), want the first plan's %d × %d", lifted.Stripes, lifted.Plan.Flow.StreamsPerStripe, st.Count(),
 			out.Stripes, out.Plan.Flow.StreamsPerStripe)
+	}
+}
+
+// TestDecidedSamplesAreNotNoise: on a bottleneck shared with four other flows, each
+// doubling of the streams takes a larger share (n ÷ (n+4) of 1 Gbit/s), and every
+// compared sample ends as soon as its interval leaves out the rate it must beat, while
+// that interval is still wide (±33 % for the first doubling). Those widths are how
+// soon the samples ended; were they taken for the path's noise, every doubling would
+// have to gain 25 % and the probe would stop at 8 streams (667 Mbit/s), where 32
+// streams carry 889.
+func TestDecidedSamplesAreNotNoise(t *testing.T) {
+	shared := func(stripes, streams int) float64 {
+		n := float64(stripes * streams)
+		return 1e9 * n / (n + 4)
+	}
+	var decided, precise int
+	measure := func(_ context.Context, s sampleSpec) (measurement, error) {
+		m := measurement{bitsPerSecond: shared(s.stripes, s.streams), minRTT: 50 * time.Millisecond, peerLimits: &thisMachine}
+		// the interval just leaves the threshold out (settle's Decided), unless the
+		// rate is too close to it to tell apart before the interval is narrow
+		if hw := 0.9 * math.Abs(m.bitsPerSecond-s.threshold) / m.bitsPerSecond; s.threshold > 0 && hw > 0.03 {
+			m.reason, m.halfWidth = settle.Decided, hw
+			decided++
+		} else {
+			m.reason, m.halfWidth = settle.Precise, 0.03
+			precise++
+		}
+		m.settled, m.elapsed = true, time.Second
+		return m, nil
+	}
+	core := newCore(t)
+	tu := &Tuner{Core: core, Params: coord.Params{Concurrency: 4}, LocalLimits: thisMachine, Clock: &fakeClock{now: time.Unix(1e9, 0)},
+		CPUSeconds: func() float64 { return 0 }, Options: Options{MaxStreams: 64, MaxStripes: 1, Buffers: BuffersAuto}}
+	out, err := tu.run(context.Background(), measure, &hostsKnown{peer: &thisMachine, rtt: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if decided < 3 {
+		t.Fatalf("%d samples were decided (%d precise): the case does not test what it says", decided, precise)
+	}
+	if out.Noise != 0.03 && !(precise == 0 && out.Noise == 0) {
+		t.Errorf("noise %.3f, want the precise samples' 0.03 (%d decided samples left out)", out.Noise, decided)
+	}
+	var levels []int
+	for _, s := range out.Samples {
+		levels = append(levels, s.Streams)
+	}
+	t.Logf("levels %v, noise %.3f: %s", levels, out.Noise, out.Plan.Flow.Reason)
+	if n := out.Plan.Flow.StreamsPerStripe; n < 16 || out.Plan.Flow.PredictedBitsPerSecond < shared(1, 16) {
+		t.Errorf("plan %d streams predicting %.0f Mbit/s after levels %v; want at least 16 streams and %.0f Mbit/s (%s)", n,
+			out.Plan.Flow.PredictedBitsPerSecond/1e6, levels, shared(1, 16)/1e6, out.Plan.Flow.Reason)
 	}
 }
