@@ -3,6 +3,7 @@ package optimizer
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -212,4 +213,41 @@ func BenchmarkMakePlan10000Files(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+}
+
+// TestStreamCurveSamples: a sample taken with fewer streams than one before it in the
+// same probe (the stripe stage's, after the streams were cut) is left out of the
+// stream curve; a one-stream sample starts the next probe of a profile.
+func TestStreamCurveSamples(t *testing.T) {
+	at := func(streams int, buffer int64) Sample {
+		return Sample{Streams: streams, BufferBytes: buffer, BitsPerSecond: float64(streams) * 1e8}
+	}
+	seq := func(streams ...int) []Sample {
+		var out []Sample
+		for _, n := range streams {
+			out = append(out, at(n, 4<<20))
+		}
+		return out
+	}
+	cases := map[string]struct {
+		in   []Sample
+		want []int // the stream counts kept, in order
+	}{
+		"doublings only":                         {in: seq(1, 2, 4, 8), want: []int{1, 2, 4, 8}},
+		"the stripe stage's cuts":                {in: seq(1, 2, 4, 8, 16, 32, 64, 15, 14), want: []int{1, 2, 4, 8, 16, 32, 64}},
+		"a repeat of the largest count stays":    {in: seq(1, 2, 4, 4), want: []int{1, 2, 4, 4}},
+		"a profile of two probes":                {in: seq(1, 2, 4, 3, 1, 2, 4, 8, 6), want: []int{1, 2, 4, 1, 2, 4, 8}},
+		"buffer phase, then streams, then a cut": {in: append([]Sample{at(1, 0)}, seq(1, 2, 4, 3)...), want: []int{1, 1, 2, 4}},
+		"a warm probe begins above one":          {in: seq(16, 32, 20), want: []int{16, 32}},
+		"none":                                   {in: nil, want: nil},
+	}
+	for name, c := range cases {
+		var got []int
+		for _, s := range StreamCurveSamples(c.in) {
+			got = append(got, s.Streams)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: kept %v, want %v", name, got, c.want)
+		}
+	}
 }

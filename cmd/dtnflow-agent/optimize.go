@@ -12,7 +12,10 @@ import (
 )
 
 // toOptimizer converts one stripe's samples for the optimizer; samples of several
-// stripes are the stripe curve (stripePoints), not points of one stripe's.
+// stripes are the stripe curve (stripePoints), not points of one stripe's, and a
+// sample taken just after the streams were cut (the stripe stage's first, at the
+// plan's count) is no point of it either (optimizer.StreamCurveSamples): the stripe
+// stage keeps the stream count the streams phase planned.
 func toOptimizer(ss []contract.Sample) []optimizer.Sample {
 	out := make([]optimizer.Sample, 0, len(ss))
 	for _, s := range ss {
@@ -22,7 +25,7 @@ func toOptimizer(ss []contract.Sample) []optimizer.Sample {
 		out = append(out, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond),
 			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores)})
 	}
-	return out
+	return optimizer.StreamCurveSamples(out)
 }
 
 // prober is the optimizer's buffer-first, then ExpSelection, probe stepper, with the

@@ -91,3 +91,29 @@ func TestProbePlannerStripeStage(t *testing.T) {
 		})
 	}
 }
+
+// TestProbePlannerStripeStageKeepsItsStreams: the stripe stage measures one stripe at
+// the stream count the streams phase planned, a count below the last level sampled; on
+// a bottleneck shared with four other flows that sample reads low (the streams just
+// cut still regrow their windows). It is the stripe stage's reference, not a point of
+// the stream curve: the next sample is two stripes at the same count, where it was
+// once more one stripe at a count the low sample had moved the plan to (bench-cluster,
+// 2026-11-28: 64 streams 790 Mbit/s, then 15 at 660, then 14 at 585).
+func TestProbePlannerStripeStageKeepsItsStreams(t *testing.T) {
+	const buf = 4 << 20
+	d := contract.ProbeDirective{MaxStreams: 64, SampleSeconds: 5, BufferBytes: []int64{buf}, MaxStripes: 4}
+	var samples []contract.Sample
+	for i, mbps := range []int64{275, 385, 534, 685, 749, 796, 790} {
+		samples = append(samples, contract.Sample{Stripes: 1, Streams: 1 << i, BufferBytes: buf, BitsPerSecond: mbps * 1e6, RTTMicros: 50_000})
+	}
+	plan := probePlanner()
+	first, done := plan(d, samples, contract.Dataset{})
+	if done || first.Stripes > 1 || first.Streams <= 1 || first.Streams >= 64 {
+		t.Fatalf("after the streams phase: %+v (done %v), want one stripe at the planned count", first, done)
+	}
+	samples = append(samples, contract.Sample{Stripes: 1, Streams: first.Streams, BufferBytes: buf, BitsPerSecond: 660e6, RTTMicros: 50_000})
+	second, done := plan(d, samples, contract.Dataset{})
+	if done || second.Stripes != 2 || second.Streams != first.Streams {
+		t.Errorf("after one stripe at %d streams: %+v (done %v), want 2 stripes at %d", first.Streams, second, done, first.Streams)
+	}
+}

@@ -54,7 +54,8 @@ func externalNodes(n int) []optimizer.Node {
 
 // SamplesFromProbe converts the API's one-stripe probe samples for the optimizer: the
 // stream curve of one stripe. Samples of several stripes together are the path's
-// aggregate, not a point of that curve (StripeRates reads them).
+// aggregate, not a point of that curve (StripeRates reads them), and neither is a
+// sample taken just after the streams were cut (optimizer.StreamCurveSamples).
 func SamplesFromProbe(ss []v1alpha1.ProbeSample) []optimizer.Sample {
 	out := make([]optimizer.Sample, 0, len(ss))
 	for _, s := range ss {
@@ -64,7 +65,7 @@ func SamplesFromProbe(ss []v1alpha1.ProbeSample) []optimizer.Sample {
 		out = append(out, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond),
 			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores)})
 	}
-	return out
+	return optimizer.StreamCurveSamples(out)
 }
 
 // StripeRates are the aggregate rates the samples measured against the stripe count
@@ -115,7 +116,7 @@ func SamplesFromContract(ss []contract.Sample) []optimizer.Sample {
 		out = append(out, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond),
 			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores)})
 	}
-	return out
+	return optimizer.StreamCurveSamples(out)
 }
 
 // ProbeSamplesFromContract converts a coordinator's report samples into the API's,

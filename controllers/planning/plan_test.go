@@ -560,3 +560,39 @@ func TestPlanAddsNoStripeToAJobAboutToEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanLeavesTheStripeStagesCutsOutOfTheCurve: the status samples of the operator's
+// job on four competing flows (bench-cluster, 2026-11-28): the streams phase up to 64,
+// then the stripe stage's one-stripe samples at 15 and 14 streams, each just after the
+// streams were cut and reading low, and two stripes of 14. The plan is the streams
+// phase's: the cuts are no points of the stream curve (optimizer.StreamCurveSamples).
+func TestPlanLeavesTheStripeStagesCutsOutOfTheCurve(t *testing.T) {
+	const buf = 4 << 20
+	at := func(i int) *metav1.Time { t := metav1.NewTime(time.Unix(int64(1000+i), 0)); return &t }
+	var phase []v1alpha1.ProbeSample
+	for i, mbps := range []int64{275, 385, 534, 685, 749, 796, 790} {
+		phase = append(phase, v1alpha1.ProbeSample{Streams: 1 << i, BufferBytes: buf, BitsPerSecond: mbps * 1e6,
+			SourceMillicores: 30 + 20*int64(i), DestinationMillicores: 50 + 20*int64(i), Time: at(i)})
+	}
+	all := append(slices.Clone(phase),
+		v1alpha1.ProbeSample{Streams: 15, BufferBytes: buf, BitsPerSecond: 660e6, SourceMillicores: 88, DestinationMillicores: 121, Time: at(7)},
+		v1alpha1.ProbeSample{Streams: 14, BufferBytes: buf, BitsPerSecond: 585e6, SourceMillicores: 57, DestinationMillicores: 153, Time: at(8)},
+		v1alpha1.ProbeSample{Stripes: 2, Streams: 14, BufferBytes: buf, BitsPerSecond: 607e6, SourceMillicores: 102, DestinationMillicores: 241, Time: at(9)})
+	plan := func(samples []v1alpha1.ProbeSample) v1alpha1.TransferPlan {
+		t.Helper()
+		p, err := Plan(Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto}, Samples: samples,
+			SourceNodes: tenGigNodes("a", 1), DestinationNodes: tenGigNodes("b", 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	want, got := plan(phase), plan(all)
+	if got.StreamsPerStripe != want.StreamsPerStripe || got.StripesPerNode != 1 {
+		t.Errorf("plan %d × %d streams, want the streams phase's %d streams on one stripe", got.StripesPerNode, got.StreamsPerStripe, want.StreamsPerStripe)
+	}
+	if got.PredictedBitsPerSecond < 749e6 {
+		t.Errorf("predicted %d bit/s, below the 749 Mbit/s 16 streams measured", got.PredictedBitsPerSecond)
+	}
+	t.Logf("plan %d × %d predicting %d Mbit/s", got.StripesPerNode, got.StreamsPerStripe, got.PredictedBitsPerSecond/1e6)
+}
