@@ -88,7 +88,7 @@ func sortedDistinct(pts []StreamPoint) bool {
 // they regrow over many seconds, so the sample reads the path's rate well below what
 // that stream count carries once it has settled. Fitted into the curve it pulls the
 // model down and moves the plan, whose next sample is again a cut (the operator's
-// stripe stage on four competing flows, 2026-11-27: 64 streams 790 Mbit/s, then 15
+// stripe stage on four competing flows, 2026-11-28: 64 streams 790 Mbit/s, then 15
 // streams 660 and 14 streams 585 where 16 had measured 749, and a plan of 13).
 // A sample of one stream starts a new sequence: a probe begins there (a profile holds
 // several jobs' probes one after another).
