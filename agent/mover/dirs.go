@@ -28,8 +28,7 @@ type cachedDir struct {
 	*os.Root
 
 	once sync.Once
-	file *os.File // the directory, kept open (and alive) for fd; nil if it failed
-	fd   int
+	file *os.File // the directory, kept open; nil if it could not be opened
 }
 
 const dirCacheMax = 512

@@ -89,11 +89,9 @@ func ReadSocketLimits() wire.SocketLimits {
 // the os.Root does everything).
 func (d *cachedDir) descriptor() bool {
 	d.once.Do(func() {
-		f, err := d.Root.Open(".")
-		if err != nil {
-			return
+		if f, err := d.Root.Open("."); err == nil {
+			d.file = f
 		}
-		d.file, d.fd = f, int(f.Fd())
 	})
 	return d.file != nil
 }
@@ -108,7 +106,7 @@ func (d *cachedDir) descriptor() bool {
 // one name go to the os.Root, which resolves them as before and says why they failed.
 func (d *cachedDir) openFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	if oneName(name) && d.descriptor() {
-		fd, err := unix.Openat(d.fd, name, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+		fd, err := unix.Openat(int(d.file.Fd()), name, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
 		runtime.KeepAlive(d.file)
 		if err == nil {
 			return os.NewFile(uintptr(fd), d.Name()+"/"+name), nil
@@ -123,7 +121,7 @@ func (d *cachedDir) openFile(name string, flag int, perm os.FileMode) (*os.File,
 // again and says why.
 func (d *cachedDir) rename(from, to string) error {
 	if oneName(from) && oneName(to) && d.descriptor() {
-		err := unix.Renameat(d.fd, from, d.fd, to)
+		err := unix.Renameat(int(d.file.Fd()), from, int(d.file.Fd()), to)
 		runtime.KeepAlive(d.file)
 		if err == nil {
 			return nil
