@@ -1,8 +1,12 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 )
@@ -53,6 +57,44 @@ func TestMeasuredUse(t *testing.T) {
 	} {
 		if got := measuredUse(c.rep, c.role, c.k, now, 10*time.Second); got != c.want {
 			t.Errorf("%s: measuredUse = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestSameResources(t *testing.T) {
+	cpu := func(m int64) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(m, resource.DecimalSI)}
+	}
+	withMemory := func(l corev1.ResourceList, mem string) corev1.ResourceList {
+		l = l.DeepCopy()
+		l[corev1.ResourceMemory] = resource.MustParse(mem)
+		return l
+	}
+	for _, c := range []struct {
+		name       string
+		have, want corev1.ResourceRequirements
+		same       bool
+	}{
+		{"a plan's request: exactly", corev1.ResourceRequirements{Requests: cpu(211)}, corev1.ResourceRequirements{Requests: cpu(215)}, false},
+		{"equal", corev1.ResourceRequirements{Requests: cpu(211)}, corev1.ResourceRequirements{Requests: cpu(211)}, true},
+		// the coordinator's request refitted sample by sample during a probe
+		{"211m asked, 215m wanted: stands", corev1.ResourceRequirements{Requests: cpu(211)}, corev1.ResourceRequirements{Requests: cpu(215)}, true},
+		{"10 % of the wanted exactly: stands", corev1.ResourceRequirements{Requests: cpu(220)}, corev1.ResourceRequirements{Requests: cpu(200)}, true},
+		{"just past 10 %: resized", corev1.ResourceRequirements{Requests: cpu(221)}, corev1.ResourceRequirements{Requests: cpu(200)}, false},
+		{"from the start-up 5m to a plan's 211m", corev1.ResourceRequirements{Requests: cpu(5)}, corev1.ResourceRequirements{Requests: cpu(211)}, false},
+		{"a limit within the band", corev1.ResourceRequirements{Requests: cpu(400), Limits: cpu(1000)}, corev1.ResourceRequirements{Requests: cpu(400), Limits: cpu(950)}, true},
+		{"a limit added", corev1.ResourceRequirements{Requests: cpu(400)}, corev1.ResourceRequirements{Requests: cpu(400), Limits: cpu(1000)}, false},
+		{"a request removed", corev1.ResourceRequirements{Requests: cpu(400)}, corev1.ResourceRequirements{}, false},
+		{"memory changed, CPU near", corev1.ResourceRequirements{Requests: withMemory(cpu(400), "1Gi")}, corev1.ResourceRequirements{Requests: withMemory(cpu(410), "2Gi")}, false},
+		{"memory equal, CPU near", corev1.ResourceRequirements{Requests: withMemory(cpu(400), "1Gi")}, corev1.ResourceRequirements{Requests: withMemory(cpu(410), "1Gi")}, true},
+		{"nothing asked either side", corev1.ResourceRequirements{}, corev1.ResourceRequirements{}, true},
+	} {
+		band := resizeDeadBand
+		if strings.HasPrefix(c.name, "a plan's") {
+			band = 0
+		}
+		if got := sameResources(c.have, c.want, band); got != c.same {
+			t.Errorf("%s: sameResources = %v, want %v", c.name, got, c.same)
 		}
 	}
 }

@@ -161,7 +161,15 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 			// spec.backoffLimit; a kubelet restart in place would hide the failure.
 			RestartPolicy: corev1.RestartPolicyNever,
 			HostNetwork:   true,
-			DNSPolicy:     corev1.DNSClusterFirstWithHostNet,
+			// Agents resolve names as their DTN node does (its resolv.conf, and the
+			// node's /etc/hosts, which the kubelet gives host-network pods): a peer
+			// site's data address is a name of the site's network, never a cluster
+			// Service, and the coordinator reaches the API by address. Cluster DNS
+			// (ClusterFirstWithHostNet) would put the cluster's resolver and search
+			// domains before the site's, and where a cluster has none the kubelet
+			// writes a MissingClusterDNS warning at every sync of the pod (each
+			// report, each resize: about 40 event writes in a 17 s job).
+			DNSPolicy: corev1.DNSDefault,
 			// Senders and receivers talk to no API; only the coordinator reads its
 			// directive and writes its report, through its own pod.
 			AutomountServiceAccountToken: ptr.To(p.Role == contract.RoleCoordinator),

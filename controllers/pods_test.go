@@ -181,7 +181,7 @@ func TestBuildAgentPod(t *testing.T) {
 			if pod.Spec.NodeName != "" {
 				t.Errorf("spec.nodeName = %q: pinning must leave scheduling to the scheduler", pod.Spec.NodeName)
 			}
-			if !pod.Spec.HostNetwork || pod.Spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+			if !pod.Spec.HostNetwork || pod.Spec.DNSPolicy != corev1.DNSDefault || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
 				t.Errorf("hostNetwork %v, dnsPolicy %s, restartPolicy %s", pod.Spec.HostNetwork, pod.Spec.DNSPolicy, pod.Spec.RestartPolicy)
 			}
 			if got := ptr.Deref(pod.Spec.AutomountServiceAccountToken, true); got != w.token || pod.Spec.ServiceAccountName != w.account {

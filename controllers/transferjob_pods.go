@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -54,6 +53,16 @@ func (l layout) cpu() *dtnflowv1alpha1.TransferPlan {
 		return l.plan
 	}
 	return l.probeCPU
+}
+
+// resizeBand is how far a running agent's CPU may be from what this layout asks before
+// it is resized: resizeDeadBand while the probe refits the requests at every sample,
+// none once a plan states them (its pods ask exactly what its status says).
+func (l layout) resizeBand() float64 {
+	if l.plan != nil {
+		return 0
+	}
+	return resizeDeadBand
 }
 
 func (l layout) planHash() string {
@@ -230,7 +239,7 @@ func (r *TransferJobReconciler) syncCoordinator(ctx context.Context, p *pass, l 
 		}
 		if coord := obs.coordinator; !podTerminal(coord) {
 			// the plan sizes the coordinator as it sizes the other agents
-			if err := r.resize(ctx, coord, agentResources(l.cpu(), agentPod{Role: contract.RoleCoordinator, Endpoint: obs.endpoints.Source}, r.Pods)); err != nil {
+			if err := r.resize(ctx, coord, agentResources(l.cpu(), agentPod{Role: contract.RoleCoordinator, Endpoint: obs.endpoints.Source}, r.Pods), l.resizeBand()); err != nil {
 				return "", err
 			}
 		}
@@ -299,7 +308,7 @@ func (r *TransferJobReconciler) syncReceiver(ctx context.Context, p *pass, l lay
 	}
 	want := withUse(agentResources(l.cpu(), agentPod{Role: contract.RoleReceiver, Endpoint: dst}, r.Pods), podMillicores(recv),
 		measuredUse(obs.report, contract.RoleReceiver, k, p.now.Time, r.ReportInterval))
-	if err := r.resize(ctx, recv, want); err != nil {
+	if err := r.resize(ctx, recv, want, l.resizeBand()); err != nil {
 		return "", err
 	}
 	return addr, nil
@@ -330,7 +339,7 @@ func (r *TransferJobReconciler) syncSender(ctx context.Context, p *pass, l layou
 	switch {
 	case send != nil && !podTerminal(send):
 		return r.resize(ctx, send, withUse(agentResources(l.cpu(), agentPod{Role: contract.RoleSender, Endpoint: src}, r.Pods), podMillicores(send),
-			measuredUse(obs.report, contract.RoleSender, k, p.now.Time, r.ReportInterval)))
+			measuredUse(obs.report, contract.RoleSender, k, p.now.Time, r.ReportInterval)), l.resizeBand())
 	case send != nil:
 		return nil
 	case coordAddr == "" || recvAddr == "":
@@ -394,10 +403,11 @@ func (r *TransferJobReconciler) wantRemote(rem *remoteSide, l layout) {
 // resize brings a running agent's CPU to what the plan now asks for (the probe's
 // stripe once the plan exists, every stripe after a re-plan that changed the CPU per
 // agent) through the pods/resize subresource: the kubelet applies it in place, so the
-// agent keeps its connections and work. The plan-hash label keeps naming the plan the
-// pod was created for.
-func (r *TransferJobReconciler) resize(ctx context.Context, pod *corev1.Pod, want corev1.ResourceRequirements) error {
-	if len(pod.Spec.Containers) == 0 || equality.Semantic.DeepEqual(pod.Spec.Containers[0].Resources, want) {
+// agent keeps its connections and work. A CPU request or limit within band (relative)
+// of what is wanted stands. The plan-hash label keeps naming the plan the pod was
+// created for.
+func (r *TransferJobReconciler) resize(ctx context.Context, pod *corev1.Pod, want corev1.ResourceRequirements, band float64) error {
+	if len(pod.Spec.Containers) == 0 || sameResources(pod.Spec.Containers[0].Resources, want, band) {
 		return nil
 	}
 	orig := pod.DeepCopy()

@@ -261,6 +261,34 @@ func TestSyncReceiver(t *testing.T) {
 		}
 	})
 
+	t.Run("LeavesAProbingOneWithinTheDeadBand", func(t *testing.T) {
+		for _, c := range []struct {
+			name string
+			plan bool
+			want func(asked int64) int64 // the request after the pass
+		}{
+			{"refitted by the probe", false, func(asked int64) int64 { return asked }},
+			{"stated by a plan", true, func(asked int64) int64 { return asked + asked/20 }},
+		} {
+			running := existingAgent(agentPod{Role: contract.RoleReceiver, Stripe: 1, Node: "b2", Port: 7100}, "recv")
+			asked := podMillicores(running)
+			f := newPodsFixture(t, running)
+			near := &dtnflowv1alpha1.TransferPlan{DestinationCPUMillicores: asked + asked/20, Hash: "feedface"}
+			lay := l
+			if c.plan {
+				lay.plan = near
+			} else {
+				lay.probeCPU = near
+			}
+			if _, err := f.r.syncReceiver(ctx, f.p, lay, 1); err != nil {
+				t.Fatal(err)
+			}
+			if got := podMillicores(f.get(t, name)); got != c.want(asked) {
+				t.Errorf("%s: CPU request %dm, want %dm (asked %dm, wanted %dm)", c.name, got, c.want(asked), asked, near.DestinationCPUMillicores)
+			}
+		}
+	})
+
 	t.Run("ReplacesOneOnAnotherNode", func(t *testing.T) {
 		moved := existingAgent(agentPod{Role: contract.RoleReceiver, Stripe: 1, Node: "b1", Port: 7100}, "recv")
 		f := newPodsFixture(t, moved)
