@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -70,30 +69,30 @@ func TestSameResources(t *testing.T) {
 		l[corev1.ResourceMemory] = resource.MustParse(mem)
 		return l
 	}
+	requests := func(l corev1.ResourceList) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: l}
+	}
 	for _, c := range []struct {
 		name       string
 		have, want corev1.ResourceRequirements
+		band       float64
 		same       bool
 	}{
-		{"a plan's request: exactly", corev1.ResourceRequirements{Requests: cpu(211)}, corev1.ResourceRequirements{Requests: cpu(215)}, false},
-		{"equal", corev1.ResourceRequirements{Requests: cpu(211)}, corev1.ResourceRequirements{Requests: cpu(211)}, true},
+		{"a plan's request: exactly", requests(cpu(211)), requests(cpu(215)), 0, false},
+		{"equal", requests(cpu(211)), requests(cpu(211)), resizeDeadBand, true},
 		// the coordinator's request refitted sample by sample during a probe
-		{"211m asked, 215m wanted: stands", corev1.ResourceRequirements{Requests: cpu(211)}, corev1.ResourceRequirements{Requests: cpu(215)}, true},
-		{"10 % of the wanted exactly: stands", corev1.ResourceRequirements{Requests: cpu(220)}, corev1.ResourceRequirements{Requests: cpu(200)}, true},
-		{"just past 10 %: resized", corev1.ResourceRequirements{Requests: cpu(221)}, corev1.ResourceRequirements{Requests: cpu(200)}, false},
-		{"from the start-up 5m to a plan's 211m", corev1.ResourceRequirements{Requests: cpu(5)}, corev1.ResourceRequirements{Requests: cpu(211)}, false},
-		{"a limit within the band", corev1.ResourceRequirements{Requests: cpu(400), Limits: cpu(1000)}, corev1.ResourceRequirements{Requests: cpu(400), Limits: cpu(950)}, true},
-		{"a limit added", corev1.ResourceRequirements{Requests: cpu(400)}, corev1.ResourceRequirements{Requests: cpu(400), Limits: cpu(1000)}, false},
-		{"a request removed", corev1.ResourceRequirements{Requests: cpu(400)}, corev1.ResourceRequirements{}, false},
-		{"memory changed, CPU near", corev1.ResourceRequirements{Requests: withMemory(cpu(400), "1Gi")}, corev1.ResourceRequirements{Requests: withMemory(cpu(410), "2Gi")}, false},
-		{"memory equal, CPU near", corev1.ResourceRequirements{Requests: withMemory(cpu(400), "1Gi")}, corev1.ResourceRequirements{Requests: withMemory(cpu(410), "1Gi")}, true},
-		{"nothing asked either side", corev1.ResourceRequirements{}, corev1.ResourceRequirements{}, true},
+		{"211m asked, 215m wanted: stands", requests(cpu(211)), requests(cpu(215)), resizeDeadBand, true},
+		{"10 % of the wanted exactly: stands", requests(cpu(220)), requests(cpu(200)), resizeDeadBand, true},
+		{"just past 10 %: resized", requests(cpu(221)), requests(cpu(200)), resizeDeadBand, false},
+		{"from the start-up 5m to a plan's 211m", requests(cpu(5)), requests(cpu(211)), resizeDeadBand, false},
+		{"a limit within the band", corev1.ResourceRequirements{Requests: cpu(400), Limits: cpu(1000)}, corev1.ResourceRequirements{Requests: cpu(400), Limits: cpu(950)}, resizeDeadBand, true},
+		{"a limit added", requests(cpu(400)), corev1.ResourceRequirements{Requests: cpu(400), Limits: cpu(1000)}, resizeDeadBand, false},
+		{"a request removed", requests(cpu(400)), corev1.ResourceRequirements{}, resizeDeadBand, false},
+		{"memory changed, CPU near", requests(withMemory(cpu(400), "1Gi")), requests(withMemory(cpu(410), "2Gi")), resizeDeadBand, false},
+		{"memory equal, CPU near", requests(withMemory(cpu(400), "1Gi")), requests(withMemory(cpu(410), "1Gi")), resizeDeadBand, true},
+		{"nothing asked either side", corev1.ResourceRequirements{}, corev1.ResourceRequirements{}, resizeDeadBand, true},
 	} {
-		band := resizeDeadBand
-		if strings.HasPrefix(c.name, "a plan's") {
-			band = 0
-		}
-		if got := sameResources(c.have, c.want, band); got != c.same {
+		if got := sameResources(c.have, c.want, c.band); got != c.same {
 			t.Errorf("%s: sameResources = %v, want %v", c.name, got, c.same)
 		}
 	}

@@ -8,25 +8,9 @@ import (
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/coord"
 	"github.com/dtnflow/dtnflow/agent/wire"
+	"github.com/dtnflow/dtnflow/controllers/planning"
 	"github.com/dtnflow/dtnflow/optimizer"
 )
-
-// toOptimizer converts one stripe's samples for the optimizer; samples of several
-// stripes are the stripe curve (stripePoints), not points of one stripe's, and a
-// sample taken just after the streams were cut (the stripe stage's first, at the
-// plan's count) is no point of it either (optimizer.StreamCurveSamples): the stripe
-// stage keeps the stream count the streams phase planned.
-func toOptimizer(ss []contract.Sample) []optimizer.Sample {
-	out := make([]optimizer.Sample, 0, len(ss))
-	for _, s := range ss {
-		if s.Stripes > 1 {
-			continue
-		}
-		out = append(out, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond),
-			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores)})
-	}
-	return optimizer.StreamCurveSamples(out)
-}
 
 // prober is the optimizer's buffer-first, then ExpSelection, probe stepper, with the
 // path's RTT as the samples so far measured it (the smallest), so that with
@@ -64,7 +48,7 @@ func probePlanner() coord.ProbePlanner {
 			// streams (Arslan & Kosar §3): sample one doubling, then the stripes
 			p.Streams.MaxStreams = min(max(p.Streams.MaxStreams, 1), 2)
 		}
-		opt := toOptimizer(samples)
+		opt := planning.SamplesFromContract(samples)
 		step := p.Next(opt)
 		if step.Phase == optimizer.PhaseDone {
 			return stripeStep(d, samples, p)
@@ -82,7 +66,7 @@ func stripeStep(d contract.ProbeDirective, samples []contract.Sample, p optimize
 	if d.MaxStripes <= 1 {
 		return wire.ProbeRequest{}, true
 	}
-	plan, err := optimizer.MakePlan(optimizer.PlanInput{Samples: toOptimizer(samples), Prober: p,
+	plan, err := optimizer.MakePlan(optimizer.PlanInput{Samples: planning.SamplesFromContract(samples), Prober: p,
 		SourceNodes: []optimizer.Node{{Name: "source", NICBitsPerSecond: 100e9}}, DestinationNodes: []optimizer.Node{{Name: "destination", NICBitsPerSecond: 100e9}},
 		Limits: optimizer.Limits{MaxNodes: 1, MaxStripesPerNode: 1, MaxStreamsPerStripe: int(d.MaxStreams)}})
 	if err != nil {
