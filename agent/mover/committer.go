@@ -225,6 +225,9 @@ func (c *committer) commit(batch []*commitItem) {
 		if it.finalize {
 			if err := c.rename(it); err != nil {
 				res.OK, res.Error = false, describeWriteError("renaming", it.final, err)
+				if errors.Is(err, errDestinationIsDirectory) {
+					res.Error = "destination path is a directory: " + fsname.Show(it.final)
+				}
 			} else {
 				c.r.files.Add(1)
 				metrics.FilesTotal.WithLabelValues("receiver").Inc()
@@ -261,6 +264,9 @@ func (c *committer) retireCopies(it *commitItem) {
 	}
 }
 
+// errDestinationIsDirectory: a file's final name is a directory's.
+var errDestinationIsDirectory = errors.New("destination path is a directory")
+
 func (c *committer) rename(it *commitItem) error {
 	c.retireCopies(it)
 	root, tmp, final := c.r.Root, it.tmp, it.final
@@ -281,6 +287,15 @@ func (c *committer) rename(it *commitItem) error {
 	}
 	if err == nil {
 		err = rename(tmp, final)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// A directory took the file's name after the receiver decided to write it
+		// (rsession.presumedAbsent): nothing can be renamed there, so the temporary
+		// file goes too.
+		if fi, lerr := root.Lstat(final); lerr == nil && fi.IsDir() {
+			root.Remove(tmp)
+			return errDestinationIsDirectory
+		}
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		// Another copy of the same file (a duplicate sent by another stripe, or a

@@ -1,6 +1,8 @@
 package mover
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path"
 	"sync"
@@ -26,6 +28,9 @@ type dirCache struct {
 // one name (openFile, rename).
 type cachedDir struct {
 	*os.Root
+	// made says this cache created the directory (Mkdir succeeded): it held no file
+	// then, so a name the session has not written there is presumed absent.
+	made bool
 
 	once sync.Once
 	file *os.File // the directory, kept open; nil if it could not be opened
@@ -48,8 +53,10 @@ func (d *dirCache) get(dir string) (*cachedDir, error) {
 	if c != nil {
 		return c, nil
 	}
+	made := false
 	if d.create {
-		if err := d.top.MkdirAll(dir, 0o755); err != nil {
+		var err error
+		if made, err = d.mkdir(dir); err != nil {
 			return nil, fsroot.Explain(dir, err)
 		}
 	}
@@ -68,9 +75,29 @@ func (d *dirCache) get(dir string) (*cachedDir, error) {
 		// them, so they are left to the garbage collector rather than closed here.
 		d.dirs = map[string]*cachedDir{}
 	}
-	c = &cachedDir{Root: r}
+	c = &cachedDir{Root: r, made: made}
 	d.dirs[dir] = c
 	return c, nil
+}
+
+// mkdir makes dir and whatever parents it lacks; made says this call created dir
+// itself, rather than finding it there (or losing the race to another creator).
+func (d *dirCache) mkdir(dir string) (made bool, err error) {
+	err = d.top.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrNotExist) {
+		if parent := path.Dir(dir); parent != "." {
+			if err = d.top.MkdirAll(parent, 0o755); err == nil {
+				err = d.top.Mkdir(dir, 0o755)
+			}
+		}
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrExist):
+		return false, nil // a file in its place: opening it says so
+	}
+	return false, err
 }
 
 // forget drops dir from the cache: the next get resolves it again by name.

@@ -158,3 +158,48 @@ func BenchmarkOpenSmallFile(b *testing.B) {
 		})
 	}
 }
+
+// A directory counts as made by the cache only when the cache's own Mkdir created it:
+// a receiver presumes its files absent only there (rsession.presumedAbsent).
+func TestDirCacheSaysWhichDirectoriesItMade(t *testing.T) {
+	top := t.TempDir()
+	os.MkdirAll(filepath.Join(top, "there", "sub"), 0o755)
+	os.WriteFile(filepath.Join(top, "afile"), []byte("x"), 0o644)
+	os.Symlink("there", filepath.Join(top, "link"))
+	root, err := os.OpenRoot(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	dirs := newDirCache(root, true)
+	for _, tc := range []struct {
+		dir       string
+		made, err bool
+	}{
+		{dir: "new", made: true},
+		{dir: "a/b/c", made: true}, // parents made on the way
+		{dir: "a/b", made: false},  // made by the line before, as a parent: found here
+		{dir: "there", made: false},
+		{dir: "there/sub", made: false},
+		{dir: "there/new", made: true},
+		{dir: "link/new2", made: true}, // through a link inside the root
+		{dir: "link", made: false},
+		{dir: "afile", err: true},
+		{dir: "afile/below", err: true},
+	} {
+		d, err := dirs.get(tc.dir)
+		if (err != nil) != tc.err {
+			t.Errorf("%s: error %v, want error %v", tc.dir, err, tc.err)
+			continue
+		}
+		if err == nil && d.made != tc.made {
+			t.Errorf("%s: made %v, want %v", tc.dir, d.made, tc.made)
+		}
+	}
+	if d, err := newDirCache(root, true).get("new"); err != nil || d.made {
+		t.Errorf("another cache's get of a directory this one made: %v %v, want found, not made", d, err)
+	}
+	if d, err := newDirCache(root, false).get("never-made"); err == nil {
+		t.Errorf("a cache that does not create found a missing directory: %+v", d)
+	}
+}

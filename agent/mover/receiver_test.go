@@ -443,3 +443,100 @@ func TestReceiverStaleCopyCannotTouchAFinalFile(t *testing.T) {
 		t.Error("the final file's content changed")
 	}
 }
+
+// TestReceiverFilesThatAppearInADirectoryItMade: the receiver writes a small file
+// into a directory it made itself without looking for one at its name first
+// (rsession.presumedAbsent). Another writer can still put a file or a directory
+// there after the receiver made it; under every overwrite policy the outcome must be
+// what the policy promises: Never leaves the other writer's file and says so,
+// IfDifferent and Always end with the source's bytes, mode and mtime, and a
+// directory in the file's place fails the file naming it. In a directory that was
+// there before, IfDifferent still looks, and skips an identical file.
+func TestReceiverFilesThatAppearInADirectoryItMade(t *testing.T) {
+	for _, policy := range []string{"Never", "IfDifferent", "Always"} {
+		t.Run(policy, func(t *testing.T) {
+			addr, dir := startReceiver(t)
+			root := filepath.Join(dir, "root")
+			h := connectWith(t, addr, 1, wire.Session{Job: "made-" + policy, Checksum: "SHA256", Overwrite: policy, BlockSize: 1 << 20, ChunkSize: 1 << 20})
+			const mtime = 1_700_000_000_123_456_789
+			unit := uint64(0)
+			send := func(p string, data []byte) wire.Result {
+				t.Helper()
+				unit++
+				meta, _ := wire.FileMeta{Unit: unit, Size: uint64(len(data)), Mode: 0o640, MtimeNs: mtime, Path: p}.Append(nil)
+				if err := h.data.WriteFrame(wire.TypeFile, meta, data); err != nil {
+					t.Fatal(err)
+				}
+				var res wire.Results
+				if err := wire.DecodeJSON(h.expect(wire.TypeResult), &res); err != nil || len(res.Results) != 1 || res.Results[0].Unit != unit {
+					t.Fatalf("%s: results %+v %v", p, res, err)
+				}
+				return res.Results[0]
+			}
+			hasSource := func(p string, want []byte) {
+				t.Helper()
+				fi, err := os.Stat(filepath.Join(root, p))
+				b, _ := os.ReadFile(filepath.Join(root, p))
+				if err != nil || !bytes.Equal(b, want) || fi.Mode().Perm() != 0o640 || fi.ModTime().UnixNano() != mtime {
+					t.Errorf("%s: %q, %v, want the source's bytes %q, mode 0640 and mtime", p, b, err, want)
+				}
+			}
+			ours, same := []byte("the source's bytes"), []byte("identical bytes")
+			os.MkdirAll(filepath.Join(root, "old"), 0o755)
+			os.WriteFile(filepath.Join(root, "old", "same"), same, 0o600)
+			if r := send("made/first", ours); !r.OK {
+				t.Fatalf("the first file, in a directory the receiver makes: %+v", r)
+			}
+			hasSource("made/first", ours)
+			// Another writer, after the receiver made the directory.
+			os.WriteFile(filepath.Join(root, "made", "theirs"), []byte("another writer's bytes"), 0o600)
+			os.WriteFile(filepath.Join(root, "made", "same"), same, 0o600)
+			os.Mkdir(filepath.Join(root, "made", "adir"), 0o755)
+
+			theirs, identical, adir, old := send("made/theirs", ours), send("made/same", same), send("made/adir", ours), send("old/same", same)
+			if adir.OK || !strings.Contains(adir.Error, "made/adir") || !strings.Contains(adir.Error, "directory") {
+				t.Errorf("a directory in the file's place: %+v, want a failure naming the path", adir)
+			}
+			if fi, err := os.Lstat(filepath.Join(root, "made", "adir")); err != nil || !fi.IsDir() {
+				t.Errorf("the directory in the file's place: %v %v", fi, err)
+			}
+			switch policy {
+			case "Never":
+				for p, r := range map[string]wire.Result{"made/theirs": theirs, "made/same": identical, "old/same": old} {
+					if r.OK || !strings.Contains(r.Error, "destination file exists: "+p+" (overwrite: Never)") {
+						t.Errorf("%s under Never: %+v", p, r)
+					}
+				}
+				if b, _ := os.ReadFile(filepath.Join(root, "made", "theirs")); string(b) != "another writer's bytes" {
+					t.Errorf("Never replaced another writer's file with %q", b)
+				}
+			default:
+				for p, r := range map[string]wire.Result{"made/theirs": theirs, "made/same": identical} {
+					if !r.OK || r.Skipped {
+						t.Errorf("%s under %s: %+v, want written", p, policy, r)
+					}
+				}
+				hasSource("made/theirs", ours)
+				hasSource("made/same", same)
+				// Looked at, in a directory that was there: IfDifferent skips the identical
+				// file and leaves it as it was; Always writes it.
+				if policy == "IfDifferent" {
+					fi, _ := os.Stat(filepath.Join(root, "old", "same"))
+					if !old.OK || !old.Skipped || fi == nil || fi.Mode().Perm() != 0o600 {
+						t.Errorf("an identical file in a directory that was there, under IfDifferent: %+v, %v; want it skipped as it was", old, fi)
+					}
+				} else if !old.OK || old.Skipped {
+					t.Errorf("old/same under Always: %+v, want written", old)
+				} else {
+					hasSource("old/same", same)
+				}
+			}
+			ents, _ := os.ReadDir(filepath.Join(root, "made"))
+			for _, e := range ents {
+				if IsTempName(e.Name()) {
+					t.Errorf("temporary file left: %s", e.Name())
+				}
+			}
+		})
+	}
+}
