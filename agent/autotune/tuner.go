@@ -207,7 +207,7 @@ func (t *Tuner) log() *slog.Logger {
 func (t *Tuner) OnData(ctx context.Context) (Outcome, error) {
 	start := t.clock().Now()
 	p := t.Params
-	p.Streams, p.BufferBytes = 1, 0
+	p.Streams, p.BufferBytes = 1, t.firstBuffer()
 	t.Core.SetParams(p)
 	t.Core.SetPhase(contract.PhaseTransferring)
 	for t.Stripes.Count() < 1 {
@@ -240,6 +240,24 @@ func (t *Tuner) OnData(ctx context.Context) (Outcome, error) {
 	t.apply(out)
 	t.setStripes(out.Stripes)
 	return out, nil
+}
+
+// firstBuffer is the buffer the first stripe connects with: the first candidate
+// of the buffer probe as far as this host can tell before a session has said the
+// receiver's limits (taken to be this host's) or a stream has measured the RTT. The
+// probe's first sample then usually keeps the stripe's streams: a buffer change needs
+// new connections (the window scale is set at connect), which on a long path costs a
+// handshake and a second slow start before the first sample can begin (on bench-wan's
+// 1 Gbit/s, 50 ms path the stripe started autotuned and was redialled at 4 MiB, about
+// 0.2 s after its first bytes). Where the session's answer differs (a receiver with
+// smaller limits, a short path whose BDP autotuning covers), the first sample
+// redials, as every stripe did before.
+func (t *Tuner) firstBuffer() int64 {
+	candidates, _ := BufferCandidates(t.Options.Buffers, t.LocalLimits, nil, 0, t.Options.NICBitsPerSecond)
+	if len(candidates) == 0 {
+		return 0
+	}
+	return candidates[0]
 }
 
 // InMemory probes memory to memory with stripe-sized probes to addr (nothing of the

@@ -53,6 +53,8 @@ type fakeStripes struct {
 	delivered []float64
 	last      time.Time
 	maxCount  int
+	// connectedWith is the buffer the first stripe connected with.
+	connectedWith int64
 }
 
 func (f *fakeStripes) Count() int {
@@ -63,7 +65,11 @@ func (f *fakeStripes) Count() int {
 
 func (f *fakeStripes) Add() {
 	f.advance()
+	p := f.core.Params()
 	f.mu.Lock()
+	if f.maxCount == 0 {
+		f.connectedWith = p.BufferBytes
+	}
 	f.delivered = append(f.delivered, 0)
 	f.maxCount = max(f.maxCount, len(f.delivered))
 	f.mu.Unlock()
@@ -167,6 +173,9 @@ func TestOnData(t *testing.T) {
 		wantStripes int
 		wantStreams [2]int // BestCmb's optimum, within
 		wantPath    bool
+		// redial: the first sample's buffer is not the one the first stripe connected
+		// with (the receiver's limits, said by its session, differ from this host's)
+		redial bool
 	}{
 		// the stripe's session says the limits before the first sample: a fixed 4 MiB
 		// gets 8 MiB, beyond autotuning's 4, so autotuning is never sampled and the
@@ -188,6 +197,13 @@ func TestOnData(t *testing.T) {
 			}, local: thisMachine, peer: nil, maxStripes: 4,
 			wantBuffers: []int64{4 << 20}, wantLevels: []int{1, 2, 4}, wantBuffer: 4 << 20,
 			wantStripes: 4, wantStreams: [2]int{2, 4}, wantPath: false,
+		},
+		// the receiver's rmem_max of 1 MiB gives a fixed buffer 2 MiB, less than
+		// autotuning's 4: the session says so, and the first sample redials autotuned
+		"a receiver whose fixed buffers stay under autotuning: autotuning, redialled": {
+			path: windowLimited, local: thisMachine, peer: &wire.SocketLimits{SndAutotuneMax: 4 << 20, SndMax: 4 << 20, RcvAutotuneMax: 32 << 20, RcvMax: 1 << 20},
+			maxStripes: 1, wantBuffers: nil, wantLevels: []int{1, 2, 4}, wantBuffer: 0,
+			wantStripes: 1, wantStreams: [2]int{2, 4}, wantPath: true, redial: true,
 		},
 	}
 	for name, c := range cases {
@@ -225,6 +241,11 @@ func TestOnData(t *testing.T) {
 		p := core.Params()
 		if int(p.Streams) != out.Plan.Flow.StreamsPerStripe || p.BufferBytes != out.Plan.BufferBytes || len(p.SizeClasses) == 0 || st.Count() != out.Stripes {
 			t.Errorf("%s: core params %+v and %d stripes after the plan", name, p, st.Count())
+		}
+		// the first stripe connected with the buffer of the probe's first sample, so
+		// that the sample did not redial it (Tuner.firstBuffer)
+		if first := out.Samples[0].BufferBytes; (st.connectedWith != first) != c.redial {
+			t.Errorf("%s: the first stripe connected with a buffer of %d, the first sample ran at %d; want them different: %v", name, st.connectedWith, first, c.redial)
 		}
 		if st.maxCount > c.maxStripes {
 			t.Errorf("%s: %d stripes at once, more than %d", name, st.maxCount, c.maxStripes)
