@@ -25,6 +25,10 @@ type Runner struct {
 	// Grace is how long to keep serving after the job ended, so that every stripe
 	// hears that it is finished.
 	Grace time.Duration
+	// LocalLimits are this host's socket buffer limits (nil: unknown). Until the probe
+	// stripe reports both ends', they stand for both in choosing the buffer its streams
+	// connect with (firstBuffer).
+	LocalLimits *wire.SocketLimits
 
 	applied int64
 	probing context.CancelFunc
@@ -144,7 +148,11 @@ func (r *Runner) directive(ctx context.Context) {
 			r.Core.SetGeneration(d.Generation)
 			break
 		}
-		r.Core.SetParams(ParamsFromDirective(*d, r.Core.Params()))
+		p := ParamsFromDirective(*d, r.Core.Params())
+		if onData {
+			p.BufferBytes = r.firstBuffer(*d.Probe, p.BufferBytes)
+		}
+		r.Core.SetParams(p)
 		r.Core.SetPhase(contract.PhaseTransferring)
 		if onData {
 			pctx, cancel := context.WithCancel(ctx)
@@ -168,6 +176,26 @@ func (r *Runner) directive(ctx context.Context) {
 		go r.runProbe(pctx, *d.Probe)
 	}
 	r.Core.log.Info("Applied a directive", "generation", d.Generation, "mode", d.Mode, "streams", d.StreamsPerStripe, "bufferBytes", d.BufferBytes)
+}
+
+// firstBuffer is the buffer a probing job's stripes connect with: the first sample's,
+// as the probe planner would choose it if both ends had this host's socket limits, so
+// that the first sample usually keeps the streams the stripe dialled when its session
+// began. A buffer change redials them (the window scale is set at connect): on a long
+// path a handshake and a second slow start before the sample can begin. Where the
+// limits the stripe reports differ, the first sample redials, as it always did;
+// without the host's limits, or where the first sample's buffer does not hinge on
+// them, fallback stands.
+func (r *Runner) firstBuffer(d contract.ProbeDirective, fallback int64) int64 {
+	if r.LocalLimits == nil || !hingesOnLimits(d) || len(r.Core.Samples()) > 0 {
+		return fallback
+	}
+	d.BufferBytes = wire.UsefulBuffers(d.BufferBytes, *r.LocalLimits, r.LocalLimits)
+	first, done := r.Probe(d, nil, r.Core.Dataset())
+	if done {
+		return fallback
+	}
+	return first.BufferBytes
 }
 
 // ParamsFromDirective turns a transfer directive into parameters; what it leaves out

@@ -334,6 +334,69 @@ func TestProbeWaitsForTheStripesLimitsBeforeItsFirstSample(t *testing.T) {
 	}
 }
 
+// TestProbeStripeConnectsWithTheFirstSamplesBuffer: a probing job's stripe dials its
+// streams as its session begins, before it has said the hosts' limits; the runner sets
+// the buffer the first sample will take if both ends have this host's limits, so that
+// the sample, asked for once the stripe reports the same limits, changes nothing (a
+// buffer change would redial every stream). Without this host's limits the
+// directive's buffer stands, as before.
+func TestProbeStripeConnectsWithTheFirstSamplesBuffer(t *testing.T) {
+	const MiB = 1 << 20
+	limits := wire.SocketLimits{SndAutotuneMax: 4 * MiB, SndMax: 4 * MiB, RcvAutotuneMax: 32 * MiB, RcvMax: 4 * MiB}
+	for _, tc := range []struct {
+		name  string
+		local *wire.SocketLimits
+		want  int64
+	}{
+		{name: "this host's limits known", local: &limits, want: 4 * MiB},
+		{name: "unknown", local: nil, want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCore(t, map[string]int{"d/big": 1 << 20})
+			c.SetPhase(contract.PhaseStarting)
+			d := contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: []int64{0, 4 * MiB}}
+			ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
+				StreamsPerStripe: 1, Stripes: 1, Probe: &d}}
+			planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
+				return wire.ProbeRequest{Streams: 1, BufferBytes: d.BufferBytes[0], Seconds: d.SampleSeconds}, len(samples) >= 1
+			}
+			r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Probe: planner, Grace: time.Millisecond, LocalLimits: tc.local}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			go func() { defer close(done); r.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			waitFor(t, "the runner to follow the directive", runnerTimeout, func() bool { return c.Phase() == contract.PhaseTransferring })
+			m := c.Join(0)
+			var began wire.JobConfig
+			select {
+			case began = <-m.Configs():
+			case <-time.After(runnerTimeout):
+				t.Fatal("the stripe got no configuration when it joined")
+			}
+			if began.BufferBytes != tc.want {
+				t.Fatalf("the stripe's session began with buffer %d, want %d", began.BufferBytes, tc.want)
+			}
+			m.Summary(wire.Summary{Last: true})
+			m.Stats(wire.StripeStats{Connected: true, Streams: 1, SourceLimits: &limits, DestinationLimits: &limits})
+			select {
+			case p := <-m.Probes():
+				changed := false
+				select {
+				case cfg := <-m.Configs():
+					changed = cfg.BufferBytes != began.BufferBytes || cfg.Streams != began.Streams
+				default:
+				}
+				if p.BufferBytes != 4*MiB || changed != (tc.want != 4*MiB) {
+					t.Errorf("first sample at buffer %d, configuration changed for it: %v; want 4 MiB, changed only if the stripe began elsewhere", p.BufferBytes, changed)
+				}
+			case <-time.After(runnerTimeout):
+				t.Fatal("no sample was asked for once the stripe reported")
+			}
+		})
+	}
+}
+
 // TestProbeKeepsNoSampleThatMeasuredNothing: a sample during which nothing was
 // acknowledged (the job's data ran out under it, or the path carried nothing) says
 // nothing of the path: it is not recorded, and with data left the sample is taken
