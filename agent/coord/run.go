@@ -43,6 +43,14 @@ type Watcher interface {
 	Watch(ctx context.Context) <-chan struct{}
 }
 
+// Prepare applies the directive as it stands; call it before serving stripes. A
+// stripe's session dials its streams with the parameters of its first configuration,
+// and one that joins before the directive is applied (the coordinator listens at
+// once, its senders are already retrying) dials them with the parameters before it,
+// then redials them with the directive's buffer (a buffer change needs new
+// connections). Run applies the directive itself otherwise.
+func (r *Runner) Prepare(ctx context.Context) { r.directive(ctx) }
+
 // Run returns when the job is Complete or Failed (after the grace period), or ctx ends.
 func (r *Runner) Run(ctx context.Context) contract.Phase {
 	c := r.Core

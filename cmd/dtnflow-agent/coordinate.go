@@ -77,11 +77,12 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	limits := mover.ReadSocketLimits()
+	runner := &coord.Runner{Core: core, Channel: ch, Interval: j.reportInterval, Grace: 30 * time.Second, Probe: probePlanner(), LocalLimits: &limits}
+	runner.Prepare(ctx)
 	go mover.Serve(ctx, ln, secret, 0, core.ServeConn, log)
 	serveMetrics(ctx, *metricsAddr, core.Status, log)
 	log.Info("Coordinating", "listen", ln.Addr().String(), "job", j.job, "files", core.Dataset().Files, "bytes", core.Dataset().Bytes)
-	limits := mover.ReadSocketLimits()
-	runner := &coord.Runner{Core: core, Channel: ch, Interval: j.reportInterval, Grace: 30 * time.Second, Probe: probePlanner(), LocalLimits: &limits}
 	switch phase := runner.Run(ctx); phase {
 	case contract.PhaseComplete, contract.PhasePartiallyComplete:
 		return nil // the report says which; the controller reads it
