@@ -292,26 +292,35 @@ func TestProbeSamplesOnlyBuffersThatMatter(t *testing.T) {
 	}
 }
 
+// runProbeOnAutotuningOr4MiB runs, until the test ends, a Runner whose directive
+// transfers while probing on the job's data with autotuning and 4 MiB listed, and
+// whose planner takes the first size listed as useful once, then stops; local is the
+// coordinator's host's socket limits (nil: unknown).
+func runProbeOnAutotuningOr4MiB(t *testing.T, local *wire.SocketLimits) *Core {
+	t.Helper()
+	c := newCore(t, map[string]int{"d/big": 1 << 20})
+	c.SetPhase(contract.PhaseStarting)
+	d := contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: []int64{0, 4 << 20}}
+	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
+		StreamsPerStripe: 1, Stripes: 1, Probe: &d}}
+	planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
+		return wire.ProbeRequest{Streams: 1, BufferBytes: d.BufferBytes[0], Seconds: d.SampleSeconds}, len(samples) >= 1
+	}
+	r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Probe: planner, Grace: time.Millisecond, LocalLimits: local}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
+}
+
 // TestProbeWaitsForTheStripesLimitsBeforeItsFirstSample: with autotuning listed beside
 // fixed sizes, which of them is sampled first depends on the hosts' limits; no sample
 // is asked for until the probe stripe has reported (its session up: before that no
 // byte moves, so the wait costs nothing).
 func TestProbeWaitsForTheStripesLimitsBeforeItsFirstSample(t *testing.T) {
 	const MiB = 1 << 20
-	c := newCore(t, map[string]int{"d/big": 1 << 20})
-	c.SetPhase(contract.PhaseStarting)
-	d := contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: []int64{0, 4 * MiB}}
-	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
-		StreamsPerStripe: 1, Stripes: 1, Probe: &d}}
-	planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
-		return wire.ProbeRequest{Streams: 1, BufferBytes: d.BufferBytes[0], Seconds: d.SampleSeconds}, len(samples) >= 1
-	}
-	r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Probe: planner, Grace: time.Millisecond}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); r.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	c := runProbeOnAutotuningOr4MiB(t, nil)
 	m := c.Join(0)
 	m.Summary(wire.Summary{Last: true})
 	// the stripe has joined and its summary is in; the probe must still wait for it
@@ -352,20 +361,7 @@ func TestProbeStripeConnectsWithTheFirstSamplesBuffer(t *testing.T) {
 		{name: "unknown", local: nil, want: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCore(t, map[string]int{"d/big": 1 << 20})
-			c.SetPhase(contract.PhaseStarting)
-			d := contract.ProbeDirective{MaxStreams: 4, SampleSeconds: 5, BufferBytes: []int64{0, 4 * MiB}}
-			ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer,
-				StreamsPerStripe: 1, Stripes: 1, Probe: &d}}
-			planner := func(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
-				return wire.ProbeRequest{Streams: 1, BufferBytes: d.BufferBytes[0], Seconds: d.SampleSeconds}, len(samples) >= 1
-			}
-			r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Probe: planner, Grace: time.Millisecond, LocalLimits: tc.local}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan struct{})
-			go func() { defer close(done); r.Run(ctx) }()
-			defer func() { cancel(); <-done }()
+			c := runProbeOnAutotuningOr4MiB(t, tc.local)
 			waitFor(t, "the runner to follow the directive", runnerTimeout, func() bool { return c.Phase() == contract.PhaseTransferring })
 			m := c.Join(0)
 			var began wire.JobConfig

@@ -2,6 +2,7 @@ package mover
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"sync"
@@ -226,7 +227,7 @@ func (c *committer) commit(batch []*commitItem) {
 			if err := c.rename(it); err != nil {
 				res.OK, res.Error = false, describeWriteError("renaming", it.final, err)
 				if errors.Is(err, errDestinationIsDirectory) {
-					res.Error = "destination path is a directory: " + fsname.Show(it.final)
+					res.Error = destinationIsDirectory(it.final)
 				}
 			} else {
 				c.r.files.Add(1)
@@ -266,6 +267,12 @@ func (c *committer) retireCopies(it *commitItem) {
 
 // errDestinationIsDirectory: a file's final name is a directory's.
 var errDestinationIsDirectory = errors.New("destination path is a directory")
+
+// destinationIsDirectory is the result's message for a file whose final name is a
+// directory's, before the write (alreadyDone) or at the rename.
+func destinationIsDirectory(p string) string {
+	return fmt.Sprintf("%s: %s", errDestinationIsDirectory, fsname.Show(p))
+}
 
 func (c *committer) rename(it *commitItem) error {
 	c.retireCopies(it)

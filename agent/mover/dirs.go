@@ -95,7 +95,7 @@ func (d *dirCache) mkdir(dir string) (made bool, err error) {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, fs.ErrExist):
-		return false, nil // a file in its place: opening it says so
+		return false, nil // there already (if not as a directory, opening it says so)
 	}
 	return false, err
 }

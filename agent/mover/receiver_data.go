@@ -292,7 +292,7 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest, data []byte, presumed
 		return false, ""
 	}
 	if fi.IsDir() {
-		return false, fmt.Sprintf("destination path is a directory: %s", fsname.Show(key.Path))
+		return false, destinationIsDirectory(key.Path)
 	}
 	// Another receiver of this job may have finished it: look again before refusing.
 	j.state.Refresh()
