@@ -26,14 +26,26 @@ const (
 	// DefaultMaxStreamsPerStripe bounds streams per stripe: ExpSelection's sequence
 	// 1…64, beyond which the papers' curves have long turned down.
 	DefaultMaxStreamsPerStripe = 64
-	// DefaultMaxConcurrency is maxCC when unset: the agent's own default (`send
-	// --concurrency`), so that a TransferJob and `send --auto` run a dataset alike.
-	// Arslan & Kosar report their multi-chunk schedulers near the best from maxCC 8 on
-	// and use up to 32, on hosts of many cores; on this project's 2-core test hosts
-	// 20 000 files of 64 KiB sampled 896–901 Mbit/s at two streams with 16 files in
-	// flight per stripe and 993 Mbit/s (4 runs of 5) with 4 (bench-cluster, 1 Gbit/s,
-	// 50 ms). A job raises it with spec.tuning.limits.maxConcurrency.
-	DefaultMaxConcurrency = 4
+	// DefaultMaxConcurrency is maxCC when unset: the most files in flight per stripe
+	// that Algorithm 1 gives a size class (`send --auto` and a TransferJob alike; a
+	// class of large files gets 2 whatever maxCC is). Arslan & Kosar report their
+	// multi-chunk schedulers near the best from maxCC 8 on and use up to 32, on hosts
+	// of many cores. On this project's 2-core test hosts (bench-cluster, 1 Gbit/s,
+	// 50 ms, 20 000 files of 64 KiB beside the cluster's control plane) one stripe of
+	// 4 files in flight ran at 800–890 Mbit/s, two stripes at 960–977: the stripe,
+	// not the path, was the limit, and the probe's 2-stripe sample could not show that
+	// gain within its noise, so `send --auto` planned one stripe (13.0–13.2 s against
+	// 12.2–12.4 s for two fixed stripes). With 8, one stripe of two streams ran at
+	// 975–1000 Mbit/s (`send --auto` 12.4–12.5 s in three runs). 16 was worse than 4
+	// once (2-stream samples of 896–901 Mbit/s against 967–993, 2026-11-25). A job
+	// raises it with spec.tuning.limits.maxConcurrency.
+	DefaultMaxConcurrency = 8
+	// DefaultConcurrency is the files in flight per stripe of a fixed setting (`send`
+	// without --auto and without --concurrency), where no size class tells large
+	// files from small ones. Kept below maxCC: with 8, two fixed stripes on the 4 GiB
+	// mixed dataset (36 files up to 1 GiB) took 62 s against 39.5 s with 4, one stripe
+	// holding the last large files in flight while the other had nothing left to send.
+	DefaultConcurrency = 4
 )
 
 // WithDefaults fills unset (zero or negative) limits with the ceilings above.

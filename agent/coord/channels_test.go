@@ -267,3 +267,42 @@ func TestEarlyClassesForSmallFiles(t *testing.T) {
 		t.Error("early classes for a large file")
 	}
 }
+
+func TestFilesInFlightUnlessTheJobSaysHowMany(t *testing.T) {
+	// 2000 small files and one large one on bench-cluster's path (1 Gbit/s, 50 ms:
+	// BDP/avg far above any maxCC, so maxCC is what Algorithm 1 gives the small ones)
+	files := map[string]int{"d/big": 64 << 20}
+	for i := range 2000 {
+		files[fmt.Sprintf("d/s%04d", i)] = 64 << 10
+	}
+	for _, tc := range []struct {
+		name        string
+		concurrency int32 // what the job (send --concurrency) said; 0: nothing
+		wantFixed   int32 // files in flight per stripe before any class exists
+		wantSmall   int32 // the early Small class's concurrency
+	}{
+		{"unset: fixed stripes keep 4, small files' classes may use 8", 0, optimizer.DefaultConcurrency, optimizer.DefaultMaxConcurrency},
+		{"set: the job's number for both", 2, 2, 2},
+		{"set above the default maxCC", 16, 16, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCore(t, files)
+			c.SetParams(Params{Concurrency: tc.concurrency})
+			if got := c.Params().Concurrency; got != tc.wantFixed {
+				t.Fatalf("files in flight %d, want %d", got, tc.wantFixed)
+			}
+			if !c.ApplyEarlyClasses(1e9, 50*time.Millisecond, int(tc.concurrency)) {
+				t.Fatal("no early classes for a dataset of small files")
+			}
+			var small *contract.SizeClassParam
+			for i, sc := range c.Params().SizeClasses {
+				if sc.Class == "Small" {
+					small = &c.Params().SizeClasses[i]
+				}
+			}
+			if small == nil || small.Concurrency != tc.wantSmall {
+				t.Fatalf("early classes %+v: want Small with concurrency %d", c.Params().SizeClasses, tc.wantSmall)
+			}
+		})
+	}
+}

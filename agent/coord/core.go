@@ -25,6 +25,7 @@ import (
 	"github.com/dtnflow/dtnflow/agent/metrics"
 	"github.com/dtnflow/dtnflow/agent/mover"
 	"github.com/dtnflow/dtnflow/agent/wire"
+	"github.com/dtnflow/dtnflow/optimizer"
 )
 
 // Options describe a job.
@@ -326,7 +327,7 @@ func (c *Core) setParamsLocked(p Params) {
 		p.Streams = 4
 	}
 	if p.Concurrency <= 0 {
-		p.Concurrency = 4
+		p.Concurrency = optimizer.DefaultConcurrency
 	}
 	if p.Pipelining <= 0 {
 		p.Pipelining = 16

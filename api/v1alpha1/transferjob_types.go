@@ -276,8 +276,9 @@ type TuningLimits struct {
 	MaxStreamsPerStripe *int32 `json:"maxStreamsPerStripe,omitempty"`
 
 	// maxConcurrency is the most files in flight per stripe (maxCC of Arslan & Kosar);
-	// unset: 4, the agent's own default. Raise it for many small files on hosts with
-	// many cores and fast storage.
+	// unset: 8, as `dtnflow-agent send --auto`. A class of large files gets 2
+	// whatever it is. Raise it for many small files on hosts with many cores and fast
+	// storage.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=256
 	// +optional

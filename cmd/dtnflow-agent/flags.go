@@ -188,7 +188,7 @@ func (j *jobFlags) register(fs interface {
 	Type() string
 }, name, usage string)) {
 	fs.Int32Var(&j.streams, "streams", 4, "parallel TCP streams per stripe")
-	fs.Int32Var(&j.concurrency, "concurrency", optimizer.DefaultMaxConcurrency, "files in flight per stripe")
+	fs.Int32Var(&j.concurrency, "concurrency", 0, fmt.Sprintf("files in flight per stripe; with --auto, the most a size class may use (0: %d, or %d with --auto)", optimizer.DefaultConcurrency, optimizer.DefaultMaxConcurrency))
 	fs.Int32Var(&j.pipelining, "pipelining", 16, "requests kept in flight per concurrent file (small files cost no round trip)")
 	j.blockSize, j.chunkSize = mover.DefaultBlockSize, mover.DefaultChunkSize
 	add(&j.buffer, "buffer", "socket buffer per stream (0: kernel autotuning), e.g. 16M")
