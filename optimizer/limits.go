@@ -32,13 +32,14 @@ const (
 	// multi-chunk schedulers near the best from maxCC 8 on and use up to 32, on hosts
 	// of many cores. On this project's 2-core test hosts (bench-cluster, 1 Gbit/s,
 	// 50 ms, 20 000 files of 64 KiB beside the cluster's control plane) one stripe of
-	// 4 files in flight ran at 800–890 Mbit/s, two stripes at 960–977: the stripe,
-	// not the path, was the limit, and the probe's 2-stripe sample could not show that
-	// gain within its noise, so `send --auto` planned one stripe (13.0–13.2 s against
-	// 12.2–12.4 s for two fixed stripes). With 8, one stripe of two streams ran at
-	// 975–1000 Mbit/s (`send --auto` 12.4–12.5 s in three runs). 16 was worse than 4
-	// once (2-stream samples of 896–901 Mbit/s against 967–993, 2026-11-25). A job
-	// raises it with spec.tuning.limits.maxConcurrency.
+	// 4 files in flight ran at 883–892 Mbit/s with one stream and 914 with two, two
+	// stripes at 958–977: the stripe, not the path, was the limit, and the probe's
+	// 2-stripe sample could not show that gain within its noise, so `send --auto`
+	// planned one stripe (13.0–13.2 s against 12.2–12.4 s for two fixed stripes). With
+	// 8, one stripe of two streams ran at 974–978 Mbit/s (`send --auto` 12.4–12.5 s in
+	// three runs; docs/benchmarks.md). 16 was worse than 4 once (2-stream samples of
+	// 896–901 Mbit/s against 967–993, 2026-11-25). A job raises it with
+	// spec.tuning.limits.maxConcurrency.
 	DefaultMaxConcurrency = 8
 	// DefaultConcurrency is the files in flight per stripe of a fixed setting (`send`
 	// without --auto and without --concurrency), where no size class tells large
