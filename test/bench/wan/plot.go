@@ -142,6 +142,9 @@ func Plot(scenario string, linkBPS float64, rs []Result, path string) error {
 			p.Legend.Add(label, s)
 		}
 	}
+	// Streams start at 1, and a log axis needs a span: a grid of one setting at one
+	// stream puts every point at 1, where the ticks have no range to fall in.
+	p.X.Min, p.X.Max = 1, max(p.X.Max, 2)
 	p.Y.Min = 0
 	if linkBPS > 0 {
 		p.Y.Max = max(p.Y.Max, 1.05*linkBPS/1e6)

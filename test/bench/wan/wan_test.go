@@ -378,3 +378,20 @@ func TestPartialRun(t *testing.T) {
 		t.Fatalf("note after addNote: %q", r.Note)
 	}
 }
+
+func TestPlotOfOneStreamOnly(t *testing.T) {
+	// a grid of one setting at one stream (bench-wan -dtnflow-streams 1
+	// -dtnflow-stripes 1): every point at x = 1, which a log axis cannot span alone
+	env := &Env{Scenario: Scenario{RateBitsPerSecond: 1e9, RTT: 50 * time.Millisecond, Dataset: DefaultDataset(Small)}}
+	sample := Result{Tool: string(DtnflowGrid), Config: "--streams 1 --stripes 1", Streams: 1, Sample: true, Bytes: 60 << 20, Seconds: 1}
+	sample.finish(env, 0)
+	chosen := Result{Tool: string(DtnflowGrid), Config: "--streams 1 --stripes 1", Streams: 1, Chosen: true, Bytes: 1 << 30, Seconds: 13}
+	chosen.finish(env, 1)
+	path := filepath.Join(t.TempDir(), "one.png")
+	if err := Plot(sample.Scenario, 1e9, []Result{sample, chosen}, path); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+		t.Fatalf("no plot: %v", err)
+	}
+}
