@@ -113,3 +113,28 @@ func stdoutOf(t *testing.T, f func() error) string {
 	}
 	return buf.String()
 }
+
+// TestSendLeavesFilesInFlightToItsMode: without --concurrency, send passes none on,
+// so that a fixed run keeps optimizer.DefaultConcurrency files in flight per stripe
+// and --auto lets its size classes use maxCC (optimizer.DefaultMaxConcurrency); with 8
+// for both, two fixed stripes took 62 s on the mixed dataset where 4 took 39.5.
+func TestSendLeavesFilesInFlightToItsMode(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int32
+	}{
+		{nil, 0},
+		{[]string{"--auto"}, 0},
+		{[]string{"--concurrency", "6"}, 6},
+	} {
+		fs := newFlags("send", "")
+		var f sendFlags
+		f.register(fs)
+		if err := parse(fs, append(tc.args, "data")); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := f.job.params().Concurrency; got != tc.want {
+			t.Errorf("send %v: concurrency %d passed on, want %d", tc.args, got, tc.want)
+		}
+	}
+}
