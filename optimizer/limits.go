@@ -37,9 +37,10 @@ const (
 	// 2-stripe sample could not show that gain within its noise, so `send --auto`
 	// planned one stripe (13.0–13.2 s against 12.2–12.4 s for two fixed stripes). With
 	// 8, one stripe of two streams ran at 974–978 Mbit/s (`send --auto` 12.4–12.5 s in
-	// three runs; docs/benchmarks.md). 16 was worse than 4 once (2-stream samples of
-	// 896–901 Mbit/s against 967–993, 2026-11-25). A job raises it with
-	// spec.tuning.limits.maxConcurrency.
+	// the three runs whose probe kept the second stream; one stream stays at its
+	// window's 883–892 either way; docs/benchmarks.md). 16 was worse than 4 once
+	// (2-stream samples of 896–901 Mbit/s against 967–993, 2026-11-25). A job raises it
+	// with spec.tuning.limits.maxConcurrency.
 	DefaultMaxConcurrency = 8
 	// DefaultConcurrency is the files in flight per stripe of a fixed setting (`send`
 	// without --auto and without --concurrency), where no size class tells large
