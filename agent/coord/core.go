@@ -847,6 +847,18 @@ func (c *Core) setStats(s wire.StripeStats) {
 	}
 }
 
+// memberStripes are the stripes joined and not yet left, ascending.
+func (c *Core) memberStripes() []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]int32, 0, len(c.members))
+	for m := range c.members {
+		out = append(out, m.stripe)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // StripeStats is what stripe k's sender last reported, and whether it has reported
 // since it connected.
 func (c *Core) StripeStats(k int32) (wire.StripeStats, bool) {

@@ -116,6 +116,11 @@ func (r *Runner) Run(ctx context.Context) contract.Phase {
 				}
 				select {
 				case <-g.C:
+					// The job is done and verified; a stripe still here has not
+					// heard so or is stuck ending its session. Say which, so that
+					// a late exit can be traced; the caller stops them.
+					c.log.Warn("Stripes still connected after the grace that follows the job's end; stopping them",
+						"stripes", c.memberStripes(), "grace", r.Grace.String(), "phase", last)
 					return last
 				case <-ctx.Done():
 					return last

@@ -1,9 +1,12 @@
 package coord
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -458,4 +461,49 @@ func TestProbeEarlyClassesKeepTheJobsMaxConcurrency(t *testing.T) {
 			t.Errorf("maxCC %d: classes %+v, concurrency %d; want %d files in flight at most, and used", maxCC, p.SizeClasses, p.Concurrency, maxCC)
 		}
 	}
+}
+
+// TestRunnerNamesTheStripesThatOutstayTheGrace: a job ended, one of its two stripes
+// left and the other did not; the runner returns after its grace and says which stripe
+// was still there (a standalone send once exited 30 s late with no word of why).
+func TestRunnerNamesTheStripesThatOutstayTheGrace(t *testing.T) {
+	c := newCore(t, map[string]int{"d/a": 10})
+	var logged syncBuffer
+	c.log = slog.New(slog.NewTextHandler(&logged, nil))
+	r := &Runner{Core: c, Channel: &scriptChannel{}, Interval: time.Hour, Grace: 20 * time.Millisecond}
+	gone := c.Join(0)
+	c.Join(1) // never leaves
+	done := make(chan contract.Phase, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	gone.Leave()
+	c.SetPhase(contract.PhaseComplete)
+	select {
+	case p := <-done:
+		if p != contract.PhaseComplete {
+			t.Fatalf("Run returned %s, want Complete", p)
+		}
+	case <-time.After(runnerTimeout):
+		t.Fatal("Run did not return after its grace")
+	}
+	if out := logged.String(); !strings.Contains(out, "Stripes still connected") || !strings.Contains(out, "stripes=[1]") {
+		t.Fatalf("log %q: want the warning naming stripe 1 only", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer a logger in another goroutine may write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -153,7 +153,9 @@ func (s *ssession) work() error {
 				select {
 				case <-s.flushed:
 				case <-s.ctx.Done():
+					s.log.Warn("The session ended before the receiver said its renames were durable", "stripe", s.st.Index)
 				case <-time.After(time.Minute):
+					s.log.Warn("The receiver did not say its renames were durable within a minute", "stripe", s.st.Index)
 				}
 			}
 			return errFinished
