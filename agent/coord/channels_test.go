@@ -2,6 +2,7 @@ package coord
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -294,14 +295,10 @@ func TestFilesInFlightUnlessTheJobSaysHowMany(t *testing.T) {
 			if !c.ApplyEarlyClasses(1e9, 50*time.Millisecond, int(tc.concurrency)) {
 				t.Fatal("no early classes for a dataset of small files")
 			}
-			var small *contract.SizeClassParam
-			for i, sc := range c.Params().SizeClasses {
-				if sc.Class == "Small" {
-					small = &c.Params().SizeClasses[i]
-				}
-			}
-			if small == nil || small.Concurrency != tc.wantSmall {
-				t.Fatalf("early classes %+v: want Small with concurrency %d", c.Params().SizeClasses, tc.wantSmall)
+			classes := c.Params().SizeClasses
+			i := slices.IndexFunc(classes, func(sc contract.SizeClassParam) bool { return sc.Class == "Small" })
+			if i < 0 || classes[i].Concurrency != tc.wantSmall {
+				t.Fatalf("early classes %+v: want Small with concurrency %d", classes, tc.wantSmall)
 			}
 		})
 	}
