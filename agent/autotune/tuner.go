@@ -614,7 +614,7 @@ func (t *Tuner) limits(rtt time.Duration, s sampleSpec) settle.Limits {
 		l = settle.ForRTT(rtt)
 	}
 	if c := t.Options.SampleCeiling; c > 0 {
-		l.Ceiling = c
+		l.Ceiling, l.Stretch = c, 0 // the user's longest sample
 	}
 	l.Threshold = s.threshold
 	return l

@@ -55,7 +55,8 @@ type OnDataSample struct {
 
 // OnDataOptions shape one on-data sample.
 type OnDataOptions struct {
-	// Ceiling, when > 0, caps the sample's length (settle.ForRTT's otherwise).
+	// Ceiling, when > 0, caps the sample's length, a stretch included (settle.ForRTT's
+	// otherwise).
 	Ceiling time.Duration
 	// Threshold, when > 0, lets the sample end as soon as its rate is clearly above or
 	// below it.
@@ -75,7 +76,9 @@ func MeasureOnData(ctx context.Context, clk SampleClock, read func() Transport, 
 		lim = settle.ForRTT(rtt)
 	}
 	if o.Ceiling > 0 {
+		// the caller's ceiling bounds the sample, a stretch of a rising rate included
 		lim.Ceiling = min(lim.Ceiling, o.Ceiling)
+		lim.Stretch = min(lim.Stretch, o.Ceiling-lim.Ceiling)
 	}
 	lim.Threshold = o.Threshold
 	cpu0, t0 := cpu(), clk.Now()

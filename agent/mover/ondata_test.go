@@ -77,6 +77,7 @@ func TestMeasureOnData(t *testing.T) {
 		opts       OnDataOptions
 		wantBPS    float64
 		wantReason settle.Reason
+		minElapsed time.Duration
 		maxElapsed time.Duration
 		// firstReport delays the receiver's first CPU report.
 		firstReport time.Duration
@@ -96,6 +97,10 @@ func TestMeasureOnData(t *testing.T) {
 		"no report from the receiver yet as the sample starts: its CPU from the first one": {
 			rate: steady(400e6, 100*time.Millisecond), rtt: 40 * time.Millisecond, firstReport: 300 * time.Millisecond,
 			wantBPS: 400e6, wantReason: settle.Precise, maxElapsed: 2 * time.Second,
+		},
+		"undecided at the ceiling: stretched, but no further than the ceiling asked for": {
+			rate: wobbly, rtt: 40 * time.Millisecond, opts: OnDataOptions{Ceiling: 3 * time.Second, Threshold: 400e6},
+			wantBPS: 400e6, wantReason: settle.TimedOut, minElapsed: 3 * time.Second, maxElapsed: 3100 * time.Millisecond,
 		},
 		"unknown RTT: the smallest windows": {
 			rate: steady(900e6, 0), wantBPS: 900e6, wantReason: settle.Precise, maxElapsed: 5 * time.Second,
@@ -117,8 +122,8 @@ func TestMeasureOnData(t *testing.T) {
 			if tc.wantReason != "" && got.Reason != tc.wantReason && !(tc.opts.Threshold > 0 && got.Reason == settle.Decided) {
 				t.Errorf("ended %s, want %s", got.Reason, tc.wantReason)
 			}
-			if got.Elapsed > tc.maxElapsed {
-				t.Errorf("took %s, want at most %s", got.Elapsed, tc.maxElapsed)
+			if got.Elapsed > tc.maxElapsed || got.Elapsed < tc.minElapsed {
+				t.Errorf("took %s, want %s … %s", got.Elapsed, tc.minElapsed, tc.maxElapsed)
 			}
 			if math.Abs(got.SourceMillicores-200) > 5 {
 				t.Errorf("source CPU %.0f m, want 200", got.SourceMillicores)

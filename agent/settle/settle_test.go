@@ -29,10 +29,10 @@ func TestForRTT(t *testing.T) {
 		rtt  time.Duration
 		want Limits
 	}{
-		"50 ms":    {50 * time.Millisecond, Limits{Window: 400 * time.Millisecond, Skip: 200 * time.Millisecond, MinWindows: 3, Tolerance: 0.05, Ceiling: 2 * time.Second}},
-		"loopback": {50 * time.Microsecond, Limits{Window: MinWindow, Skip: MinSkip, MinWindows: 3, Tolerance: 0.05, Ceiling: MinCeiling}},
-		"200 ms":   {200 * time.Millisecond, Limits{Window: 1600 * time.Millisecond, Skip: 800 * time.Millisecond, MinWindows: 3, Tolerance: 0.05, Ceiling: 8 * time.Second}},
-		"1 s":      {time.Second, Limits{Window: MaxWindow, Skip: MaxSkip, MinWindows: 3, Tolerance: 0.05, Ceiling: MaxCeiling}},
+		"50 ms":    {50 * time.Millisecond, Limits{Window: 400 * time.Millisecond, Skip: 200 * time.Millisecond, MinWindows: 3, Tolerance: 0.05, Ceiling: 2 * time.Second, Stretch: 4 * time.Second}},
+		"loopback": {50 * time.Microsecond, Limits{Window: MinWindow, Skip: MinSkip, MinWindows: 3, Tolerance: 0.05, Ceiling: MinCeiling, Stretch: 2 * MinCeiling}},
+		"200 ms":   {200 * time.Millisecond, Limits{Window: 1600 * time.Millisecond, Skip: 800 * time.Millisecond, MinWindows: 3, Tolerance: 0.05, Ceiling: 8 * time.Second, Stretch: 16 * time.Second}},
+		"1 s":      {time.Second, Limits{Window: MaxWindow, Skip: MaxSkip, MinWindows: 3, Tolerance: 0.05, Ceiling: MaxCeiling, Stretch: 0}},
 		"unknown":  {0, Limits{Window: MinWindow, Skip: MinSkip, MinWindows: 3, Tolerance: 0.05, Ceiling: 5 * time.Second}},
 	}
 	for name, c := range cases {
@@ -47,6 +47,9 @@ func TestDetector(t *testing.T) {
 	withThreshold := func(th float64) Limits { l := base; l.Threshold = th; return l }
 	long := base
 	long.Ceiling = 20 * time.Second
+	unstretched := base
+	unstretched.Stretch = 0
+	unstretchedWithThreshold := func(th float64) Limits { l := unstretched; l.Threshold = th; return l }
 	slowStart := func(t time.Duration) float64 {
 		// doubling every 50 ms from 10 Mbit/s up to 900 Mbit/s (reached at 0.33 s)
 		return math.Min(900e6, 10e6*math.Pow(2, t.Seconds()/0.05))
@@ -95,11 +98,24 @@ func TestDetector(t *testing.T) {
 			l: withThreshold(1000e6), rate: perWindow(900e6, 0.1, 2), reason: Decided,
 			minElapsed: 1400 * time.Millisecond, maxElapsed: 4 * time.Second, want: 900e6, slack: 0.07,
 		},
-		"±20 % around 900 at a threshold of 900: the ceiling, with about the mean": {
-			l: withThreshold(900e6), rate: perWindow(900e6, 0.2, 3), reason: TimedOut,
+		"±20 % around 900 at a threshold of 900, no stretch: the ceiling, with about the mean": {
+			l: unstretchedWithThreshold(900e6), rate: perWindow(900e6, 0.2, 3), reason: TimedOut,
 			minElapsed: 2 * time.Second, maxElapsed: 2 * time.Second, want: 900e6, slack: 0.15,
 		},
-		"a steady ramp never settles: the ceiling": {
+		"±20 % around 900 at a threshold of 900: never decided, the stretched ceiling": {
+			l: withThreshold(900e6), rate: perWindow(900e6, 0.2, 3), reason: TimedOut,
+			minElapsed: 6 * time.Second, maxElapsed: 6 * time.Second, want: 900e6, slack: 0.05,
+		},
+		"windows of 1000 and 600 against a threshold of 960, no stretch: undecided at the ceiling": {
+			l: unstretchedWithThreshold(960e6), rate: alternating(800e6, 0.25), reason: TimedOut,
+			minElapsed: 2 * time.Second, maxElapsed: 2 * time.Second, want: 800e6, slack: 0.15,
+		},
+		"windows of 1000 and 600 against a threshold of 960: stretched until decided below": {
+			// the interval of n windows is ±t(n−1)·231/√n: it leaves 960 out at ten
+			l: withThreshold(960e6), rate: alternating(800e6, 0.25), reason: Decided,
+			minElapsed: 4200 * time.Millisecond, maxElapsed: 4600 * time.Millisecond, want: 800e6, slack: 0.05,
+		},
+		"a steady ramp never settles, with nothing to decide: the ceiling, no stretch": {
 			l: base, rate: func(t time.Duration) float64 { return 100e6 + 400e6*t.Seconds() }, reason: TimedOut,
 			minElapsed: 2 * time.Second, maxElapsed: 2 * time.Second, want: 100e6 + 400e6*1.3, slack: 0.15,
 		},
@@ -125,6 +141,17 @@ func TestDetector(t *testing.T) {
 				t.Errorf("%s (poll %v): rate %.4g, want %.4g ± %.0f %%", name, step, r.BitsPerSecond, c.want, 100*c.slack)
 			}
 		}
+	}
+}
+
+// alternating is a rate whose 400-ms windows after the 200-ms skip alternate between
+// mean·(1+spread) and mean·(1−spread), the high one first.
+func alternating(mean, spread float64) func(time.Duration) float64 {
+	return func(t time.Duration) float64 {
+		if t < 200*time.Millisecond || int((t-200*time.Millisecond)/(400*time.Millisecond))%2 == 0 {
+			return mean * (1 + spread)
+		}
+		return mean * (1 - spread)
 	}
 }
 
