@@ -423,3 +423,57 @@ func TestDecidedSamplesAreNotNoise(t *testing.T) {
 			out.Plan.Flow.PredictedBitsPerSecond/1e6, levels, shared(1, 16)/1e6, out.Plan.Flow.Reason)
 	}
 }
+
+// TestTheStripeStagesCutIsNotNoise replays send --auto's samples beside four competing
+// flows (bench-cluster, 2026-11-28, sixth session): the streams rose to 750 Mbit/s at
+// 16, the plan took 10, and the stripe stage measured one stripe at 10 — a cut, whose
+// streams regrow the windows they had as a share of 16, read low and wide (551, ±21 %)
+// — then two stripes at 809. Counted as noise, the cut's width asked the second stripe
+// for a 21 % gain over 750 and the job ran on one stripe; its width is the cut's, not
+// the path's, and the second stripe's 7.9 % pays.
+func TestTheStripeStagesCutIsNotNoise(t *testing.T) {
+	type rec struct {
+		stripes, streams int
+		bps, hw          float64
+		reason           settle.Reason
+	}
+	recorded := []rec{
+		{1, 1, 312.6e6, 0.291, settle.TimedOut},
+		{1, 2, 453.2e6, 0.239, settle.Decided},
+		{1, 4, 623.3e6, 0.216, settle.Decided},
+		{1, 8, 714.3e6, 0.066, settle.Decided},
+		{1, 16, 749.9e6, 0.048, settle.Precise},
+		{1, 0, 550.8e6, 0.211, settle.TimedOut}, // the cut: one stripe at the plan's streams
+		{2, 0, 808.8e6, 0.096, settle.Decided},
+		{4, 0, 846.8e6, 0.136, settle.Decided},
+	}
+	next := 0
+	measure := func(_ context.Context, s sampleSpec) (measurement, error) {
+		if next == len(recorded) {
+			t.Fatalf("sample %d (%d × %d) beyond the recorded ones", next+1, s.stripes, s.streams)
+		}
+		r := recorded[next]
+		next++
+		if s.stripes != r.stripes || r.streams > 0 && s.streams != r.streams {
+			t.Fatalf("sample %d: %d × %d, recorded %d × %d", next, s.stripes, s.streams, r.stripes, r.streams)
+		}
+		return measurement{bitsPerSecond: r.bps, halfWidth: r.hw, reason: r.reason, settled: r.reason != settle.TimedOut,
+			minRTT: 50 * time.Millisecond, peerLimits: &thisMachine, elapsed: 2 * time.Second}, nil
+	}
+	core := newCore(t)
+	tu := &Tuner{Core: core, Params: coord.Params{Concurrency: 4}, LocalLimits: thisMachine, Clock: &fakeClock{now: time.Unix(1e9, 0)},
+		CPUSeconds: func() float64 { return 0 }, Options: Options{MaxStreams: 64, MaxStripes: 4, Buffers: BuffersAuto}}
+	out, err := tu.run(context.Background(), measure, &hostsKnown{peer: &thisMachine, rtt: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next != len(recorded) {
+		t.Fatalf("%d samples taken, %d recorded", next, len(recorded))
+	}
+	if out.Noise > 0.05 {
+		t.Errorf("noise %.3f, want the precise sample's width at most (the cut's 0.211 left out)", out.Noise)
+	}
+	if out.Stripes != 2 {
+		t.Errorf("%d stripes planned, want 2 (%s; %s)", out.Stripes, out.Plan.Flow.Reason, out.Plan.Path)
+	}
+}
