@@ -400,13 +400,7 @@ func TestDecidedSamplesAreNotNoise(t *testing.T) {
 		m.settled, m.elapsed = true, time.Second
 		return m, nil
 	}
-	core := newCore(t)
-	tu := &Tuner{Core: core, Params: coord.Params{Concurrency: 4}, LocalLimits: thisMachine, Clock: &fakeClock{now: time.Unix(1e9, 0)},
-		CPUSeconds: func() float64 { return 0 }, Options: Options{MaxStreams: 64, MaxStripes: 1, Buffers: BuffersAuto}}
-	out, err := tu.run(context.Background(), measure, &hostsKnown{peer: &thisMachine, rtt: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := probeAt50ms(t, measure, 1)
 	if decided < 3 {
 		t.Fatalf("%d samples were decided (%d precise): the case does not test what it says", decided, precise)
 	}
@@ -460,13 +454,7 @@ func TestTheStripeStagesCutIsNotNoise(t *testing.T) {
 		return measurement{bitsPerSecond: r.bps, halfWidth: r.hw, reason: r.reason, settled: r.reason != settle.TimedOut,
 			minRTT: 50 * time.Millisecond, peerLimits: &thisMachine, elapsed: 2 * time.Second}, nil
 	}
-	core := newCore(t)
-	tu := &Tuner{Core: core, Params: coord.Params{Concurrency: 4}, LocalLimits: thisMachine, Clock: &fakeClock{now: time.Unix(1e9, 0)},
-		CPUSeconds: func() float64 { return 0 }, Options: Options{MaxStreams: 64, MaxStripes: 4, Buffers: BuffersAuto}}
-	out, err := tu.run(context.Background(), measure, &hostsKnown{peer: &thisMachine, rtt: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := probeAt50ms(t, measure, 4)
 	if next != len(recorded) {
 		t.Fatalf("%d samples taken, %d recorded", next, len(recorded))
 	}
@@ -476,4 +464,17 @@ func TestTheStripeStagesCutIsNotNoise(t *testing.T) {
 	if out.Stripes != 2 {
 		t.Errorf("%d stripes planned, want 2 (%s; %s)", out.Stripes, out.Plan.Flow.Reason, out.Plan.Path)
 	}
+}
+
+// probeAt50ms probes and plans with measure's samples, on this machine's limits at
+// both ends and a 50 ms RTT, up to 64 streams and maxStripes stripes.
+func probeAt50ms(t *testing.T, measure measurer, maxStripes int) Outcome {
+	t.Helper()
+	tu := &Tuner{Core: newCore(t), Params: coord.Params{Concurrency: 4}, LocalLimits: thisMachine, Clock: &fakeClock{now: time.Unix(1e9, 0)},
+		CPUSeconds: func() float64 { return 0 }, Options: Options{MaxStreams: 64, MaxStripes: maxStripes, Buffers: BuffersAuto}}
+	out, err := tu.run(context.Background(), measure, &hostsKnown{peer: &thisMachine, rtt: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
