@@ -464,10 +464,7 @@ func (t *Tuner) probeStripes(ctx context.Context, measure measurer, out *Outcome
 	// reason), and its width is the cut's, not the path's noise: taken for noise, it
 	// asked a second stripe beside four competing flows for a 21 % gain, and the 8 %
 	// that 2 × 10 streams measured over 16 streams on one stripe went unused.
-	cut := false
-	for _, s := range out.Samples {
-		cut = cut || s.Streams > streams
-	}
+	cut := slices.ContainsFunc(out.Samples, func(s optimizer.Sample) bool { return s.Streams > streams })
 	for k, done := sel.Next(out.StripeRates); !done; k, done = sel.Next(out.StripeRates) {
 		spec := sampleSpec{stripes: k, streams: streams, buffer: buffer}
 		if prev, ok := below(out.StripeRates, k); ok {

@@ -76,7 +76,7 @@ func MeasureOnData(ctx context.Context, clk SampleClock, read func() Transport, 
 		lim = settle.ForRTT(rtt)
 	}
 	if o.Ceiling > 0 {
-		// the caller's ceiling bounds the sample, a stretch of a rising rate included
+		// the caller's ceiling bounds the sample, a stretch included
 		lim.Ceiling = min(lim.Ceiling, o.Ceiling)
 		lim.Stretch = min(lim.Stretch, o.Ceiling-lim.Ceiling)
 	}
