@@ -603,7 +603,7 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 		// not sent its receiver's manifest is asked for it (again, if its session
 		// broke while sending); the others wait for the verdict.
 		if !c.answered[m] && m.stripe >= 0 {
-			return wire.WorkGrant{Manifest: true}, true
+			return wire.WorkGrant{Manifest: true, PackedManifest: true}, true
 		}
 		return wire.WorkGrant{}, false
 	}

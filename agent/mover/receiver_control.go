@@ -250,7 +250,7 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		}
 		out.Files = append(out.Files, mf)
 		if len(out.Files) >= 10000 {
-			s.send(wire.TypeManifest, out)
+			s.sendManifestPart(out, q.Packed)
 			out = wire.Manifest{}
 		}
 	}
@@ -258,6 +258,20 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		out.Debris += removeDebris(fresh, dirName, names)
 	}
 	out.Last = true
+	s.sendManifestPart(out, q.Packed)
+}
+
+// sendManifestPart sends one part of the manifest, its files packed when the query
+// asked for it (wire.PackManifestFiles).
+func (s *rsession) sendManifestPart(out wire.Manifest, packed bool) {
+	if packed && len(out.Files) > 0 {
+		b, err := wire.PackManifestFiles(out.Files)
+		if err != nil {
+			s.r.Log.Warn("Could not pack the manifest; sending it as JSON", "err", err.Error())
+		} else {
+			out.Files, out.Packed = nil, b
+		}
+	}
 	s.send(wire.TypeManifest, out)
 }
 

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -313,10 +314,28 @@ func TestReceiverManifest(t *testing.T) {
 	debris := filepath.Join(root, TempName("keep", "evil-job"))
 	os.WriteFile(debris, []byte("a second copy"), 0o600)
 
-	h.ctrlW.WriteJSON(wire.TypeManifestAsk, wire.ManifestQuery{Run: "run-1"})
+	// Asked for the packed form, the receiver packs; asked as a sender that predates
+	// it asks, it answers in JSON, with the same files.
+	h.ctrlW.WriteJSON(wire.TypeManifestAsk, wire.ManifestQuery{Run: "run-1", Packed: true})
 	var m wire.Manifest
 	if err := wire.DecodeJSON(h.expect(wire.TypeManifest), &m); err != nil || !m.Last {
 		t.Fatalf("manifest %+v %v", m, err)
+	}
+	if len(m.Files) != 0 || len(m.Packed) == 0 {
+		t.Fatalf("asked for the packed form, got %d files in JSON and %d packed bytes", len(m.Files), len(m.Packed))
+	}
+	files, err := wire.UnpackManifestFiles(m.Packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Files = files
+	h.ctrlW.WriteJSON(wire.TypeManifestAsk, wire.ManifestQuery{Run: "run-1"})
+	var plain wire.Manifest
+	if err := wire.DecodeJSON(h.expect(wire.TypeManifest), &plain); err != nil || !plain.Last || len(plain.Packed) != 0 {
+		t.Fatalf("manifest asked without packing: %+v %v", plain, err)
+	}
+	if !reflect.DeepEqual(plain.Files, m.Files) {
+		t.Errorf("the packed manifest's files\n%+v\ndiffer from the JSON one's\n%+v", m.Files, plain.Files)
 	}
 	got := map[string]wire.ManifestFile{}
 	for _, f := range m.Files {

@@ -214,7 +214,7 @@ func (s *ssession) again(unit uint64, reason string) bool {
 // fetchManifest asks the receiver for its manifest; readControl passes the parts on to
 // the work source.
 func (s *ssession) fetchManifest() error {
-	if err := s.ctrlW.WriteJSON(wire.TypeManifestAsk, wire.ManifestQuery{Run: s.cfg.Run}); err != nil {
+	if err := s.ctrlW.WriteJSON(wire.TypeManifestAsk, wire.ManifestQuery{Run: s.cfg.Run, Packed: true}); err != nil {
 		return err
 	}
 	select {

@@ -191,6 +191,9 @@ type ManifestQuery struct {
 	// Run is the asking run's id, so that the answer can say which files this run
 	// made final.
 	Run string `json:"run"`
+	// Packed asks for the answer's files in Manifest.Packed. A receiver that predates
+	// it ignores it and answers in Manifest.Files, which the asker still reads.
+	Packed bool `json:"z,omitempty"`
 }
 
 // ManifestFile is one version of a file the journal says is final.
@@ -213,9 +216,12 @@ type ManifestFile struct {
 // Manifest answers ManifestQuery, in parts, the last with Last set. Debris counts
 // temporary files of final files the receiver found and removed.
 type Manifest struct {
-	Files  []ManifestFile `json:"files,omitempty"`
-	Debris int64          `json:"debris,omitempty"`
-	Last   bool           `json:"last"`
+	Files []ManifestFile `json:"files,omitempty"`
+	// Packed holds the part's files in the packed form (PackManifestFiles) instead of
+	// Files, when the query asked for it.
+	Packed []byte `json:"z,omitempty"`
+	Debris int64  `json:"debris,omitempty"`
+	Last   bool   `json:"last"`
 }
 
 // Summary is what the receivers' journals of a job say is done; sent in parts, the
@@ -326,6 +332,10 @@ type WorkGrant struct {
 	// file is done, and the coordinator checks the destination before it says
 	// Complete.
 	Manifest bool `json:"manifest,omitempty"`
+	// PackedManifest says the coordinator reads the manifest's files packed
+	// (Manifest.Packed): a stripe passes them on so. A coordinator that predates it
+	// leaves it false and gets them in JSON.
+	PackedManifest bool `json:"packedManifest,omitempty"`
 }
 
 // UnitResult reports a unit's end.
