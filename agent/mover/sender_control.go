@@ -40,6 +40,15 @@ func (s *ssession) connect() error {
 		Overwrite: s.cfg.Overwrite, BlockSize: s.cfg.BlockSize, ChunkSize: s.cfg.ChunkSize}); err != nil {
 		return fail(err)
 	}
+	// The receiver serves its control frames in order: the summary query goes out
+	// behind the session, not a round trip after its answer (a session it refuses
+	// is never asked).
+	needSummary := s.src.NeedSummary()
+	if needSummary {
+		if err := s.ctrlW.WriteFrame(wire.TypeSummaryQuery, nil, nil); err != nil {
+			return fail(err)
+		}
+	}
 	rd := c.Reader(64 << 10)
 	s.ctrlReader = rd
 	// Until the session is set up, every frame must come within the stall timeout: a
@@ -75,11 +84,8 @@ func (s *ssession) connect() error {
 		}
 		break
 	}
-	if !s.src.NeedSummary() {
+	if !needSummary {
 		return nil
-	}
-	if err := s.ctrlW.WriteFrame(wire.TypeSummaryQuery, nil, nil); err != nil {
-		return fail(err)
 	}
 	for {
 		h, meta, err := next()
