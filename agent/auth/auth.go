@@ -7,6 +7,12 @@
 //	client → server: HMAC(k, "dtnflow/client" ‖ sn ‖ cn)
 //	server → client: 'K' (accepted) or 'R' (refused), then close
 //
+// A client that has checked the server's proof may send its first frames right behind
+// its own (ClientProof) and read the verdict before the first frame it reads
+// (ReadVerdict): the server reads nothing past the proof until it has checked it, and
+// the client already knows the server holds the secret, so nothing is told to a peer
+// that does not. That saves every connection a round trip before its first frame.
+//
 // The two labels differ, so neither side can be used as an oracle for the other's
 // proof; fresh nonces on both sides stop replays.
 //
@@ -71,8 +77,8 @@ const Timeout = 10 * time.Second
 
 const nonceSize = 32
 
-// ErrRefused is returned by Client when the server refused our proof, and by Server
-// for a peer whose proof was wrong.
+// ErrRefused is returned by Client and ReadVerdict when the server refused our proof,
+// and by Server for a peer whose proof was wrong.
 var ErrRefused = errors.New("authentication refused: the peer does not hold the same job secret")
 
 // ErrNotProtocol is returned by Server for a peer that does not open with the
@@ -101,8 +107,42 @@ func mac(secret []byte, label string, a, b []byte) []byte {
 	return m.Sum(nil)
 }
 
-// Client runs the client side of the handshake on c and returns the session keys.
+// Client runs the client side of the handshake on c, the server's verdict included,
+// and returns the session keys.
 func Client(c net.Conn, secret []byte) (Keys, error) {
+	keys, err := ClientProof(c, secret)
+	if err != nil {
+		return Keys{}, err
+	}
+	c.SetReadDeadline(time.Now().Add(Timeout))
+	defer c.SetReadDeadline(time.Time{})
+	if err := ReadVerdict(c); err != nil {
+		if !errors.Is(err, ErrRefused) {
+			err = fmt.Errorf("%w (no verdict: %v)", ErrRefused, err)
+		}
+		return Keys{}, err
+	}
+	return keys, nil
+}
+
+// ReadVerdict reads the server's verdict on the client's proof: nil when accepted,
+// ErrRefused when refused, and the read's own error when there was nothing to read
+// (a deadline, a closed connection: no verdict, so no refusal).
+func ReadVerdict(r io.Reader) error {
+	var verdict [1]byte
+	if _, err := io.ReadFull(r, verdict[:]); err != nil {
+		return err
+	}
+	if verdict[0] != 'K' {
+		return ErrRefused
+	}
+	return nil
+}
+
+// ClientProof runs the client side of the handshake up to its proof and returns the
+// session keys, without waiting for the server's verdict: the caller may write frames
+// at once, and must read the verdict (ReadVerdict) before anything else it reads.
+func ClientProof(c net.Conn, secret []byte) (Keys, error) {
 	c.SetDeadline(time.Now().Add(Timeout))
 	defer c.SetDeadline(time.Time{})
 	cn := make([]byte, nonceSize)
@@ -124,10 +164,6 @@ func Client(c net.Conn, secret []byte) (Keys, error) {
 	}
 	if _, err := c.Write(mac(secret, "dtnflow/client", sn, cn)); err != nil {
 		return Keys{}, fmt.Errorf("handshake: %w", err)
-	}
-	var verdict [1]byte
-	if _, err := io.ReadFull(c, verdict[:]); err != nil || verdict[0] != 'K' {
-		return Keys{}, ErrRefused
 	}
 	return deriveKeys(secret, cn, sn)
 }

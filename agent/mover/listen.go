@@ -90,8 +90,25 @@ func Serve(ctx context.Context, ln net.Listener, secret []byte, maxHandshakes in
 	}
 }
 
-// Dial connects to addr and runs the client handshake.
+// Dial connects to addr and runs the client handshake, for a connection its owner
+// reads (a control connection, a coordinator link): its first frames go out right
+// behind the client's proof, and the server's verdict is read before the first frame
+// the connection's Reader returns (auth.ClientProof) — a round trip less before the
+// connection is of use.
 func Dial(ctx context.Context, addr string, secret []byte, bufferBytes int64) (*wire.Conn, error) {
+	return dial(ctx, addr, secret, bufferBytes, true)
+}
+
+// DialWriteOnly is Dial for a connection that is only ever written (a data stream): it
+// waits for the server's verdict. Left unread, the verdict byte would make the close
+// of such a connection a reset, on which the receiver drops the frames it has not yet
+// read — a stream closed when the streams are cut, or a probe's helper stripe when it
+// stops, would lose its last frames and their units wait on results that never come.
+func DialWriteOnly(ctx context.Context, addr string, secret []byte, bufferBytes int64) (*wire.Conn, error) {
+	return dial(ctx, addr, secret, bufferBytes, false)
+}
+
+func dial(ctx context.Context, addr string, secret []byte, bufferBytes int64, pipelined bool) (*wire.Conn, error) {
 	d := net.Dialer{Timeout: 10 * time.Second}
 	if bufferBytes > 0 {
 		// Set before connect so the window scale is chosen for the buffer.
@@ -101,11 +118,20 @@ func Dial(ctx context.Context, addr string, secret []byte, bufferBytes int64) (*
 	if err != nil {
 		return nil, err
 	}
-	keys, err := auth.Client(c, secret)
+	var keys auth.Keys
+	if pipelined {
+		keys, err = auth.ClientProof(c, secret)
+	} else {
+		keys, err = auth.Client(c, secret)
+	}
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	return wire.NewConn(c, wire.Keys{MAC: keys.ClientToServer[:], Enc: keys.ClientToServerEnc[:]},
-		wire.Keys{MAC: keys.ServerToClient[:], Enc: keys.ServerToClientEnc[:]}), nil
+	conn := wire.NewConn(c, wire.Keys{MAC: keys.ClientToServer[:], Enc: keys.ClientToServerEnc[:]},
+		wire.Keys{MAC: keys.ServerToClient[:], Enc: keys.ServerToClientEnc[:]})
+	if pipelined {
+		conn.CheckFirst(auth.ReadVerdict)
+	}
+	return conn, nil
 }

@@ -193,7 +193,7 @@ func openProbeStreams(ctx context.Context, addr string, secret []byte, id uint64
 		return nil, err
 	}
 	for i := range o.Streams {
-		c, err := Dial(ctx, addr, secret, o.BufferBytes)
+		c, err := DialWriteOnly(ctx, addr, secret, o.BufferBytes)
 		if err != nil {
 			return fail(err)
 		}

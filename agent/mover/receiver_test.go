@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -334,7 +335,13 @@ func TestReceiverManifest(t *testing.T) {
 	if err := wire.DecodeJSON(h.expect(wire.TypeManifest), &plain); err != nil || !plain.Last || len(plain.Packed) != 0 {
 		t.Fatalf("manifest asked without packing: %+v %v", plain, err)
 	}
-	if !reflect.DeepEqual(plain.Files, m.Files) {
+	// the journal's files come in no particular order
+	byPath := func(fs []wire.ManifestFile) []wire.ManifestFile {
+		fs = slices.Clone(fs)
+		slices.SortFunc(fs, func(a, b wire.ManifestFile) int { return strings.Compare(string(a.Path), string(b.Path)) })
+		return fs
+	}
+	if !reflect.DeepEqual(byPath(plain.Files), byPath(m.Files)) {
 		t.Errorf("the packed manifest's files\n%+v\ndiffer from the JSON one's\n%+v", m.Files, plain.Files)
 	}
 	got := map[string]wire.ManifestFile{}

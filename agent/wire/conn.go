@@ -7,7 +7,9 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
+	"os"
 	"sync"
 )
 
@@ -136,6 +138,8 @@ type Conn struct {
 	readOnce sync.Once
 	recv     *frameMAC
 	r        *Reader
+	// first, when set, reads what precedes the first frame (CheckFirst).
+	first func(io.Reader) error
 }
 
 // Keys are one direction's session keys: MAC tags every frame, Enc encrypts the meta
@@ -158,6 +162,37 @@ func (c *Conn) Close() error {
 	return c.Conn.Close()
 }
 
+// CheckFirst makes check read what must come before the first frame (a handshake's
+// last word, auth.ReadVerdict) at the reader's first read; its error is every read's.
+// It must be called before Reader.
+func (c *Conn) CheckFirst(check func(io.Reader) error) { c.first = check }
+
+// checkedReader runs check on r before the first read. A check that read nothing
+// because a deadline passed (a reader woken to look at something else) is run again
+// at the next read; any other failure is every read's.
+type checkedReader struct {
+	r     io.Reader
+	check func(io.Reader) error
+	done  bool
+	err   error
+}
+
+func (c *checkedReader) Read(p []byte) (int, error) {
+	if !c.done {
+		if err := c.check(c.r); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return 0, err
+			}
+			c.err = err
+		}
+		c.done = true
+	}
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.r.Read(p)
+}
+
 // NetConn is the underlying connection (for TCP_INFO and socket options).
 func (c *Conn) NetConn() net.Conn { return c.Conn }
 
@@ -168,7 +203,11 @@ func (c *Conn) Writer() *Writer { return c.w }
 // the size given at the first call stays.
 func (c *Conn) Reader(bufSize int) *Reader {
 	c.readOnce.Do(func() {
-		br := bufio.NewReaderSize(c.Conn, bufSize)
+		var src io.Reader = c.Conn
+		if c.first != nil {
+			src = &checkedReader{r: c.Conn, check: c.first}
+		}
+		br := bufio.NewReaderSize(src, bufSize)
 		c.r = newReader(br, c.recv)
 		if c.zc != nil {
 			c.zc.br = br
