@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,15 +101,49 @@ type portAllocator struct {
 
 	mu       sync.Mutex
 	reserved map[string]map[int32]portReservation // node → port → reservation
+	// held are ports an agent could not listen on although no dtnflow pod holds them
+	// (node → port → until when they are passed over): another program on the node,
+	// or an outgoing connection whose ephemeral port fell in the agents' range.
+	held map[string]map[int32]time.Time
 }
 
 func newPortAllocator(c clock.PassiveClock) *portAllocator {
-	return &portAllocator{clock: c, reserved: map[string]map[int32]portReservation{}}
+	return &portAllocator{clock: c, reserved: map[string]map[int32]portReservation{}, held: map[string]map[int32]time.Time{}}
+}
+
+// heldPortTTL is how long a port an agent found held is passed over: long enough for
+// the replacement to go elsewhere, short enough that the range does not shrink for
+// good when a passing connection held it.
+const heldPortTTL = 10 * time.Minute
+
+// NoteFailedAgent passes over the host ports of an agent pod that failed because one
+// of them was held on its node ("address already in use"): its replacement, given the
+// same lowest free port, would fail the same way until the job's backoffLimit ran out.
+func (a *portAllocator) NoteFailedAgent(pod *corev1.Pod) {
+	node := pod.Spec.NodeName
+	if node == "" {
+		node = pinnedNode(pod)
+	}
+	if node == "" || !strings.Contains(terminationOf(pod), "address already in use") {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.held[node] == nil {
+		a.held[node] = map[int32]time.Time{}
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				a.held[node][p.HostPort] = a.clock.Now().Add(heldPortTTL)
+			}
+		}
+	}
 }
 
 // Allocate reserves and returns the lowest port of r on node that neither a pod in
-// inUse (the host ports of the dtnflow pods the cache shows on the node) nor another
-// recent reservation holds. A reservation already made for holder is given up first,
+// inUse (the host ports of the dtnflow pods the cache shows on the node), another
+// recent reservation nor something else on the node (NoteFailedAgent) holds. A reservation already made for holder is given up first,
 // since the pod it was for is being built again.
 func (a *portAllocator) Allocate(node string, r dtnflowv1alpha1.PortRange, inUse sets.Set[int32], holder string) (int32, error) {
 	a.mu.Lock()
@@ -122,6 +157,13 @@ func (a *portAllocator) Allocate(node string, r dtnflowv1alpha1.PortRange, inUse
 			delete(byPort, port)
 		default:
 			used.Insert(port)
+		}
+	}
+	for port, until := range a.held[node] {
+		if now.Before(until) {
+			used.Insert(port)
+		} else {
+			delete(a.held[node], port)
 		}
 	}
 	port, ok := lowestFreePort(r, used)

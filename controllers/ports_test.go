@@ -114,3 +114,43 @@ func TestHostPortsOf(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldPortsArePassedOver: a link-cut e2e run once failed its job because site B's
+// new receiver could not listen on 47002 — an outgoing connection of the node held it
+// as its ephemeral port — and each replacement was given 47002 again until the
+// backoffLimit ran out. A pod that failed that way has its ports passed over on its
+// node for heldPortTTL; a pod that failed for another reason frees nothing and blocks
+// nothing.
+func TestHeldPortsArePassedOver(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	a := newPortAllocator(clk)
+	r := dtnflowv1alpha1.PortRange{First: 47000, Last: 47009}
+	failed := func(node, message string, ports ...int32) *corev1.Pod {
+		pod := &corev1.Pod{Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{}}},
+			Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: message}}}}}}
+		for _, p := range ports {
+			pod.Spec.Containers[0].Ports = append(pod.Spec.Containers[0].Ports, corev1.ContainerPort{ContainerPort: p, HostPort: p})
+		}
+		return pod
+	}
+	a.NoteFailedAgent(failed("b1", "dtnflow-agent: listen tcp :47000: bind: address already in use", 47000, 47001))
+	a.NoteFailedAgent(failed("b1", "dtnflow-agent: writing /data/x: no space left on device", 47002, 47003))
+	steps := []struct {
+		node, holder string
+		advance      time.Duration
+		want         int32
+	}{
+		{node: "b1", holder: "ns/recv", want: 47002},                                       // 47000-47001 held; a failure of another kind blocks nothing
+		{node: "b2", holder: "ns/recv-2", want: 47000},                                     // another node is not affected
+		{node: "b1", holder: "ns/recv-3", want: 47003},                                     // still held, 47002 reserved
+		{node: "b1", holder: "ns/recv-4", advance: heldPortTTL + time.Second, want: 47000}, // held no more (and the reservations expired)
+	}
+	for i, s := range steps {
+		clk.SetTime(clk.Now().Add(s.advance))
+		got, err := a.Allocate(s.node, r, nil, s.holder)
+		if err != nil || got != s.want {
+			t.Fatalf("step %d: Allocate(%s, %s) = %d, %v; want %d", i, s.node, s.holder, got, err, s.want)
+		}
+	}
+}

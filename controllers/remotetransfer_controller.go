@@ -138,6 +138,7 @@ func (r *RemoteTransferReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	for name, pod := range pods {
 		if pod.Status.Phase == corev1.PodFailed {
 			st.AgentFailures++
+			r.ports.NoteFailedAgent(pod)
 			events = append(events, jobEvent{Type: corev1.EventTypeWarning, Reason: ReasonAgentFailed, Action: "ReplaceAgent",
 				Note: fmt.Sprintf("Agent pod %s failed (%s); replacing it", name, terminationOf(pod))})
 			if err := r.deletePod(ctx, pod); err != nil {

@@ -541,6 +541,7 @@ func (r *TransferJobReconciler) accountFailures(ctx context.Context, p *pass) er
 		r.authReady.Delete(job.UID) // check the secret and RBAC again before replacing it
 		p.failedRoles = append(p.failedRoles, string(role))
 		if pod != nil {
+			r.ports.NoteFailedAgent(pod)
 			p.event(corev1.EventTypeWarning, ReasonAgentFailed, "ReplaceAgent", fmt.Sprintf("Agent pod %s failed (%s); replacing it", name, terminationOf(pod)))
 		} else {
 			p.event(corev1.EventTypeWarning, ReasonAgentVanished, "ReplaceAgent", fmt.Sprintf("Agent pod %s vanished; replacing it", name))

@@ -60,7 +60,10 @@ type TransferEndpointSpec struct {
 	// agentPorts is the range of TCP ports that agents of this endpoint listen on.
 	// Agents use the host network, so each listening agent on a node (a coordinator, a
 	// receiver) takes one port for its peers, and every agent one more for its metrics,
-	// served on 127.0.0.1 only.
+	// served on 127.0.0.1 only. Default 47000-47999. Keep the range out of the nodes'
+	// ephemeral ports (net.ipv4.ip_local_port_range, 32768-60999 by default) or reserve
+	// it (net.ipv4.ip_local_reserved_ports): an outgoing connection can otherwise hold a
+	// port of it, and an agent that cannot listen there is moved to another port.
 	// +optional
 	AgentPorts *PortRange `json:"agentPorts,omitempty"`
 
