@@ -75,6 +75,11 @@ func hostPortsOf(pod *corev1.Pod) []int32 {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return nil
 	}
+	return declaredHostPorts(pod)
+}
+
+// declaredHostPorts returns the host ports pod's containers declare.
+func declaredHostPorts(pod *corev1.Pod) []int32 {
 	var ports []int32
 	for _, c := range pod.Spec.Containers {
 		for _, p := range c.Ports {
@@ -132,18 +137,15 @@ func (a *portAllocator) NoteFailedAgent(pod *corev1.Pod) {
 	if a.held[node] == nil {
 		a.held[node] = map[int32]time.Time{}
 	}
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.HostPort != 0 {
-				a.held[node][p.HostPort] = a.clock.Now().Add(heldPortTTL)
-			}
-		}
+	for _, p := range declaredHostPorts(pod) {
+		a.held[node][p] = a.clock.Now().Add(heldPortTTL)
 	}
 }
 
 // Allocate reserves and returns the lowest port of r on node that neither a pod in
 // inUse (the host ports of the dtnflow pods the cache shows on the node), another
-// recent reservation nor something else on the node (NoteFailedAgent) holds. A reservation already made for holder is given up first,
+// recent reservation nor something else on the node (NoteFailedAgent) holds. A
+// reservation already made for holder is given up first,
 // since the pod it was for is being built again.
 func (a *portAllocator) Allocate(node string, r dtnflowv1alpha1.PortRange, inUse sets.Set[int32], holder string) (int32, error) {
 	a.mu.Lock()

@@ -122,12 +122,8 @@ func (c *Core) ServeConn(conn *wire.Conn) {
 			if wire.DecodeJSON(meta, &mf) != nil {
 				return
 			}
-			if len(mf.Packed) > 0 {
-				files, err := wire.UnpackManifestFiles(mf.Packed)
-				if err != nil || len(mf.Files) > 0 {
-					return // a stripe that breaks the protocol: it leaves, its units go back
-				}
-				mf.Files, mf.Packed = files, nil
+			if mf.Unpack() != nil {
+				return // a stripe that breaks the protocol: it leaves, its units go back
 			}
 			m.Manifest(mf)
 		case wire.TypeStats:
@@ -256,10 +252,8 @@ func (r *Remote) Manifest(mf wire.Manifest) {
 	r.mu.Lock()
 	packed := r.packed
 	r.mu.Unlock()
-	if packed && len(mf.Files) > 0 {
-		if b, err := wire.PackManifestFiles(mf.Files); err == nil {
-			mf.Files, mf.Packed = nil, b
-		}
+	if packed {
+		mf.Pack() // on failure the files go as JSON, which the coordinator reads too
 	}
 	r.w.WriteJSON(wire.TypeManifest, mf)
 }

@@ -27,6 +27,9 @@ func (s *summarySource) Summary(sum wire.Summary) {
 	}
 }
 
+// connectWait bounds each wait of the test: the opening frames, the summary.
+const connectWait = 5 * time.Second
+
 // TestConnectAsksForTheSummaryBehindTheSession: the summary query goes out right
 // behind the session, not a round trip after the receiver's SessionOK (on a 50 ms
 // path, 50 ms off every job's first byte). The receiver here answers the session
@@ -80,7 +83,7 @@ func TestConnectAsksForTheSummaryBehindTheSession(t *testing.T) {
 		if want := []wire.Type{wire.TypeHello, wire.TypeSession, wire.TypeSummaryQuery}; !slices.Equal(seen, want) {
 			t.Fatalf("the control connection opened with frames %v, want %v", seen, want)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(connectWait):
 		t.Fatal("the sender did not send its summary query before the receiver answered the session")
 	}
 	select {
@@ -88,7 +91,7 @@ func TestConnectAsksForTheSummaryBehindTheSession(t *testing.T) {
 		if !sum.Last {
 			t.Fatalf("summary %+v", sum)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(connectWait):
 		t.Fatal("the source never got the receiver's summary")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	"golang.org/x/sys/unix"
 
 	"github.com/dtnflow/dtnflow/agent/auth"
@@ -194,6 +195,9 @@ func TestWriteOnlyConnectionsEndCleanly(t *testing.T) {
 	}
 }
 
+// queuedWait bounds the wait for the server's verdict to reach the client's socket.
+const queuedWait = 5 * time.Second
+
 // waitQueued waits until c's receive queue holds a byte (want) or checks that it holds
 // none.
 func waitQueued(t *testing.T, c net.Conn, want bool) {
@@ -202,16 +206,17 @@ func waitQueued(t *testing.T, c net.Conn, want bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	queued := func() int {
 		var n int
 		rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
-		if (n > 0) == want {
-			return
-		}
-		if !want || time.Now().After(deadline) {
-			t.Fatalf("%d bytes queued unread in the client's socket; want some: %v", n, want)
-		}
-		time.Sleep(time.Millisecond)
+		return n
 	}
+	if !want {
+		if n := queued(); n > 0 {
+			t.Fatalf("%d bytes queued unread in the client's socket; want none", n)
+		}
+		return
+	}
+	NewWithT(t).Eventually(queued).WithTimeout(queuedWait).WithPolling(time.Millisecond).
+		Should(BeNumerically(">", 0), "the server's verdict never reached the client's socket")
 }

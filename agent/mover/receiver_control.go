@@ -264,12 +264,9 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 // sendManifestPart sends one part of the manifest, its files packed when the query
 // asked for it (wire.PackManifestFiles).
 func (s *rsession) sendManifestPart(out wire.Manifest, packed bool) {
-	if packed && len(out.Files) > 0 {
-		b, err := wire.PackManifestFiles(out.Files)
-		if err != nil {
+	if packed {
+		if err := out.Pack(); err != nil {
 			s.r.Log.Warn("Could not pack the manifest; sending it as JSON", "err", err.Error())
-		} else {
-			out.Files, out.Packed = nil, b
 		}
 	}
 	s.send(wire.TypeManifest, out)

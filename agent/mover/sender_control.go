@@ -157,17 +157,9 @@ func (s *ssession) readControl() {
 				s.fail(&IntegrityError{Err: err})
 				return
 			}
-			if len(m.Packed) > 0 {
-				if len(m.Files) > 0 {
-					s.fail(&IntegrityError{Err: fmt.Errorf("%w: a manifest part with files both packed and not", wire.ErrFrame)})
-					return
-				}
-				files, err := wire.UnpackManifestFiles(m.Packed)
-				if err != nil {
-					s.fail(&IntegrityError{Err: err})
-					return
-				}
-				m.Files, m.Packed = files, nil
+			if err := m.Unpack(); err != nil {
+				s.fail(&IntegrityError{Err: err})
+				return
 			}
 			s.src.Manifest(m)
 			if m.Last {

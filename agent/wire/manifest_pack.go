@@ -69,6 +69,36 @@ func PackManifestFiles(files []ManifestFile) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
+// Pack moves the part's files into Packed.
+func (m *Manifest) Pack() error {
+	if len(m.Files) == 0 {
+		return nil
+	}
+	b, err := PackManifestFiles(m.Files)
+	if err != nil {
+		return err
+	}
+	m.Files, m.Packed = nil, b
+	return nil
+}
+
+// Unpack moves a packed part's files back into Files. A part with files both packed
+// and not is an ErrFrame.
+func (m *Manifest) Unpack() error {
+	if len(m.Packed) == 0 {
+		return nil
+	}
+	if len(m.Files) > 0 {
+		return fmt.Errorf("%w: a manifest part with files both packed and not", ErrFrame)
+	}
+	files, err := UnpackManifestFiles(m.Packed)
+	if err != nil {
+		return err
+	}
+	m.Files, m.Packed = files, nil
+	return nil
+}
+
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)

@@ -193,3 +193,20 @@ func BenchmarkManifestPart(b *testing.B) {
 		}
 	})
 }
+
+// TestManifestPackAndUnpack: a part packs and unpacks in place; one that carries
+// files both packed and in JSON is refused, whatever its packed bytes hold.
+func TestManifestPackAndUnpack(t *testing.T) {
+	m := Manifest{Files: hostileManifest()[:2], Last: true}
+	if err := m.Pack(); err != nil || len(m.Files) != 0 || len(m.Packed) == 0 {
+		t.Fatalf("Pack: %v, %d files left, %d packed bytes", err, len(m.Files), len(m.Packed))
+	}
+	both := m
+	both.Files = hostileManifest()[:1]
+	if err := both.Unpack(); !errors.Is(err, ErrFrame) {
+		t.Errorf("a part with files packed and not: %v, want an ErrFrame", err)
+	}
+	if err := m.Unpack(); err != nil || len(m.Packed) != 0 || !reflect.DeepEqual(m.Files, hostileManifest()[:2]) {
+		t.Errorf("Unpack: %v, files %v", err, m.Files)
+	}
+}
