@@ -2,6 +2,8 @@ package mover
 
 import (
 	"fmt"
+	"hash/fnv"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -153,6 +155,22 @@ type rjob struct {
 	// or its rename redone, or else lost) one step, so that no chunk of a lost file
 	// takes another chunk's temporary file, being written, for a crash's leftover.
 	finalMu sync.Mutex
+
+	// writeLocks serialize the block writes into one file (writeLock): the chunks of
+	// a large file arrive on several streams at once, and each write into the file
+	// takes its lock in the kernel, where the writers that wait spin on the CPU.
+	writeLocks [writeLockCount]sync.Mutex
+}
+
+// writeLockCount is how many write locks a job has: files share one by their name's
+// hash, and a few more files than a stripe's concurrency rarely share one.
+const writeLockCount = 64
+
+// writeLock is the lock the block writes into the file at tmp take.
+func (j *rjob) writeLock(tmp string) *sync.Mutex {
+	h := fnv.New32a()
+	io.WriteString(h, tmp)
+	return &j.writeLocks[h.Sum32()%writeLockCount]
 }
 
 // lstat stats a path through the session's directory cache when its directory is

@@ -49,6 +49,8 @@ type rchunk struct {
 	tmp     string
 	f       *os.File
 	nblocks int64
+	// writeLock is held while a block goes into the file (rjob.writeLock).
+	writeLock *sync.Mutex
 
 	mu       sync.Mutex
 	have     journal.Ranges // blocks written (durable or not)
@@ -112,6 +114,7 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		fst = j.state.File(key)
 	}
 	c := &rchunk{open: m, key: key, tmp: TempName(p, s.cfg.Job), nblocks: (m.Length + m.BlockSize - 1) / m.BlockSize, refs: 1}
+	c.writeLock = j.writeLock(c.tmp)
 	if s.onArrival() {
 		c.blockDigests = make([][]byte, c.nblocks)
 	}
@@ -190,7 +193,9 @@ func (s *rsession) block(m wire.BlockMeta, data []byte, bh *blockHasher) error {
 	if err != nil {
 		return err
 	}
+	c.writeLock.Lock()
 	_, err = f.WriteAt(data, off)
+	c.writeLock.Unlock()
 	c.wrote()
 	if err != nil {
 		s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err), Retry: isTransient(err)})
@@ -212,7 +217,7 @@ func (s *rsession) spliceBlock(m wire.BlockMeta, h wire.Header, rd *wire.Reader)
 	if err != nil {
 		return err
 	}
-	err = rd.SpliceData(f, off)
+	err = rd.SpliceData(f, off, c.writeLock)
 	c.wrote()
 	if err != nil {
 		if !wire.IsIntegrity(err) && !errors.Is(err, io.ErrUnexpectedEOF) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 )
 
 // Zero-copy paths. A frame whose data is neither under its tag nor checked in flight
@@ -52,13 +53,17 @@ func (w *Writer) WriteFrameFile(t Type, flags Flags, meta []byte, f *os.File, of
 // tag. The data must be outside the tag (FlagDataOutsideTag): nothing in user space
 // looks at it. What the read buffer already holds of it is written from there; the
 // rest goes from the socket through a pipe into the file.
-func (r *Reader) SpliceData(dst *os.File, off int64) error {
+//
+// lock, when not nil, is held while bytes go into dst (and only then, not while the
+// socket is read): the writers of one file take turns in user space, where a parked
+// goroutine costs nothing, instead of spinning on the file's lock in the kernel.
+func (r *Reader) SpliceData(dst *os.File, off int64, lock sync.Locker) error {
 	if !r.tagDue || r.cur.Flags&FlagDataOutsideTag == 0 || r.cur.Flags&FlagEncrypted != 0 {
 		return fmt.Errorf("wire: SpliceData on a frame whose data is under its tag (type %d)", r.cur.Type)
 	}
 	n := r.pending
 	r.pending = 0
-	if err := r.moveData(dst, off, n); err != nil {
+	if err := r.moveData(dst, off, n, lock); err != nil {
 		r.tagDue = false
 		return unexpected(err)
 	}
@@ -67,7 +72,7 @@ func (r *Reader) SpliceData(dst *os.File, off int64) error {
 
 // moveData moves n bytes of the current frame's data into dst at off (off < 0: dst has
 // no offsets, a sink such as /dev/null).
-func (r *Reader) moveData(dst *os.File, off, n int64) error {
+func (r *Reader) moveData(dst *os.File, off, n int64, lock sync.Locker) error {
 	if r.zc == nil || r.zc.br == nil {
 		src := io.LimitReader(r.r, n)
 		var err error
@@ -85,11 +90,17 @@ func (r *Reader) moveData(dst *os.File, off, n int64) error {
 	if b := min(int64(r.zc.br.Buffered()), n); b > 0 {
 		p, _ := r.zc.br.Peek(int(b))
 		var err error
+		if lock != nil {
+			lock.Lock()
+		}
 		if off < 0 {
 			_, err = dst.Write(p)
 		} else {
 			_, err = dst.WriteAt(p, off)
 			off += b
+		}
+		if lock != nil {
+			lock.Unlock()
 		}
 		if err != nil {
 			return err
@@ -100,5 +111,5 @@ func (r *Reader) moveData(dst *os.File, off, n int64) error {
 	if n == 0 {
 		return nil
 	}
-	return r.zc.splice(dst, off, n)
+	return r.zc.splice(dst, off, n, lock)
 }

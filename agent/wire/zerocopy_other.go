@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"net"
 	"os"
+	"sync"
 )
 
 // zeroCopy has no kernel paths here: WriteFrameFile and SpliceData copy through a buffer.
@@ -15,4 +16,6 @@ func newZeroCopy(net.Conn) *zeroCopy                    { return nil }
 func (z *zeroCopy) close()                              {}
 func (z *zeroCopy) sendMore([]byte) error               { panic("unreachable") }
 func (z *zeroCopy) sendfile(*os.File, int64, int) error { panic("unreachable") }
-func (z *zeroCopy) splice(*os.File, int64, int64) error { panic("unreachable") }
+func (z *zeroCopy) splice(*os.File, int64, int64, sync.Locker) error {
+	panic("unreachable")
+}

@@ -1,0 +1,246 @@
+package wire
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"golang.org/x/sys/unix"
+)
+
+// splicePair is a loopback TCP connection: raw is the sending end, written byte by byte
+// as the test chooses, and conn the receiving end, keyed as the frames written by
+// frames() expect.
+func splicePair(t *testing.T) (raw *net.TCPConn, conn *Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	raw = c.(*net.TCPConn)
+	raw.SetNoDelay(true) // each small write its own segment
+	// Room for many small segments, so that they wait whole in the receiver's queue
+	// (one pipe slot each) instead of being merged to save memory.
+	srv.(*net.TCPConn).SetReadBuffer(4 << 20)
+	key := bytes.Repeat([]byte{7}, 32) // pair's key
+	conn = NewConn(srv, Keys{MAC: key}, Keys{MAC: key})
+	t.Cleanup(func() { raw.Close(); conn.Close() })
+	return raw, conn
+}
+
+// uncheckedBlocks is the bytes of one Block frame per element of sizes, with data
+// outside the tag and unchecked (in-flight mode HeadersOnly), then a ChunkEnd; and the
+// blocks' data, back to back.
+func uncheckedBlocks(t *testing.T, rng *rand.Rand, sizes []int) (stream, data []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	w, _ := pair(&buf, nil)
+	off := 0
+	for i, n := range sizes {
+		d := make([]byte, n)
+		for j := range d {
+			d[j] = byte(rng.Uint32())
+		}
+		meta := BlockMeta{Chunk: 1, Offset: uint64(off)}.Put(make([]byte, blockMetaSize))
+		if err := w.WriteFrameFlags(TypeBlock, FlagDataOutsideTag|FlagDataUnchecked, meta, d); err != nil {
+			t.Fatalf("block %d: %v", i, err)
+		}
+		data = append(data, d...)
+		off += n
+	}
+	if err := w.WriteJSON(TypeChunkEnd, ChunkEnd{ID: 1, Blocks: int64(len(sizes))}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), data
+}
+
+// receiveBlocks splices every Block frame on conn into f at its offset, taking lock
+// to write, until the ChunkEnd.
+func receiveBlocks(conn *Conn, f *os.File, lock sync.Locker) error {
+	r := conn.Reader(4096)
+	for {
+		h, meta, err := r.Next()
+		if err != nil {
+			return err
+		}
+		if h.Type == TypeChunkEnd {
+			return nil
+		}
+		m, err := ParseBlockMeta(meta)
+		if err != nil {
+			return err
+		}
+		if err := r.SpliceData(f, int64(m.Offset), lock); err != nil {
+			return err
+		}
+	}
+}
+
+// TestSpliceDataTakesWhatArrives: blocks spliced into a file arrive whole at their
+// offsets however the stream is cut — in one write, in thousands of segments of a few
+// bytes queued before the reader looks (each takes a slot of the pipe, which runs out
+// of slots long before it runs out of bytes), or in pieces of random sizes — and the
+// frame after them is read where it starts.
+func TestSpliceDataTakesWhatArrives(t *testing.T) {
+	sizes := []int{1 << 20, 777_777, 1<<20 + 4097, 3, 2 << 20}
+	whole := func(_ *rand.Rand, n int) int { return n }
+	tiny := func(rng *rand.Rand, _ int) int { return 1 + rng.IntN(40) }
+	random := func(rng *rand.Rand, _ int) int { return 1 + rng.IntN(300_000) }
+	// How the stream is cut before the reader starts, and after.
+	cuts := map[string][2]func(rng *rand.Rand, n int) int{
+		"whole":           {whole, whole},
+		"tiny segments":   {tiny, random},
+		"random segments": {random, random},
+	}
+	for name, cut := range cuts {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, uint64(len(name))))
+			stream, data := uncheckedBlocks(t, rng, sizes)
+			raw, conn := splicePair(t)
+			f, err := os.Create(filepath.Join(t.TempDir(), "dst"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			// The first 3000 pieces are written before the reader starts, so that
+			// they wait in the socket's queue as separate segments.
+			rest := stream
+			for i := 0; i < 3000 && len(rest) > 0; i++ {
+				n := min(cut[0](rng, len(rest)), len(rest))
+				if _, err := raw.Write(rest[:n]); err != nil {
+					t.Fatal(err)
+				}
+				rest = rest[n:]
+			}
+			done := make(chan error, 1)
+			var lock sync.Mutex
+			go func() { done <- receiveBlocks(conn, f, &lock) }()
+			for len(rest) > 0 {
+				n := min(cut[1](rng, len(rest)), len(rest))
+				if _, err := raw.Write(rest[:n]); err != nil {
+					t.Fatal(err)
+				}
+				rest = rest[n:]
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the reader did not reach the ChunkEnd")
+			}
+			got, err := os.ReadFile(f.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, data) {
+				t.Fatalf("file holds %d bytes, %d differ from the blocks' %d", len(got), countDiff(got, data), len(data))
+			}
+		})
+	}
+}
+
+// TestSpliceDataWritesBeforeItWaits: nothing goes into the file while another writer
+// holds the write lock; what has arrived of a block is in the file while the reader
+// waits for the rest, and the write lock is free meanwhile (it is held to write, never
+// to wait on the socket).
+func TestSpliceDataWritesBeforeItWaits(t *testing.T) {
+	g := NewWithT(t)
+	rng := rand.New(rand.NewPCG(7, 7))
+	stream, data := uncheckedBlocks(t, rng, []int{1 << 20})
+	raw, conn := splicePair(t)
+	f, err := os.Create(filepath.Join(t.TempDir(), "dst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lock sync.Mutex
+	lock.Lock() // another writer of the file
+	done := make(chan error, 1)
+	go func() { done <- receiveBlocks(conn, f, &lock) }()
+
+	// The frame's header first, read before any data comes, so that the data goes
+	// through the pipe, not the reader's buffer.
+	if _, err := raw.Write(stream[:HeaderSize+blockMetaSize]); err != nil {
+		t.Fatal(err)
+	}
+	g.Eventually(func() int { return unread(t, conn) }).WithTimeout(10*time.Second).WithPolling(time.Millisecond).Should(BeZero(), "the header read")
+	headerAndHalf := HeaderSize + blockMetaSize + len(data)/2
+	if _, err := raw.Write(stream[HeaderSize+blockMetaSize : headerAndHalf]); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		fi, err := f.Stat()
+		if err != nil {
+			return -1
+		}
+		return fi.Size()
+	}
+	g.Consistently(size).WithTimeout(100*time.Millisecond).Should(BeZero(), "nothing written while the lock is held")
+	lock.Unlock()
+	half := data[:len(data)/2]
+	g.Eventually(func() []byte {
+		b := make([]byte, len(half))
+		n, _ := f.ReadAt(b, 0)
+		return b[:n]
+	}).WithTimeout(10*time.Second).WithPolling(time.Millisecond).Should(Equal(half), "the half that arrived, in the file before the rest comes")
+	g.Eventually(lock.TryLock).WithTimeout(10*time.Second).WithPolling(time.Millisecond).Should(BeTrue(), "the write lock, free while the reader waits")
+	lock.Unlock()
+	g.Consistently(done).WithTimeout(50 * time.Millisecond).ShouldNot(Receive())
+
+	if _, err := raw.Write(stream[headerAndHalf:]); err != nil {
+		t.Fatal(err)
+	}
+	g.Eventually(done).WithTimeout(time.Minute).Should(Receive(BeNil()))
+	got, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Expect(bytes.Equal(got, data)).To(BeTrue(), "the whole block at its offset")
+}
+
+// unread is how many bytes wait in conn's socket, not yet read.
+func unread(t *testing.T, conn *Conn) int {
+	sc, err := conn.NetConn().(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := -1
+	sc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n
+}
+
+func countDiff(a, b []byte) int {
+	n := max(len(a), len(b)) - min(len(a), len(b))
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n
+}
