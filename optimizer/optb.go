@@ -117,10 +117,6 @@ var ErrNoCapacity = errors.New("optimizer: no plan is predicted to move any data
 // (ExpSelection's α is 5 %).
 const planTolerance = 0.02
 
-// PlanTolerance is planTolerance for the probe's samples (autotune.Floor): a sample
-// need not resolve a gain the plan would not take.
-const PlanTolerance = planTolerance
-
 // OptB plans streams per stripe, stripes per node and nodes per side — OPT_B of
 // Yildirim & Kosar (Condor Week 2011, "Flow Model of End-to-end Throughput" and
 // "OPT_B Algorithm for Homogeneous Resources"):

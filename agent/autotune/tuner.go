@@ -161,9 +161,6 @@ type sampleSpec struct {
 	stripes, streams int
 	buffer           int64
 	threshold        float64
-	// floor is the least rate the plan takes as a gain over the previous level
-	// (Floor; 0: none).
-	floor float64
 }
 
 // measurement is one sample's result.
@@ -348,7 +345,6 @@ func (t *Tuner) run(ctx context.Context, measure measurer, ends *hostsKnown) (Ou
 		}
 		spec := sampleSpec{stripes: 1, streams: step.Streams, buffer: step.BufferBytes}
 		spec.threshold = Threshold(out.Prober, out.Samples, step)
-		spec.floor = Floor(out.Prober, out.Samples, step)
 		m, err := measure(ctx, spec)
 		if err != nil {
 			return out, err
@@ -525,26 +521,6 @@ func Threshold(prober optimizer.Prober, samples []optimizer.Sample, step optimiz
 	return prev.BitsPerSecond * (1 + gain)
 }
 
-// Floor is the least rate a stream step must show for the plan to take it as a gain:
-// the previous stream level's rate plus the plan's tolerance (optimizer.PlanTolerance,
-// 2 %), where that is below Threshold's gain (0 otherwise: nothing between them). A
-// sample below the Threshold ends only once it is clear of the Floor too
-// (settle.Limits.Floor): the probe stops at it either way, but the plan reads its rate.
-func Floor(prober optimizer.Prober, samples []optimizer.Sample, step optimizer.ProbeStep) float64 {
-	if step.Phase != optimizer.PhaseStreams {
-		return 0
-	}
-	threshold := Threshold(prober, samples, step)
-	prev, ok := below(optimizer.StreamPoints(samples, step.BufferBytes), step.Streams)
-	if !ok || !(threshold > 0) {
-		return 0
-	}
-	if floor := prev.BitsPerSecond * (1 + optimizer.PlanTolerance); floor < threshold {
-		return floor
-	}
-	return 0
-}
-
 // noted widens the probe's noise to a sample's interval, unless the sample was
 // Decided (Outcome.Noise says why). On a bottleneck shared with other flows a doubling
 // of the streams early in the probe is decided within a second, its interval still
@@ -650,7 +626,7 @@ func (t *Tuner) limits(rtt time.Duration, s sampleSpec) settle.Limits {
 	if c := t.Options.SampleCeiling; c > 0 {
 		l.Ceiling, l.Stretch = c, 0 // the user's longest sample
 	}
-	l.Threshold, l.Floor = s.threshold, s.floor
+	l.Threshold = s.threshold
 	return l
 }
 
@@ -768,7 +744,7 @@ func (t *Tuner) inMemory(ctx context.Context, addr string, secret []byte, blockS
 			defer wg.Done()
 			// each of k probes is compared with its share of the threshold
 			results[i], errs[i] = mover.Probe(ctx, addr, secret, mover.ProbeOptions{Streams: int32(streams), BufferBytes: buffer, BlockSize: blockSize,
-				Stripe: int32(i), Duration: t.Options.SampleCeiling, Settle: true, SettleLimits: t.Options.Sample, SettleThreshold: s.threshold / float64(stripes), SettleFloor: s.floor / float64(stripes)})
+				Stripe: int32(i), Duration: t.Options.SampleCeiling, Settle: true, SettleLimits: t.Options.Sample, SettleThreshold: s.threshold / float64(stripes)})
 		}()
 	}
 	wg.Wait()

@@ -478,28 +478,3 @@ func probeAt50ms(t *testing.T, measure measurer, maxStripes int) Outcome {
 	}
 	return out
 }
-
-// TestFloor: a stream step's floor is the previous level's rate plus the plan's 2 %,
-// where that lies below the threshold's gain; nothing otherwise.
-func TestFloor(t *testing.T) {
-	var p optimizer.Prober
-	p.Streams.Accuracy = 0.05
-	samples := []optimizer.Sample{{Streams: 1, BitsPerSecond: 880e6}, {Streams: 8, BitsPerSecond: 900e6}, {Streams: 1, BufferBytes: 4 << 20, BitsPerSecond: 700e6}}
-	cases := []struct {
-		name             string
-		step             optimizer.ProbeStep
-		threshold, floor float64
-	}{
-		{"a doubling: 5 % to go on, 2 % for the plan", optimizer.ProbeStep{Phase: optimizer.PhaseStreams, Streams: 2}, 880e6 * 1.05, 880e6 * 1.02},
-		{"eight to ten: the threshold's gain (1.25 %) is below 2 %, no floor", optimizer.ProbeStep{Phase: optimizer.PhaseStreams, Streams: 10}, 900e6 * 1.0125, 0},
-		{"at another buffer, its own previous level", optimizer.ProbeStep{Phase: optimizer.PhaseStreams, Streams: 2, BufferBytes: 4 << 20}, 700e6 * 1.05, 700e6 * 1.02},
-		{"no level below: nothing to compare", optimizer.ProbeStep{Phase: optimizer.PhaseStreams, Streams: 1}, 0, 0},
-		{"the buffer phase (the last other buffer plus the plateau) has no floor", optimizer.ProbeStep{Phase: optimizer.PhaseBuffer, Streams: 1, BufferBytes: 8 << 20}, 700e6 * (1 + optimizer.DefaultPlateau), 0},
-	}
-	for _, c := range cases {
-		th, fl := Threshold(p, samples, c.step), Floor(p, samples, c.step)
-		if math.Abs(th-c.threshold) > 1 || math.Abs(fl-c.floor) > 1 {
-			t.Errorf("%s: threshold %.6g, floor %.6g; want %.6g, %.6g", c.name, th, fl, c.threshold, c.floor)
-		}
-	}
-}

@@ -61,8 +61,6 @@ type OnDataOptions struct {
 	// Threshold, when > 0, lets the sample end as soon as its rate is clearly above or
 	// below it.
 	Threshold float64
-	// Floor is the sample's second rate, below Threshold (settle.Limits.Floor).
-	Floor float64
 	// Limits, when set, replace settle.ForRTT of the streams' RTT (tests).
 	Limits settle.Limits
 }
@@ -82,7 +80,7 @@ func MeasureOnData(ctx context.Context, clk SampleClock, read func() Transport, 
 		lim.Ceiling = min(lim.Ceiling, o.Ceiling)
 		lim.Stretch = min(lim.Stretch, o.Ceiling-lim.Ceiling)
 	}
-	lim.Threshold, lim.Floor = o.Threshold, o.Floor
+	lim.Threshold = o.Threshold
 	cpu0, t0 := cpu(), clk.Now()
 	var peer PeerCPU
 	peer.Observe(tr0)
@@ -236,7 +234,7 @@ func (s *ssession) probeOnData(p wire.ProbeRequest) wire.ProbeResult {
 		}
 	}
 	m, err := MeasureOnData(s.ctx, clk, read, metrics.CPUSeconds,
-		OnDataOptions{Ceiling: time.Duration(p.Seconds) * time.Second, Threshold: float64(p.ThresholdBitsPerSecond), Floor: float64(p.FloorBitsPerSecond)})
+		OnDataOptions{Ceiling: time.Duration(p.Seconds) * time.Second, Threshold: float64(p.ThresholdBitsPerSecond)})
 	if err != nil {
 		return fail(fmt.Errorf("on-data sample: %w", err))
 	}

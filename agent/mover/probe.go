@@ -41,9 +41,6 @@ type ProbeOptions struct {
 	// SettleThreshold, when > 0, is the rate the sample is compared with: it ends as
 	// soon as it is clearly above or below (settle.Limits.Threshold).
 	SettleThreshold float64
-	// SettleFloor is the sample's second rate, below SettleThreshold
-	// (settle.Limits.Floor).
-	SettleFloor float64
 }
 
 // ProbeResult is one memory-to-memory measurement, taken at the receiver.
@@ -376,7 +373,7 @@ func monitorSettle(ctx context.Context, conns []*wire.Conn, o ProbeOptions, stop
 		l.Ceiling = o.Duration
 	}
 	if o.SettleThreshold > 0 {
-		l.Threshold, l.Floor = o.SettleThreshold, o.SettleFloor
+		l.Threshold = o.SettleThreshold
 	}
 	d := settle.New(l, time.Now(), delivered)
 	tick := time.NewTicker(max(d.Limits().Window/4, 10*time.Millisecond))

@@ -17,9 +17,7 @@
 //     within ±Tolerance of it (Student's t over the windows, taken as independent); or
 //   - the sample's question is answered: the caller gave a Threshold (the rate this
 //     sample must beat for the probe to go on, e.g. the previous level's rate plus
-//     ExpSelection's 5 %) and the interval lies wholly above or below it — and, where
-//     the caller also gave a Floor (the least gain the plan would take, 2 %), a
-//     sample below the Threshold also lies wholly above or below the Floor;
+//     ExpSelection's 5 %) and the interval lies wholly above or below it;
 //
 // and in any case after MinWindows windows at least and at the Ceiling at most.
 //
@@ -46,20 +44,11 @@ type Limits struct {
 	// Threshold, when > 0, is the rate (bits/s) the sample is compared with: it ends
 	// as soon as the interval excludes it.
 	Threshold float64
-	// Floor, when > 0 and below Threshold, is a second rate the sample answers for:
-	// the least the plan takes as a gain. A sample below the Threshold (the probe
-	// stops there) ends early only once its interval also excludes the Floor, so that
-	// the plan, which picks among the samples by their rates, reads a rate on the
-	// right side of it: a doubling decided below the 5 % the probe asks for after one
-	// second read 882–906 Mbit/s where the same doubling measured 918–935 run on, and
-	// the plan saw no 2 % gain in it (bench-cluster, 20 000 small files).
-	Floor float64
 	// Ceiling is the longest sample: a rate still imprecise then is taken as it is,
 	// unless its question is still open (Stretch).
 	Ceiling time.Duration
 	// Stretch is how far past the Ceiling a sample may run while its question is still
-	// open: its interval still holds the Threshold (or the Floor), neither above nor
-	// below it yet.
+	// open: its interval still holds the Threshold, neither above nor below it yet.
 	// 0: none.
 	Stretch time.Duration
 }
@@ -131,9 +120,6 @@ func (l Limits) withDefaults() Limits {
 	l.Skip = min(max(l.Skip, 0), l.Ceiling)
 	if !(l.Threshold > 0) || math.IsInf(l.Threshold, 0) {
 		l.Threshold = 0
-	}
-	if !(l.Floor > 0) || !(l.Floor < l.Threshold) {
-		l.Floor = 0
 	}
 	return l
 }
@@ -227,7 +213,7 @@ func (d *Detector) Add(t time.Time, bytes int64) (Result, bool) {
 		case res.HalfWidth <= d.l.Tolerance:
 			res.Reason, res.Settled = Precise, true
 			return res, true
-		case d.l.Threshold > 0 && excludes(res.BitsPerSecond, hw, d.l.Threshold) && (d.l.Floor == 0 || excludes(res.BitsPerSecond, hw, d.l.Floor)):
+		case d.l.Threshold > 0 && (res.BitsPerSecond-hw > d.l.Threshold || res.BitsPerSecond+hw < d.l.Threshold):
 			res.Reason, res.Settled = Decided, true
 			return res, true
 		}
@@ -246,9 +232,6 @@ func (d *Detector) Add(t time.Time, bytes int64) (Result, bool) {
 	}
 	return Result{}, false
 }
-
-// excludes says whether the interval rate ± hw lies wholly above or below v.
-func excludes(rate, hw, v float64) bool { return rate-hw > v || rate+hw < v }
 
 // firstWindow is the index of the boundary the counted windows start from: after the
 // skip, less any leading windows still ramping up (below the mean of the windows

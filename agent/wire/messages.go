@@ -404,10 +404,6 @@ type ProbeRequest struct {
 	// ThresholdBitsPerSecond, when > 0, is the rate the sample is compared with: it
 	// may end as soon as its rate is clearly above or below (settle.Limits.Threshold).
 	ThresholdBitsPerSecond int64 `json:"thresholdBitsPerSecond,omitempty"`
-	// FloorBitsPerSecond, when > 0 and below the threshold, is the least rate the plan
-	// takes as a gain: a sample below the threshold ends only once it is clearly
-	// above or below this too (settle.Limits.Floor). An older stripe ignores it.
-	FloorBitsPerSecond int64 `json:"floorBitsPerSecond,omitempty"`
 	// Stripes, for an on-data sample, is how many stripes it measures together: the
 	// probe stripe and its helpers (JobConfig.SampleStripes); the sample is their
 	// aggregate. 0 or 1: the stripe alone.

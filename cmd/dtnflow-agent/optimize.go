@@ -54,7 +54,7 @@ func probePlanner() coord.ProbePlanner {
 			return stripeStep(d, samples, p)
 		}
 		return wire.ProbeRequest{Streams: int32(step.Streams), BufferBytes: step.BufferBytes, Seconds: max(d.SampleSeconds, 1), Settle: true,
-			ThresholdBitsPerSecond: int64(autotune.Threshold(p, opt, step)), FloorBitsPerSecond: int64(autotune.Floor(p, opt, step))}, false
+			ThresholdBitsPerSecond: int64(autotune.Threshold(p, opt, step))}, false
 	}
 }
 

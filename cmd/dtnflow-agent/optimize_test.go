@@ -37,11 +37,10 @@ func TestProbePlanner(t *testing.T) {
 			want: wire.ProbeRequest{Streams: 1, BufferBytes: 4 << 20, Seconds: 5, Settle: true, ThresholdBitsPerSecond: 504e6}},
 		// 4 MiB gained, 8 MiB gained, 16 MiB did not: streams at 8 MiB
 		"streams at the plateau": {d: cold, samples: []contract.Sample{autotuned, one(4<<20, 671e6, 50_000), one(8<<20, 950e6, 50_000), one(16<<20, 950e6, 50_000)},
-			// a doubling asks for 5 % to go on, and reads the plan's 2 % (950 × 1.02)
-			want: wire.ProbeRequest{Streams: 2, BufferBytes: 8 << 20, Seconds: 5, Settle: true, ThresholdBitsPerSecond: 997_500_000, FloorBitsPerSecond: 969e6}},
+			want: wire.ProbeRequest{Streams: 2, BufferBytes: 8 << 20, Seconds: 5, Settle: true, ThresholdBitsPerSecond: 997_500_000}},
 		// 4 MiB could have done more and did not: autotuning stays, streams next
 		"a size that does not beat autotuning ends the sweep": {d: cold, samples: []contract.Sample{autotuned, one(4<<20, 490e6, 50_000)},
-			want: wire.ProbeRequest{Streams: 2, BufferBytes: 0, Seconds: 5, Settle: true, ThresholdBitsPerSecond: 504e6, FloorBitsPerSecond: 489_600_000}},
+			want: wire.ProbeRequest{Streams: 2, BufferBytes: 0, Seconds: 5, Settle: true, ThresholdBitsPerSecond: 504e6}},
 		// a warm directive: the profile's buffer only; SampleSeconds below 1 is 1
 		"warm": {d: contract.ProbeDirective{MaxStreams: 8, BufferBytes: []int64{1 << 20}},
 			want: wire.ProbeRequest{Streams: 1, BufferBytes: 1 << 20, Seconds: 1, Settle: true}},
