@@ -106,10 +106,8 @@ func (z *zeroCopy) sendfile(f *os.File, off int64, n int) error {
 //
 // The pipe takes what the socket has until it holds the whole frame's data (a block
 // fits in it) or the socket has nothing more for now, and only then goes into the file
-// in one splice. Each splice into a file takes the file's lock, and a stripe's streams
-// write blocks of one file side by side: splicing each socket read on at once wrote a
-// block in many small pieces, and a receiver of four streams spent a fifth of its CPU
-// spinning on that lock (perf, one 2 GiB file in mode HeadersOnly).
+// in one splice, under lock: one turn at the file's write lock per block, not one per
+// socket read. Bytes held in the pipe are written out before the socket is waited on.
 func (z *zeroCopy) splice(dst *os.File, off, n int64, lock sync.Locker) error {
 	z.mu.Lock()
 	defer z.mu.Unlock()
