@@ -244,3 +244,33 @@ func countDiff(a, b []byte) int {
 	}
 	return n
 }
+
+// TestSpliceDataCutShort: a peer that closes in the middle of a block's data gets an
+// error, never a block taken for whole — whether the cut comes with bytes held in the
+// pipe or on an empty one.
+func TestSpliceDataCutShort(t *testing.T) {
+	for _, cut := range []int{1, 4096, 1 << 19, 1<<20 - 1} {
+		rng := rand.New(rand.NewPCG(3, uint64(cut)))
+		stream, _ := uncheckedBlocks(t, rng, []int{1 << 20})
+		raw, conn := splicePair(t)
+		f, err := os.Create(filepath.Join(t.TempDir(), "dst"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- receiveBlocks(conn, f, nil) }()
+		if _, err := raw.Write(stream[:HeaderSize+blockMetaSize+cut]); err != nil {
+			t.Fatal(err)
+		}
+		raw.Close()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("cut after %d bytes of the block's data: no error", cut)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("cut after %d bytes of the block's data: the reader never returned", cut)
+		}
+		f.Close()
+	}
+}
