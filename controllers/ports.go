@@ -125,10 +125,7 @@ const heldPortTTL = 10 * time.Minute
 // of them was held on its node ("address already in use"): its replacement, given the
 // same lowest free port, would fail the same way until the job's backoffLimit ran out.
 func (a *portAllocator) NoteFailedAgent(pod *corev1.Pod) {
-	node := pod.Spec.NodeName
-	if node == "" {
-		node = pinnedNode(pod)
-	}
+	node := pinnedNode(pod)
 	if node == "" || !strings.Contains(terminationOf(pod), "address already in use") {
 		return
 	}

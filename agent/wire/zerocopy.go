@@ -58,6 +58,9 @@ func (w *Writer) WriteFrameFile(t Type, flags Flags, meta []byte, f *os.File, of
 // socket is read): the writers of one file take turns in user space, where a parked
 // goroutine costs nothing, instead of spinning on the file's lock in the kernel.
 func (r *Reader) SpliceData(dst *os.File, off int64, lock sync.Locker) error {
+	if lock == nil {
+		lock = noLock{}
+	}
 	if !r.tagDue || r.cur.Flags&FlagDataOutsideTag == 0 || r.cur.Flags&FlagEncrypted != 0 {
 		return fmt.Errorf("wire: SpliceData on a frame whose data is under its tag (type %d)", r.cur.Type)
 	}
@@ -69,6 +72,12 @@ func (r *Reader) SpliceData(dst *os.File, off int64, lock sync.Locker) error {
 	}
 	return r.finish(nil)
 }
+
+// noLock is the lock of a destination nobody else writes (a sink).
+type noLock struct{}
+
+func (noLock) Lock()   {}
+func (noLock) Unlock() {}
 
 // moveData moves n bytes of the current frame's data into dst at off (off < 0: dst has
 // no offsets, a sink such as /dev/null).
@@ -90,18 +99,14 @@ func (r *Reader) moveData(dst *os.File, off, n int64, lock sync.Locker) error {
 	if b := min(int64(r.zc.br.Buffered()), n); b > 0 {
 		p, _ := r.zc.br.Peek(int(b))
 		var err error
-		if lock != nil {
-			lock.Lock()
-		}
+		lock.Lock()
 		if off < 0 {
 			_, err = dst.Write(p)
 		} else {
 			_, err = dst.WriteAt(p, off)
 			off += b
 		}
-		if lock != nil {
-			lock.Unlock()
-		}
+		lock.Unlock()
 		if err != nil {
 			return err
 		}

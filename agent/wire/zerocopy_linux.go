@@ -135,48 +135,50 @@ func (z *zeroCopy) splice(dst *os.File, off, n int64, lock sync.Locker) error {
 	var held int64 // bytes in the pipe, not yet in the file
 	for n > 0 || held > 0 {
 		if n > 0 && held < z.pipeCap {
-			var moved int64
-			var serr error
-			err := z.raw.Read(func(fd uintptr) bool {
-				moved, serr = unix.Splice(int(fd), nil, z.pipe[1], nil, int(min(n, z.pipeCap-held)), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-				// EAGAIN with bytes held is either a socket with nothing more for now
-				// or a pipe out of slots (a slot per socket buffer, however small):
-				// either way the held bytes go into the file before anything waits.
-				return serr != unix.EAGAIN || held > 0
-			})
-			switch {
-			case err != nil:
+			moved, err := z.fill(min(n, z.pipeCap-held), held == 0)
+			if err != nil {
 				z.drain()
 				return err
-			case serr == unix.EAGAIN:
-				// held > 0: write it out below.
-			case serr != nil:
-				z.drain()
-				return serr
-			case moved == 0:
-				z.drain()
-				return io.ErrUnexpectedEOF
-			default:
-				n -= moved
-				held += moved
-				if n > 0 && held < z.pipeCap {
-					continue
-				}
+			}
+			n -= moved
+			held += moved
+			if moved > 0 && n > 0 && held < z.pipeCap {
+				continue
 			}
 		}
-		if lock != nil {
-			lock.Lock()
-		}
+		lock.Lock()
 		err := z.flush(dstFD, &off, held)
-		if lock != nil {
-			lock.Unlock()
-		}
+		lock.Unlock()
 		if err != nil {
 			return err
 		}
 		held = 0
 	}
 	return nil
+}
+
+// fill splices up to want bytes from the socket into the pipe. It waits for the socket
+// only when mayWait (the pipe holds nothing); otherwise nothing to take for now — a
+// socket with nothing more yet, or a pipe out of slots (a slot per socket buffer,
+// however small) — is 0 bytes and no error, and the held bytes go into the file first.
+func (z *zeroCopy) fill(want int64, mayWait bool) (int64, error) {
+	var moved int64
+	var serr error
+	err := z.raw.Read(func(fd uintptr) bool {
+		moved, serr = unix.Splice(int(fd), nil, z.pipe[1], nil, int(want), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		return serr != unix.EAGAIN || !mayWait
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case serr == unix.EAGAIN:
+		return 0, nil
+	case serr != nil:
+		return 0, serr
+	case moved == 0:
+		return 0, io.ErrUnexpectedEOF
+	}
+	return moved, nil
 }
 
 // minPipeSize is a pipe's size where the kernel says nothing else: sixteen pages.
