@@ -145,6 +145,9 @@ func MakePlan(in PlanInput) (Plan, error) {
 	// stored model only when the samples give neither
 	pts := StreamPoints(in.Samples, plan.BufferBytes)
 	fit, why, err := FitStreams(pts)
+	if err == nil {
+		fit, why = KeepPaidStreams(fit, why, pts, in.Prober.Streams.Accuracy)
+	}
 	switch {
 	case err == nil:
 		plan.Fit, plan.Curve, plan.FitReason = &fit, fit, why

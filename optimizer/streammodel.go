@@ -66,11 +66,26 @@ type StreamFit struct {
 	// Extrapolated says OptimalStreams lies beyond MaxSampledStreams, which
 	// TrustedBeyondSamples allowed.
 	Extrapolated bool
+	// Floor, when the model's own optimum lies below the most streams whose step up
+	// from the sample below measured a gain (KeepPaidStreams), holds the samples up to
+	// and including that step's: OptimalStreams is then the last one's stream count,
+	// from there on the fit predicts no less than it measured, and below it no more
+	// than the samples' straight lines. Empty when the model's optimum stands.
+	Floor []StreamPoint
 }
 
 // BitsPerSecond predicts the throughput of a stripe with n streams. It returns 0 where
 // the model is undefined (p′ₙ ≤ 0), which a valid fit never is for n ≥ 1.
-func (f StreamFit) BitsPerSecond(n int) float64 { return predict(f.Model, f.A, f.B, f.C, float64(n)) }
+func (f StreamFit) BitsPerSecond(n int) float64 {
+	th := predict(f.Model, f.A, f.B, f.C, float64(n))
+	if len(f.Floor) > 0 {
+		if top := f.Floor[len(f.Floor)-1]; n >= top.Streams {
+			return math.Max(th, top.BitsPerSecond)
+		}
+		return math.Min(th, EmpiricalCurve(f.Floor).BitsPerSecond(n))
+	}
+	return th
+}
 
 // Optimal returns OptimalStreams (the Curve interface).
 func (f StreamFit) Optimal() int { return f.OptimalStreams }
