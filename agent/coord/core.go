@@ -41,7 +41,8 @@ type Options struct {
 	Overwrite  string
 	BlockSize  int64
 	ChunkSize  int64
-	Log        *slog.Logger
+	// Log receives the job's events; nil discards them.
+	Log *slog.Logger
 	// Run names this run of the job (default: random); the receivers record it with
 	// the files they make final, for the final check (manifest.go).
 	Run string
@@ -223,6 +224,9 @@ func New(o Options, p Params) (*Core, error) {
 	case "Never", "IfDifferent", "Always":
 	default:
 		return nil, fmt.Errorf("--overwrite %q: want Never, IfDifferent or Always", o.Overwrite)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	c := &Core{opts: o, log: o.Log, changed: make(chan struct{}), members: map[*Member]bool{}, byDest: map[string]*cfile{},
 		units: map[uint64]*cunit{}, pendingByClass: map[string]int{}, stats: map[int32]wire.StripeStats{}, classDone: map[string]int64{}, phase: contract.PhaseStarting}
