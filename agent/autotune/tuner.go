@@ -147,9 +147,6 @@ const MaxAccuracy = 0.25
 // rate of a second-long sample moves by ±5–20 % (bench-wan's 1 Gbit/s, 50 ms path),
 // and a gain smaller than what the samples can resolve is no gain: taking it for one
 // only adds streams and stripes that the bottleneck's queue pays for in losses.
-// smallFileStreams bounds the stream stage of a probe on a dataset of small files.
-const smallFileStreams = 4
-
 func (o Outcome) accuracy() float64 {
 	return min(max(optimizer.DefaultAccuracy, o.Noise), MaxAccuracy)
 }
@@ -336,14 +333,8 @@ func (t *Tuner) run(ctx context.Context, measure measurer, ends *hostsKnown) (Ou
 	record(firstPhase, 1, firstSpec.buffer, first)
 	rtt := first.minRTT
 	if t.onDataProbe && t.Core.ApplyEarlyClasses(first.bitsPerSecond, rtt, int(t.Params.Concurrency)) {
-		// small files: pipelining, concurrency and stripes pay, streams hardly (§3);
-		// yet the connections matter on a path whose bottleneck a few flows share
-		// better than one or two, and a stream is a connection the files share. On
-		// issue 11's suite one and two connections moved 20 000 × 64 KiB at 859–929
-		// Mbit/s and four at 973–987, which a stage stopped at two streams never saw
-		// (eighth session). Up to 4: three levels, as many as ExpSelection takes by
-		// default and BestCmb needs, each moving the job's own files.
-		out.Prober.Streams.MaxStreams = min(max(out.Prober.Streams.MaxStreams, 1), smallFileStreams)
+		// small files: pipelining, concurrency and stripes pay, streams hardly (§3)
+		out.Prober.Streams.MaxStreams = min(max(out.Prober.Streams.MaxStreams, 1), 2)
 	}
 	out.RTT = rtt
 	for {
