@@ -155,6 +155,13 @@ func OptB(in FlowInput) (FlowPlan, error) {
 	in.SourceCPU, in.DestinationCPU = in.SourceCPU.sanitized(), in.DestinationCPU.sanitized()
 	lim := in.Limits.WithDefaults()
 	top := bestStreamsWithin(in.Curve, lim.MaxStreamsPerStripe)
+	if p := in.Path; p != nil && len(p.Gains) > 1 && p.StripeStreams > top && p.StripeStreams <= lim.MaxStreamsPerStripe {
+		// the stripes' gain was measured with more streams each than the stripe curve
+		// asks for, and holds only with as many (PathCapacity.At): those streams are
+		// in reach. A probe on small files measures its stripes at its most streams
+		// while the curve's two samples are flat (autotune.Tuner).
+		top = p.StripeStreams
+	}
 	u := in.Curve.BitsPerSecond(top)
 	if !(u > 0) {
 		return FlowPlan{}, ErrNoCapacity

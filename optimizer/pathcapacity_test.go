@@ -178,6 +178,15 @@ func TestMakePlanWithinThePath(t *testing.T) {
 				StripeRates: []StreamPoint{{1, 0.97e9}, {2, 1.9e9}, {4, 3.1e9}, {8, 3.2e9}}},
 			model: Dinda, stripes: 4, streams: 4, predicted: 3.1e9, binding: BindingPath,
 		},
+		// a flat stream curve (890 and 895 Mbit/s at 1 and 2 streams: one stream is
+		// the curve's optimum) and stripes measured at 2 streams each, which gained
+		// 10 %: the plan takes the 2 streams the gain was measured with (small files on
+		// issue 11's suite, ninth session)
+		"stripes measured to pay with more streams than the curve's optimum": {
+			in: PlanInput{Samples: []Sample{{Streams: 1, BitsPerSecond: 890e6}, {Streams: 2, BitsPerSecond: 895e6}}, SourceNodes: nic(10e9), DestinationNodes: nic(10e9),
+				StripeRates: []StreamPoint{{1, 895e6}, {2, 985e6}, {4, 985e6}}, StripeStreams: 2},
+			model: Plateau, stripes: 2, streams: 2, predicted: 985e6, binding: BindingPath,
+		},
 		// the same levels measured with 10 streams per stripe: 4 stripes of 4 streams
 		// are 16 flows where the measurement had 40, and nothing showed that 4 × 4 gains
 		// over one stripe; the plan keeps the 10 streams the gain was measured with
