@@ -66,11 +66,11 @@ type StreamFit struct {
 	// Extrapolated says OptimalStreams lies beyond MaxSampledStreams, which
 	// TrustedBeyondSamples allowed.
 	Extrapolated bool
-	// Floor, when the model's own optimum lies below the most streams whose step up
-	// from the sample below measured a gain (KeepPaidStreams), holds the samples up to
-	// and including that step's: OptimalStreams is then the last one's stream count,
-	// from there on the fit predicts no less than it measured, and below it no more
-	// than the samples' straight lines. Empty when the model's optimum stands.
+	// Floor, when a step up the sampled stream counts measured a gain
+	// (KeepPaidStreams), holds the samples up to and including the last such step's:
+	// from its stream count on the fit predicts no less than it measured, below it no
+	// more than the samples' straight lines, and OptimalStreams is at least that
+	// count. Empty when no step measured a gain.
 	Floor []StreamPoint
 }
 
