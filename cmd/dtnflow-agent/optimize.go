@@ -43,7 +43,8 @@ func minRTT(samples []contract.Sample) time.Duration {
 func probePlanner() coord.ProbePlanner {
 	return func(d contract.ProbeDirective, samples []contract.Sample, ds contract.Dataset) (wire.ProbeRequest, bool) {
 		p := prober(d, samples)
-		if len(samples) > 0 && coord.SmallFiles(ds, float64(samples[0].BitsPerSecond), minRTT(samples)) {
+		small := len(samples) > 0 && coord.SmallFiles(ds, float64(samples[0].BitsPerSecond), minRTT(samples))
+		if small {
 			// small files gain from pipelining, concurrency and stripes, hardly from
 			// streams (Arslan & Kosar §3): sample one doubling, then the stripes
 			p.Streams.MaxStreams = min(max(p.Streams.MaxStreams, 1), 2)
@@ -51,7 +52,7 @@ func probePlanner() coord.ProbePlanner {
 		opt := planning.SamplesFromContract(samples)
 		step := p.Next(opt)
 		if step.Phase == optimizer.PhaseDone {
-			return stripeStep(d, samples, p)
+			return stripeStep(d, samples, p, small)
 		}
 		return wire.ProbeRequest{Streams: int32(step.Streams), BufferBytes: step.BufferBytes, Seconds: max(d.SampleSeconds, 1), Settle: true,
 			ThresholdBitsPerSecond: int64(autotune.Threshold(p, opt, step))}, false
@@ -59,10 +60,12 @@ func probePlanner() coord.ProbePlanner {
 }
 
 // stripeStep is the probe's stripe stage (contract.ProbeDirective.MaxStripes), as
-// send --auto's: at the streams and buffer the plan of the one-stripe samples chooses,
-// ExpSelection over the stripe count (two levels at least, up to MaxStripes), each
-// level a sample of that many stripes together on the job's data.
-func stripeStep(d contract.ProbeDirective, samples []contract.Sample, p optimizer.Prober) (wire.ProbeRequest, bool) {
+// send --auto's: at the streams and buffer the plan of the one-stripe samples chooses
+// (on small files, at the stream stage's most streams, as autotune.Tuner does: its one
+// doubling decides nothing, and stripes of one stream measured no gain where stripes
+// of two did), ExpSelection over the stripe count (two levels at least, up to
+// MaxStripes), each level a sample of that many stripes together on the job's data.
+func stripeStep(d contract.ProbeDirective, samples []contract.Sample, p optimizer.Prober, small bool) (wire.ProbeRequest, bool) {
 	if d.MaxStripes <= 1 {
 		return wire.ProbeRequest{}, true
 	}
@@ -73,6 +76,9 @@ func stripeStep(d contract.ProbeDirective, samples []contract.Sample, p optimize
 		return wire.ProbeRequest{}, true
 	}
 	streams, buffer := int32(plan.Flow.StreamsPerStripe), plan.BufferBytes
+	if small {
+		streams = max(streams, int32(p.Streams.MaxStreams))
+	}
 	pts := stripePoints(samples, streams, buffer)
 	sel := optimizer.ExpSelection{MaxStreams: int(d.MaxStripes), MinSamples: 2}
 	k, done := sel.Next(pts)
