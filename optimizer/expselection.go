@@ -75,7 +75,7 @@ func (e ExpSelection) Next(pts []StreamPoint) (streams int, done bool) {
 		levels++
 		if prevN > 0 && levels >= e.MinSamples {
 			// slope ≤ α·Th₁/n₁ ends the sequence
-			if (th-prevTh)*float64(prevN) <= e.Accuracy*prevTh*float64(n-prevN) {
+			if !stepPays(StreamPoint{Streams: prevN, BitsPerSecond: prevTh}, StreamPoint{Streams: n, BitsPerSecond: th}, e.Accuracy) {
 				return 0, true
 			}
 		}
@@ -85,6 +85,12 @@ func (e ExpSelection) Next(pts []StreamPoint) (streams int, done bool) {
 		prevN, prevTh = n, th
 		n = min(2*n, e.MaxStreams)
 	}
+}
+
+// stepPays is ExpSelection's test on the step from p to q: the slope beats
+// accuracy·Th₁/n₁, that is, a doubling gains more than accuracy of p's rate.
+func stepPays(p, q StreamPoint, accuracy float64) bool {
+	return (q.BitsPerSecond-p.BitsPerSecond)*float64(p.Streams) > accuracy*p.BitsPerSecond*float64(q.Streams-p.Streams)
 }
 
 // Levels returns the stream counts of the sequence up to MaxStreams, for callers that

@@ -117,7 +117,7 @@ func NewPathCapacity(curve Curve, maxStreams int, stripeRates []StreamPoint, acc
 	p.StillRising = len(levels) > 0
 	for _, l := range levels {
 		// ExpSelection's test: the slope must beat α·Th₁/n₁
-		if (l.BitsPerSecond-prev.BitsPerSecond)*float64(prev.Streams) <= accuracy*prev.BitsPerSecond*float64(l.Streams-prev.Streams) {
+		if !stepPays(prev, l, accuracy) {
 			p.StillRising = false
 			break
 		}

@@ -76,8 +76,7 @@ func KeepPaidStreams(fit StreamFit, why string, pts []StreamPoint, accuracy floa
 	}
 	floor := 0
 	for i := 1; i < len(pts); i++ {
-		p, q := pts[i-1], pts[i]
-		if (q.BitsPerSecond-p.BitsPerSecond)*float64(p.Streams) > 2*accuracy*p.BitsPerSecond*float64(q.Streams-p.Streams) {
+		if stepPays(pts[i-1], pts[i], 2*accuracy) {
 			floor = i
 		}
 	}
@@ -94,18 +93,18 @@ func KeepPaidStreams(fit StreamFit, why string, pts []StreamPoint, accuracy floa
 		return fit, why // nothing to hold
 	}
 	fit.Floor = append([]StreamPoint(nil), lines...)
-	gain := fmt.Sprintf("%d streams measured a gain (%s with %d, %s with %d)",
-		top.Streams, FormatBitsPerSecond(from.BitsPerSecond), from.Streams, FormatBitsPerSecond(top.BitsPerSecond), top.Streams)
+	gain := fmt.Sprintf("measured a gain (%s with %d, %s with %d)",
+		FormatBitsPerSecond(from.BitsPerSecond), from.Streams, FormatBitsPerSecond(top.BitsPerSecond), top.Streams)
 	if top.Streams <= fit.OptimalStreams {
 		fit.PeakBitsPerSecond = math.Max(fit.PeakBitsPerSecond, top.BitsPerSecond)
-		return fit, why + "; " + gain + ": below them the plan counts on no more than the samples' straight lines"
+		return fit, why + fmt.Sprintf("; %d streams %s: below them the plan counts on no more than the samples' straight lines", top.Streams, gain)
 	}
 	model := fit.OptimalStreams
 	fit.OptimalStreams = top.Streams
 	fit.PeakBitsPerSecond = fit.BitsPerSecond(top.Streams)
 	fit.Extrapolated = false
-	return fit, why + fmt.Sprintf("; its optimum, %d streams, lies below %d streams, which measured a gain (%s with %d, %s with %d): the optimum is held at %d streams, and below it the plan counts on no more than the samples' straight lines",
-		model, top.Streams, FormatBitsPerSecond(from.BitsPerSecond), from.Streams, FormatBitsPerSecond(top.BitsPerSecond), top.Streams, top.Streams)
+	return fit, why + fmt.Sprintf("; its optimum, %d streams, lies below %d streams, which %s: the optimum is held at %d streams, and below it the plan counts on no more than the samples' straight lines",
+		model, top.Streams, gain, top.Streams)
 }
 
 // FitPlateau fits the Plateau model, Th = min(n·r, C): C is the best measured rate

@@ -70,7 +70,7 @@ type StreamFit struct {
 	// (KeepPaidStreams), holds the samples up to and including the last such step's:
 	// from its stream count on the fit predicts no less than it measured, below it no
 	// more than the samples' straight lines, and OptimalStreams is at least that
-	// count. Empty when no step measured a gain.
+	// count. Empty when no step measured a gain or holding it would change nothing.
 	Floor []StreamPoint
 }
 
@@ -379,7 +379,7 @@ func risingAtEnd(pts []StreamPoint, accuracy float64) (prev, last StreamPoint, r
 		return StreamPoint{}, StreamPoint{}, false
 	}
 	prev, last = pts[n-2], pts[n-1]
-	rising = (last.BitsPerSecond-prev.BitsPerSecond)*float64(prev.Streams) > accuracy*prev.BitsPerSecond*float64(last.Streams-prev.Streams)
+	rising = stepPays(prev, last, accuracy)
 	return prev, last, rising
 }
 
