@@ -39,8 +39,9 @@ type Planner interface {
 	// RescaleStateAfterPlan is the rescale policy's memory of a job whose first plan
 	// was made at now: the plan counts as a change made then, so that the policy lets
 	// it settle and cools down before judging it (the reports of the probe on the
-	// job's data, and of the plan's stripes starting, say nothing of the plan yet).
-	RescaleStateAfterPlan(now time.Time) any
+	// job's data, and of the plan's stripes starting, say nothing of the plan yet) —
+	// unless the path moves away from the plan's predicted rate meanwhile.
+	RescaleStateAfterPlan(now time.Time, plan *dtnflowv1alpha1.TransferPlan) any
 
 	// Learn is the PathProfile status after a job finished on the path.
 	Learn(profile *dtnflowv1alpha1.PathProfile, job *dtnflowv1alpha1.TransferJob, now time.Time) dtnflowv1alpha1.PathProfileStatus
@@ -134,8 +135,9 @@ func (planningPlanner) Rescale(state any, in RescaleRequest) (RescaleDecision, a
 	return RescaleDecision{Plan: d.Plan, Reason: d.Reason, Message: d.Message}, next
 }
 
-func (planningPlanner) RescaleStateAfterPlan(now time.Time) any {
-	return &planning.RescaleState{LastChange: now}
+func (planningPlanner) RescaleStateAfterPlan(now time.Time, plan *dtnflowv1alpha1.TransferPlan) any {
+	st := planning.AfterPlan(now, plan)
+	return &st
 }
 
 func (planningPlanner) Learn(profile *dtnflowv1alpha1.PathProfile, job *dtnflowv1alpha1.TransferJob, now time.Time) dtnflowv1alpha1.PathProfileStatus {

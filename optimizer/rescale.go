@@ -3,6 +3,7 @@ package optimizer
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -41,6 +42,19 @@ import (
 // block ends early when the aggregate leaves the ±20 % band it was set in, or loss
 // that was high halves. A cool-down separates changes, so ±10 % noise neither
 // triggers nor undoes anything, and the user's limits are enforced at once.
+//
+// The settle and cool-down are for the policy's own changes, whose effect takes time
+// to show. A path that moves under the job is not: when the last Window reports all lie
+// more than BlockBand away from the level the policy last held at (or the rate a plan
+// just started at), on the same side, the capacity fell or came back, or a flow came
+// or went, and the policy answers in that round with those reports as its window —
+// whatever change of its own was still settling is neither judged nor blocked, since
+// what came after the move says nothing of it. bench-cluster's rate schedule (1 Gbit/s,
+// then 400 Mbit/s for 40 s) cut the rate 2 s after `send --auto` applied its plan, and
+// the job ran its two streams at 0.87× what 32 streams carried for the 30 s that the
+// plan's cool-down kept the policy from looking. For the same reason a change is not
+// judged on a window that spans a move (its reports spread beyond BlockBand): the
+// window slides on until the rate holds.
 
 // Action is what an intent asks for.
 type Action string
@@ -144,7 +158,8 @@ type RescaleConfig struct {
 	// 2 min, doubling to 16 min).
 	BackoffMin, BackoffMax time.Duration
 	// BlockBand: a block expires early when the aggregate moves more than this
-	// fraction away from where it was set (default 0.2).
+	// fraction away from where it was set, and reports that all lie further than this
+	// from the level the policy last held at are a move of the path (default 0.2).
 	BlockBand float64
 	// Granularity makes every stripe change a multiple of it (default 1); the API
 	// expresses stripes as nodes × stripes per node, so controllers/planning sets it
@@ -192,6 +207,8 @@ type observation struct {
 	Time      time.Time
 	Aggregate float64
 	LossPPM   float64
+	// Stripes is how many stripes were connected; -1 when the report did not say.
+	Stripes int
 }
 
 // pending is a change waiting to be judged.
@@ -231,6 +248,26 @@ type RescaleState struct {
 	// CurveOptimum is the stream count the curve recommended when last looked at; a
 	// new curve with another optimum (a re-probe) changes the streams.
 	CurveOptimum int
+	// Level is the aggregate of the last window the policy judged and held at, or of
+	// the shape it was started on (AfterPlan); 0 while unknown (after a change of its
+	// own, until that change's window is judged).
+	Level float64
+	// Recent are the latest measurements, settling or not: when every one of them lies
+	// on the same side of Level by more than BlockBand, the path changed under the job
+	// (its capacity fell or came back, a flow came or left) and the policy answers at
+	// once instead of after the settle and cool-down of a change of its own.
+	Recent []observation
+}
+
+// AfterPlan is the state of a policy that starts following a plan at now: the plan
+// counts as a change made now (it settles and cools down like one), and measured is
+// the rate its shape was measured or predicted at by the probe (0: unknown), the level
+// against which a change of the path is seen during that wait.
+func AfterPlan(now time.Time, measured float64) RescaleState {
+	if !(measured > 0) || math.IsInf(measured, 0) {
+		measured = 0
+	}
+	return RescaleState{LastChange: now, Level: measured}
 }
 
 // RescalePolicy is the rescale policy with its configuration.
@@ -277,7 +314,7 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	}
 	changed := func(it Intent) (Intent, RescaleState) {
 		st.LastChange = in.Now
-		st.Window = nil
+		st.Window, st.Recent, st.Level = nil, nil, 0
 		return it, st
 	}
 
@@ -291,21 +328,29 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	m := in.Measurement
 	if m.Time.After(st.LastSeen) && usableOrZero(m.AggregateBitsPerSecond) {
 		st.LastSeen = m.Time
+		o := observation{Time: m.Time, Aggregate: m.AggregateBitsPerSecond, LossPPM: medianLoss(m.Stripes), Stripes: connected(m.Stripes)}
+		st.Recent = lastN(append(st.Recent, o), cfg.Window)
 		if st.LastChange.IsZero() || !m.Time.Before(st.LastChange.Add(cfg.Settle)) {
-			st.Window = append(st.Window, observation{Time: m.Time, Aggregate: m.AggregateBitsPerSecond, LossPPM: medianLoss(m.Stripes)})
-			if len(st.Window) > cfg.Window {
-				st.Window = st.Window[len(st.Window)-cfg.Window:]
-			}
+			st.Window = lastN(append(st.Window, o), cfg.Window)
 		}
 	}
 	if st.CurveOptimum == 0 && in.Curve != nil {
 		st.CurveOptimum = bestStreamsWithin(in.Curve, in.MaxStreams)
 	}
-	if !st.LastChange.IsZero() && in.Now.Before(st.LastChange.Add(cfg.CoolDown)) {
-		return hold("CoolingDown", fmt.Sprintf("waiting %s after the last change before judging it", st.LastChange.Add(cfg.CoolDown).Sub(in.Now).Round(time.Second)))
-	}
-	if len(st.Window) < cfg.Window {
-		return hold("Measuring", fmt.Sprintf("%d of %d measurements since the last change", len(st.Window), cfg.Window))
+	// 2b. a path that moved under the job is answered now: the recent measurements
+	// are the window, and a change made before the move cannot be judged by what came
+	// after it (neither undone nor blocked)
+	from, moved := pathMoved(st, cfg, cur.Stripes)
+	if moved {
+		st.Window = slices.Clone(st.Recent)
+		st.Pending = nil
+	} else {
+		if !st.LastChange.IsZero() && in.Now.Before(st.LastChange.Add(cfg.CoolDown)) {
+			return hold("CoolingDown", fmt.Sprintf("waiting %s after the last change before judging it", st.LastChange.Add(cfg.CoolDown).Sub(in.Now).Round(time.Second)))
+		}
+		if len(st.Window) < cfg.Window {
+			return hold("Measuring", fmt.Sprintf("%d of %d measurements since the last change", len(st.Window), cfg.Window))
+		}
 	}
 	agg, loss, noise := windowStats(st.Window)
 	perStripe := agg / float64(cur.Stripes)
@@ -329,8 +374,17 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	}
 	rate := fmt.Sprintf("%s over %d stripes (%.0f %% of the predicted %s per stripe)",
 		FormatBitsPerSecond(agg), cur.Stripes, 100*ratio, FormatBitsPerSecond(predicted))
+	if moved {
+		rate = fmt.Sprintf("the path moved from %s to %s: %s", FormatBitsPerSecond(from), FormatBitsPerSecond(agg), rate)
+	}
 
-	// 3. judge the last change
+	// 3. judge the last change — not on a window that spans a move of the path (its
+	// spread beyond BlockBand either way): what it measured is neither the change's
+	// effect nor its failure; the window slides on and judges once the rate holds
+	if st.Pending != nil && noise > cfg.BlockBand*agg {
+		return hold("Unsteady", fmt.Sprintf("%s, but the window's reports spread ±%s: waiting for the rate to hold before judging the %s",
+			rate, FormatBitsPerSecond(noise), st.Pending.Reason))
+	}
 	if it, ok := judgeLastChange(&st, in, cfg, agg, loss, noise); ok {
 		return changed(it)
 	}
@@ -353,16 +407,50 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	for _, rule := range rescaleRules {
 		if it, ok := rule(r); ok {
 			if it.Action == Hold {
+				st.Level = agg
 				return it, st
 			}
 			st.Pending = &pending{Action: it.Action, From: cur, Stripes: it.Stripes, BeforeAggregate: agg, BeforeLossPPM: loss, Reason: it.Reason}
 			return changed(it)
 		}
 	}
+	st.Level = agg
 	if ratio <= cfg.RemoveBelow {
 		return hold("PathBound", fmt.Sprintf("%s: the path limits the stripes and no change is open", rate))
 	}
 	return hold("Steady", rate)
+}
+
+// pathMoved reports whether every recent measurement (a full window of them) lies
+// beyond BlockBand of the level the policy last held at, all on the same side, with
+// all the shape's stripes connected, and from what level. Noise of ±10 % never does;
+// a capacity cut, a returning capacity or a competing flow's arrival does within
+// Window reports; stripes still starting (a slow pod) or reconnecting do not.
+func pathMoved(st RescaleState, cfg RescaleConfig, stripes int) (from float64, moved bool) {
+	if !(st.Level > 0) || len(st.Recent) < cfg.Window {
+		return 0, false
+	}
+	above, below := 0, 0
+	for _, o := range st.Recent {
+		if o.Stripes >= 0 && o.Stripes < stripes {
+			return 0, false
+		}
+		switch {
+		case o.Aggregate > (1+cfg.BlockBand)*st.Level:
+			above++
+		case o.Aggregate < (1-cfg.BlockBand)*st.Level:
+			below++
+		}
+	}
+	return st.Level, above == len(st.Recent) || below == len(st.Recent)
+}
+
+// lastN is the last n of s.
+func lastN(s []observation, n int) []observation {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
 
 // judgeLastChange judges the change made before the window now full: a move that
@@ -676,6 +764,20 @@ func windowStats(w []observation) (agg, loss, noise float64) {
 		noise = (hi - lo) / 2
 	}
 	return median(a), median(l), noise
+}
+
+// connected is how many of the stripes are connected; -1 for a report without them.
+func connected(s []StripeMeasurement) int {
+	if len(s) == 0 {
+		return -1
+	}
+	n := 0
+	for _, m := range s {
+		if m.Connected {
+			n++
+		}
+	}
+	return n
 }
 
 // medianLoss is the median loss of the connected stripes (0 when none report it).

@@ -127,9 +127,15 @@ type adapter struct {
 // newAdapter follows a plan just made. The plan counts as a change made now, so the
 // policy lets it settle and cool down before judging it, as it would any change of
 // its own: the probe has just measured this shape, and a decision on the first
-// seconds' reports would undo that measurement on less evidence.
+// seconds' reports would undo that measurement on less evidence. What it predicted
+// (within the path's measured capacity) is the level against which a path that moves
+// meanwhile is seen and answered at once.
 func newAdapter(plan optimizer.Plan, maxStripes int) *adapter {
-	return &adapter{plan: plan, max: maxStripes, state: optimizer.RescaleState{LastChange: time.Now()}}
+	level := plan.Flow.PredictedBitsPerSecond
+	if p := plan.Path.Max(); p > 0 {
+		level = min(level, p)
+	}
+	return &adapter{plan: plan, max: maxStripes, state: optimizer.AfterPlan(time.Now(), level)}
 }
 
 func (a *adapter) step(rep contract.Report, stripes, streams int) optimizer.Intent {
