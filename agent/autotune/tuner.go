@@ -238,9 +238,39 @@ func (t *Tuner) OnData(ctx context.Context) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
+	if keep, why := keepProbedStripes(out, t.Stripes.Count(), t.Core.Remaining(), t.Options.SampleCeiling); keep > out.Stripes {
+		t.log().Info("Keeping the probe's stripes to the end", "planned", out.Stripes, "stripes", keep, "reason", why)
+		out.Stripes = keep
+	}
 	t.apply(out)
 	t.setStripes(out.Stripes)
 	return out, nil
+}
+
+// keepProbedStripes is how many stripes a job planned on its own data runs: the
+// plan's, unless the plan sheds some of the running stripes whose level the probe
+// measured within its accuracy of the plan's rate while what is left of the dataset
+// ends within the probe's horizon (coord.ProbeOutlasts, a few sample ceilings).
+// Shedding them saves connections only until the job ends, which is as soon, and a
+// shed stripe's drain leaves the last files to fewer stripes: on issue 11's 20 000
+// small files the plan of 2 of the 4 probed stripes came with half a second of data
+// left, and the last 26 MB took 0.67 s at 310 Mbit/s. The reason is for the log.
+func keepProbedStripes(out Outcome, running int, remainingBytes int64, ceiling time.Duration) (int, string) {
+	if running <= out.Stripes {
+		return out.Stripes, ""
+	}
+	ran := -1.0
+	for _, p := range out.StripeRates {
+		if p.Streams == running {
+			ran = p.BitsPerSecond
+		}
+	}
+	predicted := out.Plan.Flow.PredictedBitsPerSecond
+	if !(ran >= (1-out.accuracy())*predicted) || !coord.ProbeOutlasts(remainingBytes, max(ran, predicted), out.RTT, ceiling) {
+		return out.Stripes, ""
+	}
+	return running, fmt.Sprintf("%d stripes measured %s against the plan's %s, and the %d bytes left end within the probe's horizon",
+		running, coord.HumanRate(int64(ran)), coord.HumanRate(int64(predicted)), remainingBytes)
 }
 
 // firstBuffer is the buffer the first stripe connects with: the first candidate

@@ -540,3 +540,36 @@ func TestOnDataSmallFiles(t *testing.T) {
 		t.Errorf("plan %d stripes × %d streams, want 2 × 2 (%s; path %s)", out.Stripes, f.StreamsPerStripe, f.Reason, out.Plan.Path)
 	}
 }
+
+// TestKeepProbedStripes: a plan that sheds running stripes near the job's end keeps
+// them when they measured the plan's rate (within the probe's 5 %) and what is left
+// ends within three sample ceilings (2 s each at 50 ms: 6 s, 734.6 MB at the 979.5
+// Mbit/s the four stripes measured); otherwise the plan's count stands.
+func TestKeepProbedStripes(t *testing.T) {
+	small := Outcome{RTT: 50 * time.Millisecond, StripeRates: []optimizer.StreamPoint{{Streams: 1, BitsPerSecond: 910e6}, {Streams: 2, BitsPerSecond: 970e6}, {Streams: 4, BitsPerSecond: 979.5e6}},
+		Plan: optimizer.Plan{Flow: optimizer.FlowPlan{PredictedBitsPerSecond: 970e6}}, Stripes: 2}
+	slower := small
+	slower.StripeRates = []optimizer.StreamPoint{{Streams: 1, BitsPerSecond: 910e6}, {Streams: 2, BitsPerSecond: 970e6}, {Streams: 4, BitsPerSecond: 921e6}} // below 0.95 × 970 = 921.5
+	tests := []struct {
+		name      string
+		out       Outcome
+		running   int
+		remaining int64
+		want      int
+	}{
+		{"the suite's run: 60 MB left", small, 4, 60e6, 4},
+		{"700 MB left: within 6 s", small, 4, 700e6, 4},
+		{"750 MB left: beyond 6 s", small, 4, 750e6, 2},
+		{"4 GiB left", small, 4, 4 << 30, 2},
+		{"four stripes measured below the plan's rate", slower, 4, 60e6, 2},
+		{"no sample of the running count", small, 3, 60e6, 2},
+		{"as many running as planned", small, 2, 60e6, 2},
+		{"fewer running than planned", small, 1, 60e6, 2},
+	}
+	for _, tt := range tests {
+		got, why := keepProbedStripes(tt.out, tt.running, tt.remaining, 0)
+		if got != tt.want || (got != tt.out.Stripes) != (why != "") {
+			t.Errorf("%s: %d stripes (%q), want %d", tt.name, got, why, tt.want)
+		}
+	}
+}
