@@ -117,6 +117,9 @@ type Directive struct {
 	// Stripes is the number of stripes the controller runs; the coordinator uses it to
 	// size its leases, not to start anything.
 	Stripes int32 `json:"stripes,omitempty"`
+	// HelperStripes is how many stripes the probe stripe keeps running besides itself
+	// (v1alpha1.TransferPlan.ProbeHelperStripes); 0: its probe's helpers leave.
+	HelperStripes int32 `json:"helperStripes,omitempty"`
 	// Scheduler is how the size classes share each stripe's channels while the job
 	// runs (Arslan & Kosar): SC (one class at a time, each with its own concurrency), MC
 	// (every class at once, a finished class's channels handed on) or ProMC (MC, and a

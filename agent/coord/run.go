@@ -220,7 +220,12 @@ func ParamsFromDirective(d contract.Directive, old Params) Params {
 	}
 	p.BufferBytes = d.BufferBytes
 	p.MaxBitsPerSecond = d.MaxBitsPerSecond
-	p.SampleStripes = 0 // a directive's stripes are pods: the probe's helpers leave
+	// a directive's stripes are pods: the probe's helpers leave, unless the plan keeps
+	// them to the job's end
+	p.SampleStripes = 0
+	if d.HelperStripes > 0 {
+		p.SampleStripes = d.HelperStripes + 1
+	}
 	if len(d.SizeClasses) > 0 {
 		p.SizeClasses, p.Scheduler = d.SizeClasses, d.Scheduler
 		p.Concurrency, p.Pipelining = 0, 0

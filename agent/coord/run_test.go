@@ -491,3 +491,18 @@ func TestRunnerNamesTheStripesThatOutstayTheGrace(t *testing.T) {
 		t.Fatalf("log %q: want the warning naming stripe 1 only", out)
 	}
 }
+
+// TestPlanKeepsOrEndsTheProbesHelpers: a plan's directive ends the probe's helper
+// stripes (its stripes are pods), unless it keeps them to the job's end
+// (HelperStripes: the probe stripe runs that many besides itself, as for its sample).
+func TestPlanKeepsOrEndsTheProbesHelpers(t *testing.T) {
+	sampling := Params{Streams: 2, BufferBytes: 4 << 20, SampleStripes: 2}
+	for _, tc := range []struct {
+		helpers, want int32
+	}{{0, 0}, {1, 2}, {3, 4}} {
+		p := ParamsFromDirective(contract.Directive{Mode: contract.ModeTransfer, StreamsPerStripe: 2, BufferBytes: 4 << 20, HelperStripes: tc.helpers}, sampling)
+		if p.SampleStripes != tc.want {
+			t.Errorf("%d helpers in the directive: the probe stripe runs %d stripes, want %d", tc.helpers, p.SampleStripes, tc.want)
+		}
+	}
+}

@@ -918,6 +918,18 @@ type TransferPlan struct {
 	// +required
 	StreamsPerStripe int32 `json:"streamsPerStripe"`
 
+	// probeHelperStripes is how many stripes besides its own the probe stripe keeps
+	// running to the job's end from its own agents, as it ran them for the probe's
+	// stripes sample. Set only by a plan made with less of the job left than a new
+	// stripe's pods take to start and pay (about 10 s), when that sample measured more
+	// than the plan's one stripe is predicted to carry: the job keeps the shape it
+	// measured best instead of shedding it for one it cannot add to in time. Absent:
+	// none.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=63
+	// +optional
+	ProbeHelperStripes int32 `json:"probeHelperStripes,omitempty"`
+
 	// bufferBytes is the socket buffer size per stream; 0 is kernel autotuning.
 	// +kubebuilder:validation:Minimum=0
 	// +optional

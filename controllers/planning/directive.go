@@ -44,7 +44,7 @@ func Stripes(p v1alpha1.TransferPlan) int32 {
 // exactly as the planner counted it.
 func Directive(p v1alpha1.TransferPlan, limits *v1alpha1.TuningLimits) contract.Directive {
 	d := contract.Directive{Mode: contract.ModeTransfer, StreamsPerStripe: p.StreamsPerStripe, BufferBytes: p.BufferBytes,
-		Stripes: Stripes(p), Scheduler: string(p.Scheduler)}
+		Stripes: Stripes(p) + p.ProbeHelperStripes, HelperStripes: p.ProbeHelperStripes, Scheduler: string(p.Scheduler)}
 	if limits != nil && limits.MaxBitsPerSecond != nil {
 		d.MaxBitsPerSecond = *limits.MaxBitsPerSecond
 	}

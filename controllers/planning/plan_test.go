@@ -561,6 +561,56 @@ func TestPlanAddsNoStripeToAJobAboutToEnd(t *testing.T) {
 	}
 }
 
+// TestPlanAboutToEndKeepsTheProbesStripes: a job about to end adds no stripe's pods,
+// but keeps the probe's stripes sample running (the probe stripe's helpers, at the
+// sample's streams) where it measured more than one stripe is predicted to carry by
+// more than α — the bench's 20 000 small files (877 and 876 Mbit/s at one and two
+// streams, 990.6 with two stripes of two) and the test above's — and sheds it where it
+// did not, or where the time left allows the plan's own stripes.
+func TestPlanAboutToEndKeepsTheProbesStripes(t *testing.T) {
+	at := func(i int) *metav1.Time { t := metav1.NewTime(time.Unix(int64(3000+i), 0)); return &t }
+	small := []v1alpha1.ProbeSample{
+		{Streams: 1, BufferBytes: 4 << 20, BitsPerSecond: 876.8e6, Time: at(0)},
+		{Streams: 2, BufferBytes: 4 << 20, BitsPerSecond: 876.0e6, Time: at(1)},
+		{Stripes: 2, Streams: 2, BufferBytes: 4 << 20, BitsPerSecond: 990.6e6, Time: at(2)},
+	}
+	paidLittle := slices.Clone(small)
+	paidLittle[2].BitsPerSecond = 918e6 // 4.7 % above 876.8
+	fourStripes := append(slices.Clone(small), v1alpha1.ProbeSample{Stripes: 4, Streams: 2, BufferBytes: 4 << 20, BitsPerSecond: 979.5e6, Time: at(3)})
+	tests := []struct {
+		name                      string
+		samples                   []v1alpha1.ProbeSample
+		left                      time.Duration
+		stripes, helpers, streams int32
+		predicted                 int64
+	}{
+		{"small files, 4.4 s left", small, 4400 * time.Millisecond, 1, 1, 2, 990.6e6},
+		{"four stripes sampled, the best two kept", fourStripes, 4400 * time.Millisecond, 1, 1, 2, 990.6e6},
+		{"two stripes within α of one", paidLittle, 4400 * time.Millisecond, 1, 0, 1, 876.8e6},
+		{"time for the plan's own stripes", small, time.Minute, 2, 0, 2, 990.6e6},
+		{"no time known", small, 0, 2, 0, 2, 990.6e6},
+	}
+	for _, tt := range tests {
+		plan, err := Plan(Input{Tuning: v1alpha1.TransferTuning{Mode: v1alpha1.TuningAuto}, Samples: tt.samples,
+			SourceNodes: tenGigNodes("a", 1), DestinationNodes: tenGigNodes("b", 1), TimeLeft: tt.left})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []int64{int64(len(plan.SourceNodes)) * int64(plan.StripesPerNode), int64(plan.ProbeHelperStripes), int64(plan.StreamsPerStripe), plan.PredictedBitsPerSecond}
+		want := []int64{int64(tt.stripes), int64(tt.helpers), int64(tt.streams), tt.predicted}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: stripes, helpers, streams, predicted %v, want %v", tt.name, got, want)
+		}
+		d := Directive(plan, nil)
+		if d.HelperStripes != plan.ProbeHelperStripes || d.Stripes != Stripes(plan)+plan.ProbeHelperStripes {
+			t.Errorf("%s: directive's stripes %d and helpers %d for a plan of %d stripes and %d helpers", tt.name, d.Stripes, d.HelperStripes, Stripes(plan), plan.ProbeHelperStripes)
+		}
+		if tt.helpers > 0 && plan.SourceCPUMillicores <= 0 {
+			t.Errorf("%s: no CPU request for the probe stripe's agents", tt.name)
+		}
+	}
+}
+
 // TestPlanLeavesTheStripeStagesCutsOutOfTheCurve: the status samples of the operator's
 // job on four competing flows (bench-cluster, 2026-11-28): the streams phase up to 64,
 // then the stripe stage's one-stripe samples at 15 and 14 streams, each just after the

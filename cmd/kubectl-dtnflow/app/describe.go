@@ -220,6 +220,9 @@ func describePlanSection(w io.Writer, job *dtnflowv1alpha1.TransferJob) {
 	}
 	fmt.Fprintf(w, "  Shape:        %d node(s) × %d stripe(s) per node (%d stripes) × %d stream(s), buffer %s\n",
 		len(plan.SourceNodes), plan.StripesPerNode, stripes, plan.StreamsPerStripe, buffer)
+	if h := plan.ProbeHelperStripes; h > 0 {
+		fmt.Fprintf(w, "                and %d stripe(s) the probe stripe runs besides its own to the end\n", h)
+	}
 	dstNodes := strings.Join(plan.DestinationNodes, ", ")
 	if dstNodes == "" {
 		dstNodes = "(external receiver)"

@@ -617,6 +617,9 @@ func runScenario(ctx context.Context, c *framework.Cluster, federated bool, i in
 	}
 	if p := got.Status.Plan; p != nil {
 		r.Plan = fmt.Sprintf("%d × %d × %d", len(p.SourceNodes), p.StripesPerNode, p.StreamsPerStripe)
+		if p.ProbeHelperStripes > 0 {
+			r.Plan += fmt.Sprintf(" + %d probe helper(s)", p.ProbeHelperStripes)
+		}
 		if p.Model != nil {
 			r.Model = fmt.Sprintf("%s n*=%d", p.Model.Name, p.Model.OptimalStreams)
 		}
