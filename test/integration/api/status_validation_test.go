@@ -172,7 +172,7 @@ func transferJobStatusTable() validationTable {
 		"observedGeneration": int64(1),
 		"plan": object{
 			"sourceNodes": []any{"dtn-a1"}, "destinationNodes": []any{"dtn-b1"},
-			"stripesPerNode": 2, "streamsPerStripe": 8, "bufferBytes": int64(4 << 20),
+			"stripesPerNode": 2, "streamsPerStripe": 8, "probeHelperStripes": 1, "bufferBytes": int64(4 << 20),
 			"sizeClasses":         []any{sizeClass("Large")},
 			"sourceCPUMillicores": int64(500), "destinationCPUMillicores": int64(600), "coordinatorCPUMillicores": int64(20),
 			"predictedBitsPerSecond": int64(9_000_000_000), "bindingResource": "Path", "pathBitsPerSecond": int64(9_500_000_000),
@@ -240,6 +240,7 @@ func transferJobStatusTable() validationTable {
 			},
 			boundCases(p+".stripesPerNode", nil, 1, nil),
 			boundCases(p+".streamsPerStripe", nil, 1, nil),
+			boundCases(p+".probeHelperStripes", nil, 0, upTo(63)),
 			boundCases(p+".bufferBytes", nil, 0, nil),
 			boundCases(p+".sourceCPUMillicores", nil, 0, nil),
 			boundCases(p+".destinationCPUMillicores", nil, 0, nil),
