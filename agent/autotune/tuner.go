@@ -364,13 +364,7 @@ func (t *Tuner) run(ctx context.Context, measure measurer, ends *hostsKnown) (Ou
 	rtt := first.minRTT
 	smallFiles := t.onDataProbe && t.Core.ApplyEarlyClasses(first.bitsPerSecond, rtt, int(t.Params.Concurrency))
 	if smallFiles {
-		// Small files: pipelining, concurrency and stripes pay, streams hardly (§3).
-		// The stream stage is one doubling, sampled without a threshold: the stripe
-		// stage runs at its two streams whatever it answers, so the sample is taken for
-		// its rate alone and ends once that is known (or at its ceiling), instead of
-		// stretching while its 5 % question stays open on one stripe — 3.4–5.0 s of the
-		// small files' 12 s in the tenth session's runs, at one stripe's 880–900 Mbit/s
-		// where two carry 960–990.
+		// small files: pipelining, concurrency and stripes pay, streams hardly (§3)
 		out.Prober.Streams.MaxStreams = min(max(out.Prober.Streams.MaxStreams, 1), 2)
 	}
 	out.RTT = rtt
@@ -381,9 +375,7 @@ func (t *Tuner) run(ctx context.Context, measure measurer, ends *hostsKnown) (Ou
 			break
 		}
 		spec := sampleSpec{stripes: 1, streams: step.Streams, buffer: step.BufferBytes}
-		if !(smallFiles && step.Phase == optimizer.PhaseStreams) {
-			spec.threshold = Threshold(out.Prober, out.Samples, step)
-		}
+		spec.threshold = Threshold(out.Prober, out.Samples, step)
 		m, err := measure(ctx, spec)
 		if err != nil {
 			return out, err

@@ -487,7 +487,27 @@ func probeAt50ms(t *testing.T, measure measurer, maxStripes int) Outcome {
 // one stream at the same, and two stripes of two streams at 973–987 (eighth and ninth
 // sessions).
 func TestOnDataSmallFiles(t *testing.T) {
-	core := smallFilesCore(t)
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20000 {
+		f, err := os.Create(filepath.Join(dir, "d", fmt.Sprintf("s%05d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Truncate(64 << 10)
+		f.Close()
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	core, err := coord.New(coord.Options{Root: root, Paths: []string{"d"}, Job: "j"}, coord.Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// one stripe is held near 900 Mbit/s, and the path wants four connections
 	fewFlows := func(k, n int, b int64) float64 {
 		if k >= 2 && k*n >= 4 {
@@ -551,74 +571,5 @@ func TestKeepProbedStripes(t *testing.T) {
 		if got != tt.want || (got != tt.out.Stripes) != (why != "") {
 			t.Errorf("%s: %d stripes (%q), want %d", tt.name, got, why, tt.want)
 		}
-	}
-}
-
-// smallFilesCore is a coordinator over 20 000 files of 64 KiB.
-func smallFilesCore(t *testing.T) *coord.Core {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "d"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20000 {
-		f, err := os.Create(filepath.Join(dir, "d", fmt.Sprintf("s%05d", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Truncate(64 << 10)
-		f.Close()
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	core, err := coord.New(coord.Options{Root: root, Paths: []string{"d"}, Job: "j"}, coord.Params{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return core
-}
-
-// TestSmallFilesStreamSampleAsksNoQuestion: on small files the stream stage's one
-// doubling is taken without a threshold (the stripe stage runs at its two streams
-// whatever it answers, so it needs the rate, not a verdict that stretches the sample
-// on one stripe); the stripe stage's levels keep theirs. A large file's doubling keeps
-// its threshold (TestOnData).
-func TestSmallFilesStreamSampleAsksNoQuestion(t *testing.T) {
-	core := smallFilesCore(t)
-	var specs []sampleSpec
-	spy := func(_ context.Context, s sampleSpec) (measurement, error) {
-		specs = append(specs, s)
-		rate := 885e6 + 10e6*float64(s.streams-1)
-		if s.stripes >= 2 {
-			rate = 985e6
-		}
-		return measurement{bitsPerSecond: rate, settled: true, minRTT: 50 * time.Millisecond}, nil
-	}
-	tu := &Tuner{Core: core, Stripes: &fakeStripes{core: core, clock: &fakeClock{now: time.Unix(1e9, 0)}}, Params: coord.Params{Concurrency: 4, Pipelining: 16},
-		LocalLimits: thisMachine, Clock: &fakeClock{now: time.Unix(1e9, 0)}, CPUSeconds: func() float64 { return 0 },
-		Options: Options{MaxStreams: 64, MaxStripes: 4, Buffers: BuffersAuto}, onDataProbe: true}
-	if _, err := tu.run(context.Background(), spy, &hostsKnown{peer: &thisMachine, rtt: 50 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	var streamSample, stripeSamples int
-	for _, s := range specs {
-		switch {
-		case s.stripes == 1 && s.streams == 2:
-			streamSample++
-			if s.threshold != 0 {
-				t.Errorf("the stream stage's doubling asks for %.0f bit/s", s.threshold)
-			}
-		case s.stripes > 1:
-			stripeSamples++
-			if s.threshold <= 0 {
-				t.Errorf("stripe level %d × %d without its threshold", s.stripes, s.streams)
-			}
-		}
-	}
-	if streamSample != 1 || stripeSamples == 0 {
-		t.Errorf("samples %+v: want one of 1 × 2 and the stripe stage", specs)
 	}
 }

@@ -54,13 +54,8 @@ func probePlanner() coord.ProbePlanner {
 		if step.Phase == optimizer.PhaseDone {
 			return stripeStep(d, samples, p, small)
 		}
-		req := wire.ProbeRequest{Streams: int32(step.Streams), BufferBytes: step.BufferBytes, Seconds: max(d.SampleSeconds, 1), Settle: true}
-		if !(small && step.Phase == optimizer.PhaseStreams) {
-			// small files' one doubling decides nothing (the stripes run at its most
-			// streams, stripeStep): its sample needs its rate, not an answer
-			req.ThresholdBitsPerSecond = int64(autotune.Threshold(p, opt, step))
-		}
-		return req, false
+		return wire.ProbeRequest{Streams: int32(step.Streams), BufferBytes: step.BufferBytes, Seconds: max(d.SampleSeconds, 1), Settle: true,
+			ThresholdBitsPerSecond: int64(autotune.Threshold(p, opt, step))}, false
 	}
 }
 

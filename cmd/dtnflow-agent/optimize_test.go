@@ -147,18 +147,4 @@ func TestProbePlannerSmallFilesStripes(t *testing.T) {
 			t.Errorf("dataset of %d files: next %+v (done %v), want %d streams (2 stripes for small files)", tc.ds.Files, got, done, tc.streams)
 		}
 	}
-	// the stream stage's one doubling on small files is sampled for its rate alone (no
-	// threshold to stretch for); a large file's doubling keeps its question
-	for _, tc := range []struct {
-		ds        contract.Dataset
-		threshold bool
-	}{
-		{small, false},
-		{contract.Dataset{Files: 1, Bytes: 4 << 30, Buckets: []contract.SizeBucket{{Log2: 32, Files: 1, Bytes: 4 << 30}}}, true},
-	} {
-		got, done := plan(d, samples[:1], tc.ds)
-		if done || got.Streams != 2 || (got.ThresholdBitsPerSecond > 0) != tc.threshold {
-			t.Errorf("dataset of %d files after one sample: next %+v (done %v), want 2 streams, a threshold: %v", tc.ds.Files, got, done, tc.threshold)
-		}
-	}
 }
