@@ -52,12 +52,9 @@ import (
 // what came after the move says nothing of it. bench-cluster's rate schedule (1 Gbit/s,
 // then 400 Mbit/s for 40 s) cut the rate 2 s after `send --auto` applied its plan, and
 // the job ran its two streams at 0.87× what 32 streams carried for the 30 s that the
-// plan's cool-down kept the policy from looking. A change made on such a move is not
-// judged (there is no settled rate before it to judge it by: in the bench the first
-// reports after the cut still carried some of the rate before it, and the doubled
-// streams were undone as "no gain" against that), and no change is judged on a window
-// that spans a move (its reports spread beyond BlockBand): the window slides on until
-// the rate holds.
+// plan's cool-down kept the policy from looking. For the same reason a change is not
+// judged on a window that spans a move (its reports spread beyond BlockBand): the
+// window slides on until the rate holds.
 
 // Action is what an intent asks for.
 type Action string
@@ -414,13 +411,6 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 				return it, st
 			}
 			st.Pending = &pending{Action: it.Action, From: cur, Stripes: it.Stripes, BeforeAggregate: agg, BeforeLossPPM: loss, Reason: it.Reason}
-			if moved {
-				// decided on the reports of a move, whose level is still forming (the
-				// first reports after a cut carry some of the rate before it): there is
-				// no rate before the change to judge it by, so it stands, and the rules
-				// look again once it has settled
-				st.Pending = nil
-			}
 			return changed(it)
 		}
 	}
