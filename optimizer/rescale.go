@@ -54,7 +54,10 @@ import (
 // the job ran its two streams at 0.87× what 32 streams carried for the 30 s that the
 // plan's cool-down kept the policy from looking. For the same reason a change is not
 // judged on a window that spans a move (its reports spread beyond BlockBand): the
-// window slides on until the rate holds.
+// window slides on until the rate holds. A change made on the move is judged like any
+// other: left unjudged (tried), the streams HighLoss doubled at a 400 Mbit/s cut stood,
+// the full queue's loss doubled them again when the cool-down ended, and 16 streams ran
+// the returning 1 Gbit/s at 0.92× the fixed setting's rate.
 
 // Action is what an intent asks for.
 type Action string
