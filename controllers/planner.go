@@ -136,7 +136,7 @@ func (planningPlanner) Rescale(state any, in RescaleRequest) (RescaleDecision, a
 }
 
 func (planningPlanner) RescaleStateAfterPlan(now time.Time, plan *dtnflowv1alpha1.TransferPlan) any {
-	st := planning.AfterPlan(now, plan)
+	st := optimizer.AfterPlan(now, float64(plan.PredictedBitsPerSecond), float64(plan.PathBitsPerSecond))
 	return &st
 }
 

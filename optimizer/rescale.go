@@ -263,14 +263,13 @@ type RescaleState struct {
 }
 
 // AfterPlan is the state of a policy that starts following a plan at now: the plan
-// counts as a change made now (it settles and cools down like one), and measured is
-// the rate its shape was measured or predicted at by the probe (0: unknown), the level
-// against which a change of the path is seen during that wait.
-func AfterPlan(now time.Time, measured float64) RescaleState {
-	if !(measured > 0) || math.IsInf(measured, 0) {
-		measured = 0
-	}
-	return RescaleState{LastChange: now, Level: measured}
+// counts as a change made now (it settles and cools down like one), and the rate it
+// predicts, within the path's capacity the samples showed (0: unknown), is the level
+// against which a change of the path is seen during that wait — the bound the
+// policy's input gets (RescaleInput.PathBitsPerSecond).
+func AfterPlan(now time.Time, predicted, path float64) RescaleState {
+	level := sanitizeInput(RescaleInput{PlannedBitsPerSecond: predicted, PathBitsPerSecond: path}).PlannedBitsPerSecond
+	return RescaleState{LastChange: now, Level: level}
 }
 
 // RescalePolicy is the rescale policy with its configuration.
@@ -343,7 +342,7 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	// 2b. a path that moved under the job is answered now: the recent measurements
 	// are the window, and a change made before the move cannot be judged by what came
 	// after it (neither undone nor blocked)
-	from, moved := pathMoved(st, cfg, cur.Stripes)
+	moved := pathMoved(st, cfg, cur.Stripes)
 	if moved {
 		st.Window = slices.Clone(st.Recent)
 		st.Pending = nil
@@ -378,7 +377,7 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	rate := fmt.Sprintf("%s over %d stripes (%.0f %% of the predicted %s per stripe)",
 		FormatBitsPerSecond(agg), cur.Stripes, 100*ratio, FormatBitsPerSecond(predicted))
 	if moved {
-		rate = fmt.Sprintf("the path moved from %s to %s: %s", FormatBitsPerSecond(from), FormatBitsPerSecond(agg), rate)
+		rate = fmt.Sprintf("the path moved from %s to %s: %s", FormatBitsPerSecond(st.Level), FormatBitsPerSecond(agg), rate)
 	}
 
 	// 3. judge the last change — not on a window that spans a move of the path (its
@@ -406,18 +405,20 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 		nearPlan: in.PlannedBitsPerSecond > 0 && agg >= (1-cfg.ProbeBelow)*in.PlannedBitsPerSecond,
 		atPath:   in.PathBitsPerSecond > 0 && agg >= (1-cfg.ProbeBelow)*in.PathBitsPerSecond}
 
+	// the level a move of the path is seen against: this window's, unless a change
+	// follows (changed resets it until that change is judged)
+	st.Level = agg
+
 	// 5. the rules, in order: the first that applies decides
 	for _, rule := range rescaleRules {
 		if it, ok := rule(r); ok {
 			if it.Action == Hold {
-				st.Level = agg
 				return it, st
 			}
 			st.Pending = &pending{Action: it.Action, From: cur, Stripes: it.Stripes, BeforeAggregate: agg, BeforeLossPPM: loss, Reason: it.Reason}
 			return changed(it)
 		}
 	}
-	st.Level = agg
 	if ratio <= cfg.RemoveBelow {
 		return hold("PathBound", fmt.Sprintf("%s: the path limits the stripes and no change is open", rate))
 	}
@@ -426,17 +427,17 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 
 // pathMoved reports whether every recent measurement (a full window of them) lies
 // beyond BlockBand of the level the policy last held at, all on the same side, with
-// all the shape's stripes connected, and from what level. Noise of ±10 % never does;
+// all the shape's stripes connected. Noise of ±10 % never does;
 // a capacity cut, a returning capacity or a competing flow's arrival does within
 // Window reports; stripes still starting (a slow pod) or reconnecting do not.
-func pathMoved(st RescaleState, cfg RescaleConfig, stripes int) (from float64, moved bool) {
+func pathMoved(st RescaleState, cfg RescaleConfig, stripes int) bool {
 	if !(st.Level > 0) || len(st.Recent) < cfg.Window {
-		return 0, false
+		return false
 	}
 	above, below := 0, 0
 	for _, o := range st.Recent {
 		if o.Stripes >= 0 && o.Stripes < stripes {
-			return 0, false
+			return false
 		}
 		switch {
 		case o.Aggregate > (1+cfg.BlockBand)*st.Level:
@@ -445,7 +446,7 @@ func pathMoved(st RescaleState, cfg RescaleConfig, stripes int) (from float64, m
 			below++
 		}
 	}
-	return st.Level, above == len(st.Recent) || below == len(st.Recent)
+	return above == len(st.Recent) || below == len(st.Recent)
 }
 
 // lastN is the last n of s.

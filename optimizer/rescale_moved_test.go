@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -51,7 +52,7 @@ func TestRescaleAnswersAPathThatMoved(t *testing.T) {
 		return Intent{}, 0
 	}
 
-	it, at := run(AfterPlan(t0, 913.4e6))
+	it, at := run(AfterPlan(t0, 913.4e6, 913.4e6))
 	if it.Action != ChangeStreams || it.Reason != "HighLoss" || it.To != (Shape{Stripes: 1, StreamsPerStripe: 4}) || at != 8*time.Second {
 		t.Fatalf("got %s %s → %+v at +%s, want HighLoss to 1 × 4 at +8s (the third report below 80 %% of 913 Mbit/s): %s", it.Action, it.Reason, it.To, at, it.Message)
 	}
@@ -60,12 +61,12 @@ func TestRescaleAnswersAPathThatMoved(t *testing.T) {
 	}
 	// without a level to compare with (the plan's rate unknown) the policy waits as
 	// before: nothing in the first 30 s
-	if it, at := run(AfterPlan(t0, 0)); it.Action != "" {
+	if it, at := run(AfterPlan(t0, 0, 0)); it.Action != "" {
 		t.Errorf("with no level: %s %s at +%s, want holds until the cool-down ends", it.Action, it.Reason, at)
 	}
 	// a plan of two stripes whose second has not connected yet (its pod is starting)
 	// carries half its level: not a move of the path
-	st := AfterPlan(t0, 913.4e6)
+	st := AfterPlan(t0, 913.4e6, 913.4e6)
 	two := Shape{Stripes: 2, StreamsPerStripe: 2}
 	for i := 1; i <= 10; i++ {
 		now := t0.Add(time.Duration(2*i) * time.Second)
@@ -122,7 +123,7 @@ func TestRescalePathMovedNeedsEveryReport(t *testing.T) {
 	t0 := time.Unix(1e9, 0)
 	level := 913.4e6
 	for seq := range 2000 {
-		st := AfterPlan(t0, level)
+		st := AfterPlan(t0, level, 0)
 		cur := Shape{Stripes: 1, StreamsPerStripe: 2}
 		noiseOnly := seq%2 == 0
 		var recent []float64
@@ -193,5 +194,19 @@ func TestRescaleJudgesNoWindowThatSpansAMove(t *testing.T) {
 	}
 	if st.StreamBlock != nil {
 		t.Errorf("stream changes blocked (%+v) after a change that worked", st.StreamBlock)
+	}
+}
+
+// TestAfterPlanLevel: the level a plan starts at is its prediction, held to the path's
+// capacity the samples showed (a NIC-bound 10 Gbit/s plan on a 913 Mbit/s path starts
+// at 913), and unknown for a plan without a usable prediction.
+func TestAfterPlanLevel(t *testing.T) {
+	t0 := time.Unix(1e9, 0)
+	for _, tc := range []struct{ predicted, path, want float64 }{
+		{10e9, 913.4e6, 913.4e6}, {900e6, 913.4e6, 900e6}, {900e6, 0, 900e6}, {0, 913.4e6, 0}, {math.Inf(1), 0, 0}, {math.NaN(), 1e9, 0},
+	} {
+		if st := AfterPlan(t0, tc.predicted, tc.path); st.Level != tc.want || !st.LastChange.Equal(t0) {
+			t.Errorf("AfterPlan(%v, %v): level %v since %v, want %v since the plan", tc.predicted, tc.path, st.Level, st.LastChange, tc.want)
+		}
 	}
 }

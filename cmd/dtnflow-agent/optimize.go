@@ -131,11 +131,7 @@ type adapter struct {
 // (within the path's measured capacity) is the level against which a path that moves
 // meanwhile is seen and answered at once.
 func newAdapter(plan optimizer.Plan, maxStripes int) *adapter {
-	level := plan.Flow.PredictedBitsPerSecond
-	if p := plan.Path.Max(); p > 0 {
-		level = min(level, p)
-	}
-	return &adapter{plan: plan, max: maxStripes, state: optimizer.AfterPlan(time.Now(), level)}
+	return &adapter{plan: plan, max: maxStripes, state: optimizer.AfterPlan(time.Now(), plan.Flow.PredictedBitsPerSecond, plan.Path.Max())}
 }
 
 func (a *adapter) step(rep contract.Report, stripes, streams int) optimizer.Intent {

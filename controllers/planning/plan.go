@@ -241,8 +241,11 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	if len(out.SizeClasses) > 0 {
 		out.Scheduler = v1alpha1.Scheduler(p.Scheduler)
 	}
-	if r, streams := StripeRates(in.Samples); short && !shareBinds && len(r) > 0 {
-		keepProbeStripes(&out, r, streams, limits, p.SourceCPU, p.DestinationCPU)
+	if short && !shareBinds {
+		// this job's own stripes sample, not a profile's: its helpers are what runs
+		if r, streams := StripeRates(in.Samples); len(r) > 0 {
+			keepProbeStripes(&out, r, streams, limits, p.SourceCPU, p.DestinationCPU)
+		}
 	}
 	shareBinding(&out, in.ShareBitsPerSecond, shareBinds)
 	if in.Dataset != nil {

@@ -16,20 +16,6 @@ import (
 // measurement window).
 type RescaleState = optimizer.RescaleState
 
-// AfterPlan is the policy's memory of a job whose plan was made at now: a change made
-// then, at the rate the plan predicts within what the samples showed the path to carry
-// (the level a moving path is seen against while the plan settles).
-func AfterPlan(now time.Time, plan *v1alpha1.TransferPlan) RescaleState {
-	if plan == nil {
-		return optimizer.AfterPlan(now, 0)
-	}
-	level := plan.PredictedBitsPerSecond
-	if plan.PathBitsPerSecond > 0 {
-		level = min(level, plan.PathBitsPerSecond)
-	}
-	return optimizer.AfterPlan(now, float64(level))
-}
-
 // RescaleInput is one round of the rescale policy at the API's level.
 type RescaleInput struct {
 	Tuning v1alpha1.TransferTuning
