@@ -142,8 +142,24 @@ func MakePlan(in PlanInput) (Plan, error) {
 	}
 
 	// 2. stream model: the papers' best, or the measured plateau when none fits; a
-	// stored model only when the samples give neither
-	pts := StreamPoints(in.Samples, plan.BufferBytes)
+	// stored model only when the samples give neither. A sample the path moved under is
+	// no point of it, and the plan stays within the streams measured before the move.
+	curveSamples, moved := StreamCurve(in.Samples)
+	if moved != "" {
+		most := 0
+		for _, s := range curveSamples {
+			if s.BufferBytes == plan.BufferBytes {
+				most = max(most, s.Streams)
+			}
+		}
+		if most > 0 {
+			in.Limits.MaxStreamsPerStripe = min(lim.MaxStreamsPerStripe, most)
+			lim = in.Limits.WithDefaults()
+			moved += fmt.Sprintf(", and the plan stays within the %d streams measured before it", lim.MaxStreamsPerStripe)
+		}
+		plan.Notes = append(plan.Notes, moved)
+	}
+	pts := StreamPoints(curveSamples, plan.BufferBytes)
 	fit, why, err := FitStreams(pts)
 	if err == nil {
 		fit, why = KeepPaidStreams(fit, why, pts, in.Prober.Streams.Accuracy)
@@ -157,6 +173,9 @@ func MakePlan(in PlanInput) (Plan, error) {
 		plan.Notes = append(plan.Notes, fmt.Sprintf("no stream model from the samples (%v): using the stored model", err))
 	default:
 		return Plan{}, ErrNoSamples
+	}
+	if err == nil && moved != "" {
+		plan.FitReason = moved + "; " + plan.FitReason
 	}
 	if err == nil && fit.Model == Plateau {
 		plan.Notes = append(plan.Notes, "no model of the papers fits the samples: "+why)

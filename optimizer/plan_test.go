@@ -251,3 +251,98 @@ func TestStreamCurveSamples(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamCurveLeavesAMoveOut: a sample that reads less than half of the best one
+// before it in the same probe is the path's move, not the streams' doing: it and the
+// probe's later samples are left out of the curve MakePlan fits, and said so; the
+// stepper's StreamCurveSamples keeps it (it ends the doubling). A decline as deep as a
+// path's past saturation stays a point of the curve.
+func TestStreamCurveLeavesAMoveOut(t *testing.T) {
+	seq := func(mbps ...float64) []Sample { // 1, 2, 4, … streams; 0 starts again at one
+		var out []Sample
+		n := 1
+		for _, r := range mbps {
+			if r == 0 {
+				n = 1
+				continue
+			}
+			out = append(out, Sample{Streams: n, BufferBytes: 4 << 20, BitsPerSecond: r * 1e6})
+			n *= 2
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		in   []Sample
+		want []int // streams kept, in order
+		note string
+	}{
+		{"issue 11's rate schedule, run 5", seq(881, 887, 968, 397), []int{1, 2, 4},
+			"the path moved under the probe (8 streams read 397 Mbit/s after 968 Mbit/s)"},
+		{"and the samples after it", seq(881, 887, 968, 397, 420, 430), []int{1, 2, 4}, "8 streams read 397 Mbit/s"},
+		{"measured against the best before it, not the last", seq(500, 1000, 700, 480), []int{1, 2, 4}, "8 streams read 480 Mbit/s after 1 Gbit/s"},
+		{"exactly half is a decline", seq(500, 1000, 500), []int{1, 2, 4}, ""},
+		{"a decline past saturation", seq(903.41, 954.84, 990.91, 953.43, 600), []int{1, 2, 4, 8, 16}, ""},
+		{"a new probe after a move", seq(900, 950, 400, 0, 380, 390, 395), []int{1, 2, 1, 2, 4}, "4 streams read 400 Mbit/s"},
+		{"a rise is no move", seq(300, 320, 900), []int{1, 2, 4}, ""},
+		{"a sample that measured nothing", append(seq(900, 950), Sample{Streams: 4, BufferBytes: 4 << 20}), []int{1, 2, 4}, ""},
+	}
+	for _, c := range cases {
+		kept, note := StreamCurve(c.in)
+		var got []int
+		for _, s := range kept {
+			got = append(got, s.Streams)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: kept %v, want %v", c.name, got, c.want)
+		}
+		if (c.note == "") != (note == "") || !strings.Contains(note, c.note) {
+			t.Errorf("%s: note %q, want one containing %q", c.name, note, c.note)
+		}
+		if n := len(StreamCurveSamples(c.in)); n != len(c.in) {
+			t.Errorf("%s: the stepper's samples keep %d of %d (moves are the curve's business, not the stepper's)", c.name, n, len(c.in))
+		}
+	}
+}
+
+// TestMakePlanAfterAMove: the plan of a probe whose last doubling fell on a cut of the
+// path is the plan of the samples before the cut, within the streams they measured,
+// and its fit's reason says why.
+func TestMakePlanAfterAMove(t *testing.T) {
+	samples := func(mbps ...float64) []Sample {
+		var out []Sample
+		for i, r := range mbps {
+			out = append(out, Sample{Streams: 1 << i, BufferBytes: 4 << 20, BitsPerSecond: r * 1e6, SourceMillicores: 20 + r/10, DestinationMillicores: 30 + r/10})
+		}
+		return out
+	}
+	plan := func(s []Sample) Plan {
+		t.Helper()
+		p, err := MakePlan(PlanInput{Samples: s, Prober: Prober{BufferSizes: []int64{4 << 20}},
+			SourceNodes: []Node{{Name: "a", NICBitsPerSecond: 10e9}}, DestinationNodes: []Node{{Name: "b", NICBitsPerSecond: 10e9}}, RTT: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name         string
+		before, move []float64
+	}{
+		{"a plateau reached", []float64{881, 887, 968}, []float64{397}},
+		{"still rising when the path moved", []float64{150, 290, 560}, []float64{200, 210}},
+	} {
+		want, got := plan(samples(c.before...)), plan(samples(append(slices.Clone(c.before), c.move...)...))
+		most := 1 << (len(c.before) - 1)
+		if got.Flow.StreamsPerStripe != want.Flow.StreamsPerStripe || got.Flow.PredictedBitsPerSecond != want.Flow.PredictedBitsPerSecond || got.Flow.StreamsPerStripe > most {
+			t.Errorf("%s: %d streams per stripe predicting %.0f bit/s, want the samples' before the move (%d, %.0f) within the %d they measured",
+				c.name, got.Flow.StreamsPerStripe, got.Flow.PredictedBitsPerSecond, want.Flow.StreamsPerStripe, want.Flow.PredictedBitsPerSecond, most)
+		}
+		if !strings.HasPrefix(got.FitReason, "the path moved under the probe") || !strings.Contains(got.FitReason, "the plan stays within the") {
+			t.Errorf("%s: fit reason %q does not say the path moved", c.name, got.FitReason)
+		}
+		if strings.Contains(want.FitReason, "moved") {
+			t.Errorf("%s: a probe without a move is said to have one: %q", c.name, want.FitReason)
+		}
+	}
+}

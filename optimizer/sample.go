@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"fmt"
 	"math"
 	"sort"
 )
@@ -93,17 +94,54 @@ func sortedDistinct(pts []StreamPoint) bool {
 // A sample of one stream starts a new sequence: a probe begins there (a profile holds
 // several jobs' probes one after another).
 func StreamCurveSamples(samples []Sample) []Sample {
-	out := make([]Sample, 0, len(samples))
-	most := 0
+	kept, _ := streamCurve(samples, false)
+	return kept
+}
+
+// pathMovedBelow is how far below the best sample before it a sample of the same probe
+// must read for the path, not the streams, to have made the difference. No curve of
+// the seeds falls that far within a doubling: past saturation they decline by a few
+// per cent (seed 000's LONI case, 990.91 → 953.43 Mbps from 4 to 8 streams), and a
+// model fitted through such a drop peaks well below where the path was measured.
+const pathMovedBelow = 0.5
+
+// StreamCurve is what MakePlan fits: StreamCurveSamples without, also, a sample that
+// reads less than half (pathMovedBelow) of the best one before it in the same probe,
+// and every later sample of that probe — the path moved under the probe (its capacity
+// was cut, or other traffic arrived), and what it measured is a different path's, not
+// a point of this curve. note says so for people ("" when nothing moved). On issue
+// 11's rate schedule the operator's 8-stream sample fell on the cut from 1 Gbit/s to
+// 400 Mbit/s (397 Mbit/s after 968 with 4 streams); Newton's fit through it peaked at
+// 2 streams, the plan took 1, and when the link came back one stream ran the last
+// phase at 858 Mbit/s where the fixed 8 streams ran at 912–970. The rescale policy
+// answers the move itself (RescaleState.Level); the plan keeps the curve the probe
+// measured before it. A probe's stepper still sees the sample (StreamCurveSamples): it
+// ends the doubling, where leaving it out would have the stepper ask for it again.
+func StreamCurve(samples []Sample) (kept []Sample, note string) {
+	return streamCurve(samples, true)
+}
+
+func streamCurve(samples []Sample, moves bool) (kept []Sample, note string) {
+	kept = make([]Sample, 0, len(samples))
+	most, best, moved := 0, 0.0, false
 	for _, s := range samples {
 		if s.Streams <= 1 {
-			most = 0
+			most, best, moved = 0, 0, false
 		}
-		if s.Streams < most {
+		if moved || s.Streams < most {
+			continue
+		}
+		if moves && usable(s.BitsPerSecond) && s.BitsPerSecond < pathMovedBelow*best {
+			moved = true
+			note = fmt.Sprintf("the path moved under the probe (%d streams read %s after %s): that sample and the probe's later ones are no points of the curve",
+				s.Streams, FormatBitsPerSecond(s.BitsPerSecond), FormatBitsPerSecond(best))
 			continue
 		}
 		most = max(most, s.Streams)
-		out = append(out, s)
+		if usable(s.BitsPerSecond) {
+			best = max(best, s.BitsPerSecond)
+		}
+		kept = append(kept, s)
 	}
-	return out
+	return kept, note
 }

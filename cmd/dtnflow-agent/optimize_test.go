@@ -118,6 +118,30 @@ func TestProbePlannerStripeStageKeepsItsStreams(t *testing.T) {
 	}
 }
 
+// TestProbePlannerAfterThePathMoved: the operator's probe on issue 11's rate schedule
+// (2026-11-29, run 5): 1, 2 and 4 streams at 1 Gbit/s, then 8 streams on the cut to
+// 400 Mbit/s. The doubling ends there (the 8-stream sample is not asked for again),
+// and the stripe stage runs at the streams the samples before the cut plan, where
+// the curve fitted through the cut had it run one stripe of one stream.
+func TestProbePlannerAfterThePathMoved(t *testing.T) {
+	const buf = 4 << 20
+	d := contract.ProbeDirective{MaxStreams: 64, SampleSeconds: 2, BufferBytes: []int64{buf}, MaxStripes: 4}
+	large := contract.Dataset{Files: 1, Bytes: 5 << 30, Buckets: []contract.SizeBucket{{Log2: 33, Files: 1, Bytes: 5 << 30}}}
+	var samples []contract.Sample
+	for i, mbps := range []int64{881, 887, 968, 397} {
+		samples = append(samples, contract.Sample{Stripes: 1, Streams: 1 << i, BufferBytes: buf, BitsPerSecond: mbps * 1e6, RTTMicros: 50_000})
+	}
+	plan := probePlanner()
+	before, _ := plan(d, samples[:3], large)
+	next, done := plan(d, samples, large)
+	if done || next.Stripes > 1 || next.Streams != 3 {
+		t.Fatalf("after 8 streams on the cut: %+v (done %v), want one stripe at the 3 streams the samples before it plan", next, done)
+	}
+	if before.Streams != 8 {
+		t.Fatalf("before the cut the doubling asks for %+v, want 8 streams", before)
+	}
+}
+
 // TestProbePlannerSmallFilesStripes: on a dataset of small files the stream stage is one
 // doubling, and the stripe stage runs at its two streams even where the plan of the
 // one-stripe samples takes one (a flat 890 and 893 Mbit/s): on issue 11's suite two
