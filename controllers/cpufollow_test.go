@@ -53,6 +53,9 @@ func TestMeasuredUse(t *testing.T) {
 		{"no report", nil, contract.RoleReceiver, 0, 0},
 		{"a report older than two intervals", &contract.Report{Phase: rep.Phase, Time: now.Add(-21 * time.Second), Stripes: rep.Stripes}, contract.RoleReceiver, 0, 0},
 		{"a job not transferring", &contract.Report{Phase: contract.PhaseStarting, Time: rep.Time, Stripes: rep.Stripes}, contract.RoleReceiver, 0, 0},
+		{"the coordinator: its own process's", &contract.Report{Phase: rep.Phase, Time: rep.Time, Stripes: rep.Stripes, CoordinatorMillicores: 97}, contract.RoleCoordinator, 0, 97},
+		{"the coordinator before it measured", rep, contract.RoleCoordinator, 0, 0},
+		{"the coordinator of a job not transferring", &contract.Report{Phase: contract.PhaseStarting, Time: rep.Time, CoordinatorMillicores: 97}, contract.RoleCoordinator, 0, 0},
 	} {
 		if got := measuredUse(c.rep, c.role, c.k, now, 10*time.Second); got != c.want {
 			t.Errorf("%s: measuredUse = %d, want %d", c.name, got, c.want)

@@ -238,8 +238,11 @@ func (r *TransferJobReconciler) syncCoordinator(ctx context.Context, p *pass, l 
 			}
 		}
 		if coord := obs.coordinator; !podTerminal(coord) {
-			// the plan sizes the coordinator as it sizes the other agents
-			if err := r.resize(ctx, coord, agentResources(l.cpu(), agentPod{Role: contract.RoleCoordinator, Endpoint: obs.endpoints.Source}, r.Pods), l.resizeBand()); err != nil {
+			// the plan sizes the coordinator as it sizes the other agents, until it has
+			// measured its own use
+			want := withUse(agentResources(l.cpu(), agentPod{Role: contract.RoleCoordinator, Endpoint: obs.endpoints.Source}, r.Pods), podMillicores(coord),
+				measuredUse(obs.report, contract.RoleCoordinator, 0, p.now.Time, r.ReportInterval))
+			if err := r.resize(ctx, coord, want, l.resizeBand()); err != nil {
 				return "", err
 			}
 		}

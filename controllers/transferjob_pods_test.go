@@ -199,6 +199,39 @@ func TestSyncCoordinator(t *testing.T) {
 		}
 	})
 
+	t.Run("FollowsItsMeasuredUse", func(t *testing.T) {
+		// the plan's request from the prior per file (issue 11's small files: 241m)
+		// until the coordinator's reports measure its use; within a quarter of that
+		// what the pod asks stands
+		for _, c := range []struct {
+			name     string
+			measured func(asked int64) int64
+			phase    contract.Phase
+			want     func(asked int64) int64
+		}{
+			{"measured well below", func(int64) int64 { return 97 }, contract.PhaseTransferring, func(int64) int64 { return 97 }},
+			{"measured well above", func(int64) int64 { return 900 }, contract.PhaseTransferring, func(int64) int64 { return 900 }},
+			{"within a quarter of what it asks", func(a int64) int64 { return a * 9 / 10 }, contract.PhaseTransferring, func(a int64) int64 { return a }},
+			{"not measured yet", func(int64) int64 { return 0 }, contract.PhaseTransferring, func(int64) int64 { return 241 }},
+			{"a job paused", func(int64) int64 { return 97 }, contract.PhasePaused, func(int64) int64 { return 241 }},
+		} {
+			running := existingAgent(agentPod{Role: contract.RoleCoordinator, Node: "a1", Port: 7000,
+				Directive: encodeDirective(contract.Directive{Generation: 1, Mode: contract.ModeTransfer})}, "coord")
+			asked := podMillicores(running)
+			f := newPodsFixture(t, running)
+			planned := l
+			planned.plan = &dtnflowv1alpha1.TransferPlan{CoordinatorCPUMillicores: 241, Hash: "feedface"}
+			f.p.obs.report = &contract.Report{Phase: c.phase, Time: f.p.now.Time, CoordinatorMillicores: c.measured(asked)}
+			if _, err := f.r.syncCoordinator(ctx, f.p, planned, nil); err != nil {
+				t.Fatal(err)
+			}
+			pod := f.get(t, name)
+			if got := podMillicores(pod); got != c.want(asked) || pod.UID != "coord" {
+				t.Errorf("%s: CPU request %dm (pod %s), want %dm on the running pod (it asked %dm)", c.name, got, pod.UID, c.want(asked), asked)
+			}
+		}
+	})
+
 	t.Run("APeerSourceGetsTheDirective", func(t *testing.T) {
 		f := newPodsFixture(t)
 		f.p.obs.remote = &remoteSide{side: dtnflowv1alpha1.RemoteSideSource, want: &dtnflowv1alpha1.RemoteTransferSpec{}}

@@ -226,6 +226,11 @@ type Report struct {
 	SkippedFiles []FailedFile `json:"skippedFiles,omitempty"`
 	// BitsPerSecond is the aggregate rate over the last report interval.
 	BitsPerSecond int64 `json:"bitsPerSecond"`
+	// CoordinatorMillicores is the CPU the coordinator's process used over its latest
+	// window of at least a second, in millicores (0: not measured yet): what its pod's
+	// request follows, as the stripes' SourceMillicores and DestinationMillicores are
+	// what theirs follow.
+	CoordinatorMillicores int64 `json:"coordinatorMillicores,omitempty"`
 
 	Stripes []StripeReport `json:"stripes,omitempty"`
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/metrics"
 	"github.com/dtnflow/dtnflow/agent/wire"
 	"github.com/dtnflow/dtnflow/optimizer"
 )
@@ -30,7 +31,13 @@ type Runner struct {
 	// connect with (firstBuffer).
 	LocalLimits *wire.SocketLimits
 
+	// CPUSeconds is the process's CPU time so far (nil: metrics.CPUSeconds); Now the
+	// time (nil: time.Now). Tests set them.
+	CPUSeconds func() float64
+	Now        func() time.Time
+
 	applied int64
+	use     cpuUse
 	probing context.CancelFunc
 	// probed is the probe directive the running (or finished) probe follows.
 	probed *contract.ProbeDirective
@@ -71,6 +78,7 @@ func (r *Runner) Run(ctx context.Context) contract.Phase {
 	publish := func() contract.Phase {
 		lastKey = c.reportKey()
 		rep := c.Report()
+		rep.CoordinatorMillicores = r.millicores()
 		if err := r.Channel.Publish(ctx, rep); err != nil {
 			c.log.Warn("Could not publish the report", "err", err.Error())
 		}
@@ -129,6 +137,41 @@ func (r *Runner) Run(ctx context.Context) contract.Phase {
 			}
 		}
 	}
+}
+
+// millicores is the process's CPU over its latest window of at least cpuWindow.
+func (r *Runner) millicores() int64 {
+	cpu, now := metrics.CPUSeconds, time.Now
+	if r.CPUSeconds != nil {
+		cpu = r.CPUSeconds
+	}
+	if r.Now != nil {
+		now = r.Now
+	}
+	return r.use.read(now(), cpu())
+}
+
+// cpuWindow is the shortest window the coordinator's CPU is measured over: reports
+// also go out at once on a change, and a rate over milliseconds is noise.
+const cpuWindow = time.Second
+
+// cpuUse measures a process's CPU in millicores over windows of at least cpuWindow,
+// keeping the last window's figure between them.
+type cpuUse struct {
+	at         time.Time
+	seconds    float64
+	millicores int64
+}
+
+func (u *cpuUse) read(now time.Time, seconds float64) int64 {
+	switch dt := now.Sub(u.at); {
+	case u.at.IsZero():
+		u.at, u.seconds = now, seconds
+	case dt >= cpuWindow:
+		u.millicores = max(int64(math.Round((seconds-u.seconds)/dt.Seconds()*1000)), 0)
+		u.at, u.seconds = now, seconds
+	}
+	return u.millicores
 }
 
 func (r *Runner) directive(ctx context.Context) {

@@ -506,3 +506,59 @@ func TestPlanKeepsOrEndsTheProbesHelpers(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUUse: the coordinator's CPU is a rate over windows of at least a second; a
+// report sooner than that (a change published at once) repeats the last window's.
+func TestCPUUse(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
+	var u cpuUse
+	for i, step := range []struct {
+		after   time.Duration
+		seconds float64
+		want    int64
+	}{
+		{0, 10, 0},                          // the first reading only starts a window
+		{500 * time.Millisecond, 10.2, 0},   // too short a window: nothing yet
+		{2 * time.Second, 10.194, 97},       // 0.194 s of CPU in 2 s
+		{2100 * time.Millisecond, 10.9, 97}, // 100 ms later: the last window's
+		{4 * time.Second, 10.394, 100},      // 0.2 s in the 2 s since 2 s
+		{5 * time.Second, 10.394, 0},        // idle
+		{7 * time.Second, 10.3, 0},          // a clock that went back is no use
+	} {
+		if got := u.read(t0.Add(step.after), step.seconds); got != step.want {
+			t.Errorf("reading %d (+%v, %.3f s): %d millicores, want %d", i, step.after, step.seconds, got, step.want)
+		}
+	}
+}
+
+// TestRunnerReportsItsCPU: every report the runner publishes says what the process's
+// CPU measured over its latest window, which the controller resizes the coordinator's
+// pod to follow.
+func TestRunnerReportsItsCPU(t *testing.T) {
+	c := newCore(t, map[string]int{"d/a": 10})
+	c.SetPhase(contract.PhaseStarting)
+	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer, StreamsPerStripe: 1, Stripes: 1}}
+	var mu sync.Mutex
+	now, cpu := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC), 3.0
+	r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Grace: time.Millisecond,
+		Now:        func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		CPUSeconds: func() float64 { mu.Lock(); defer mu.Unlock(); return cpu }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	waitFor(t, "the first report", runnerTimeout, func() bool {
+		_, ok := ch.find(func(r contract.Report) bool { return r.Phase == contract.PhaseTransferring })
+		return ok
+	})
+	mu.Lock()
+	now, cpu = now.Add(4*time.Second), cpu+0.5
+	mu.Unlock()
+	c.AddSample(contract.Sample{Streams: 1, BitsPerSecond: 1e8}) // a change the controller acts on: published at once
+	waitFor(t, "a report with the coordinator's CPU", runnerTimeout, func() bool {
+		_, ok := ch.find(func(r contract.Report) bool { return r.CoordinatorMillicores == 125 })
+		return ok
+	})
+	cancel()
+	<-done
+}
