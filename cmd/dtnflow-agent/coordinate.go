@@ -78,7 +78,8 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	limits := mover.ReadSocketLimits()
-	runner := &coord.Runner{Core: core, Channel: ch, Interval: j.reportInterval, Grace: 30 * time.Second, Probe: probePlanner(), LocalLimits: &limits}
+	runner := &coord.Runner{Core: core, Channel: ch, Interval: j.reportInterval, Grace: 30 * time.Second, Probe: probePlanner(), LocalLimits: &limits,
+		Started: coord.ProcessStart}
 	runner.Prepare(ctx)
 	go mover.Serve(ctx, ln, secret, 0, core.ServeConn, log)
 	serveMetrics(ctx, *metricsAddr, core.Status, log)
