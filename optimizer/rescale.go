@@ -326,9 +326,14 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 		return changed(it)
 	}
 
-	// 2. record the measurement
+	// 2. record the measurement. A report in which nothing moved is no rate of the path:
+	// a stall (the stripes' stall timeout redials them) or a gap in the stripes' own
+	// reports, which neither more stripes nor more streams answer. On the local
+	// cluster three such reports just after a plan (the probe's helper stripes
+	// draining, the job moving 4 GiB at 936 Mbit/s on average) read as "the path moved
+	// from 972 Mbit/s to 0 bit/s" and added a stripe the path had no room for.
 	m := in.Measurement
-	if m.Time.After(st.LastSeen) && usableOrZero(m.AggregateBitsPerSecond) {
+	if m.Time.After(st.LastSeen) && usable(m.AggregateBitsPerSecond) {
 		st.LastSeen = m.Time
 		o := observation{Time: m.Time, Aggregate: m.AggregateBitsPerSecond, LossPPM: medianLoss(m.Stripes), Stripes: connected(m.Stripes)}
 		st.Recent = lastN(append(st.Recent, o), cfg.Window)

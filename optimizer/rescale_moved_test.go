@@ -210,3 +210,44 @@ func TestAfterPlanLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestRescaleReadsNoRateInAReportOfNothingMoved: the operator's job on the clean path
+// (eleventh session, a 4 GiB file at 936 Mbit/s on average): three reports just after
+// its plan of 1 × 3 (predicting 972 Mbit/s) said 0 bit/s with the stripe connected, and
+// the policy added a stripe ("the path moved from 972 Mbit/s to 0 bit/s"). A report of
+// nothing moved is no measurement of the path: the policy waits for ones that are,
+// and what they say decides, from the same level.
+func TestRescaleReadsNoRateInAReportOfNothingMoved(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 6, 5, 47, 0, time.UTC)
+	cur := Shape{Stripes: 1, StreamsPerStripe: 3}
+	in := func(now time.Time, bps float64) RescaleInput {
+		return RescaleInput{Now: now, Current: cur, MinStripes: 1, MaxStripes: 4, MaxStreams: 64,
+			Curve: EmpiricalCurve{{1, 884e6}, {2, 893e6}, {4, 975e6}, {8, 994e6}}, PlannedStripes: 1, PlannedBitsPerSecond: 972e6,
+			PathBitsPerSecond: 994e6, Measurement: report(now, bps, 0, 1)}
+	}
+	st := AfterPlan(t0, 972e6, 994e6)
+	for i := 1; i <= 20; i++ {
+		now := t0.Add(time.Duration(2*i) * time.Second)
+		bps := 0.0
+		if i > 5 {
+			bps = 950e6
+		}
+		var it Intent
+		if it, st = (RescalePolicy{}).Decide(st, in(now, bps)); it.Action != Hold {
+			t.Fatalf("+%ds, %v bit/s: %s %s (%s), want holds", 2*i, bps, it.Action, it.Reason, it.Message)
+		}
+	}
+	// the path that does move is read from the reports that measured it, the ones of
+	// nothing moved between them left out: the window 950, 400, 390 Mbit/s
+	for i, bps := range []float64{0, 400e6, 0, 390e6} {
+		now := t0.Add(time.Duration(42+2*i) * time.Second)
+		var it Intent
+		it, st = (RescalePolicy{}).Decide(st, in(now, bps))
+		if i < 3 && it.Action != Hold {
+			t.Fatalf("report %d (%v bit/s): %s %s, want a hold while one report of a rate says less", i, bps, it.Action, it.Reason)
+		}
+		if i == 3 && (it.Action == Hold || !strings.HasPrefix(it.Message, "400 Mbit/s over 1 stripes")) {
+			t.Fatalf("the second report at 400 Mbit/s: %s %s (%s), want a change read from the window's median of 400 Mbit/s", it.Action, it.Reason, it.Message)
+		}
+	}
+}
