@@ -145,21 +145,15 @@ func MakePlan(in PlanInput) (Plan, error) {
 	// stored model only when the samples give neither. A sample the path moved under is
 	// no point of it, and the plan stays within the streams measured before the move.
 	curveSamples, moved := StreamCurve(in.Samples)
+	pts := StreamPoints(curveSamples, plan.BufferBytes)
 	if moved != "" {
-		most := 0
-		for _, s := range curveSamples {
-			if s.BufferBytes == plan.BufferBytes {
-				most = max(most, s.Streams)
-			}
-		}
-		if most > 0 {
-			in.Limits.MaxStreamsPerStripe = min(lim.MaxStreamsPerStripe, most)
+		if len(pts) > 0 {
+			in.Limits.MaxStreamsPerStripe = min(lim.MaxStreamsPerStripe, pts[len(pts)-1].Streams)
 			lim = in.Limits.WithDefaults()
 			moved += fmt.Sprintf(", and the plan stays within the %d streams measured before it", lim.MaxStreamsPerStripe)
 		}
 		plan.Notes = append(plan.Notes, moved)
 	}
-	pts := StreamPoints(curveSamples, plan.BufferBytes)
 	fit, why, err := FitStreams(pts)
 	if err == nil {
 		fit, why = KeepPaidStreams(fit, why, pts, in.Prober.Streams.Accuracy)

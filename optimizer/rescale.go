@@ -757,8 +757,6 @@ func roundDown(k, g int) int {
 	return k / g * g
 }
 
-func usableOrZero(x float64) bool { return x >= 0 && !math.IsInf(x, 0) && !math.IsNaN(x) }
-
 // windowStats returns the median aggregate and loss of the window, and its noise:
 // half the spread of the aggregates.
 func windowStats(w []observation) (agg, loss, noise float64) {
