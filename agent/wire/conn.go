@@ -35,8 +35,9 @@ func IsIntegrity(err error) bool { return errors.Is(err, ErrAuth) || errors.Is(e
 // header, and the outer one binds the header, the meta and the data's tag together.
 // GMAC is AES-GCM with everything as additional data, run on the CPU's AES-NI and
 // carry-less multiply instructions: where the CPU multiplies two blocks per
-// instruction (VPCLMULQDQ on YMM registers) our own GHASH (wideGMAC) computes it,
-// otherwise the standard library's GCM, which multiplies one; the tag is the same
+// instruction (VPCLMULQDQ on YMM registers), or four (on ZMM, with AVX-512), our own
+// GHASH (wideGMAC) computes it, otherwise the standard library's GCM, which multiplies
+// one; the tag is the same
 // (BenchmarkPrimitives has the speeds of both and of the CRC32C it replaced).
 // Numbering the frames
 // makes a dropped, reordered or replayed frame fail like a changed one, and keys

@@ -2,8 +2,8 @@
 
 package wire
 
-const haveWideGHASH = false
+const haveWideGHASH, haveZMMGHASH = false, false
 
-func ghashBlocks(tbl *ghashTable, acc *[16]byte, p *byte, n int) {
+func ghash(tbl *ghashTable, tbl64 *ghashTable64, acc *[16]byte, p []byte) {
 	panic("wire: no wide GHASH on this architecture")
 }

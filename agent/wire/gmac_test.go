@@ -25,6 +25,19 @@ func gcmTag(t testing.TB, key []byte, nonce *[12]byte, aad []byte) []byte {
 }
 
 func wideTag(t testing.TB, key []byte, nonce *[12]byte, aad []byte) []byte {
+	return wideTags(t, key, nonce, aad)[0].tag
+}
+
+// routineTag is the frame tag as one GHASH routine computes it.
+type routineTag struct {
+	routine string
+	tag     []byte
+}
+
+// wideTags is the tag from each GHASH routine this CPU has: the YMM routine alone, and
+// with AVX-512 the ZMM routine for rounds of sixty-four blocks (what sum uses there)
+// — so that both stay tested on a CPU that would use only the second.
+func wideTags(t testing.TB, key []byte, nonce *[12]byte, aad []byte) []routineTag {
 	block, err := aes.NewCipher(key)
 	if err != nil {
 		t.Fatal(err)
@@ -33,12 +46,18 @@ func wideTag(t testing.TB, key []byte, nonce *[12]byte, aad []byte) []byte {
 	if g == nil {
 		t.Skip("this CPU has no VPCLMULQDQ with AVX2: the frame tag uses the standard library's GCM")
 	}
-	return g.sum(nil, nonce, aad)
+	var out []routineTag
+	if g.tbl64 != nil {
+		out = append(out, routineTag{"ZMM, 64 blocks a round", g.sum(nil, nonce, aad)})
+	}
+	g.tbl64 = nil
+	return append(out, routineTag{"YMM, 16 blocks a round", g.sum(nil, nonce, aad)})
 }
 
 // Every length from 0 to 1100 bytes (each count of whole blocks below and above one
-// sixteen-block round, and every tail), longer ones around a frame's 1 MiB, at odd
-// offsets, under random keys of each AES size and random nonces: the same tag as GCM's.
+// sixteen-block round, and every tail), lengths around two and three sixty-four-block
+// rounds, longer ones around a frame's 1 MiB, at odd offsets, under random keys of each
+// AES size and random nonces: the same tag as GCM's, from each GHASH routine.
 func TestWideGMACIsGCMsTag(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	data := make([]byte, 1<<20+320)
@@ -49,7 +68,7 @@ func TestWideGMACIsGCMsTag(t *testing.T) {
 	for n := 0; n <= 1100; n++ {
 		lengths = append(lengths, n)
 	}
-	lengths = append(lengths, 4095, 4096, 4097, 65535, 65536, 65536+17, 1<<20-1, 1<<20, 1<<20+255)
+	lengths = append(lengths, 2047, 2048, 2049, 2048+256, 3072+16*17+5, 4095, 4096, 4097, 65535, 65536, 65536+17, 1<<20-1, 1<<20, 1<<20+255)
 	for i, n := range lengths {
 		key := make([]byte, []int{16, 24, 32}[i%3])
 		var nonce [12]byte
@@ -61,28 +80,34 @@ func TestWideGMACIsGCMsTag(t *testing.T) {
 		}
 		off := int(rng.Uint32() % 64)
 		aad := data[off : off+n]
-		if got, want := wideTag(t, key, &nonce, aad), gcmTag(t, key, &nonce, aad); !bytes.Equal(got, want) {
-			t.Fatalf("%d bytes at offset %d, %d-byte key: tag %x, GCM's %x", n, off, len(key), got, want)
+		want := gcmTag(t, key, &nonce, aad)
+		for _, got := range wideTags(t, key, &nonce, aad) {
+			if !bytes.Equal(got.tag, want) {
+				t.Fatalf("%d bytes at offset %d, %d-byte key, %s: tag %x, GCM's %x", n, off, len(key), got.routine, got.tag, want)
+			}
 		}
 	}
 }
 
-// The table's powers are those of the key: a changed bit anywhere in the data, or in
-// the nonce, changes the tag.
+// The table's powers are those of the key: a changed bit anywhere in the data (a
+// sixty-four-block round and a sixteen-block one, then single blocks), or in the nonce,
+// changes the tag, whichever routine computes it.
 func TestWideGMACTagChangesWithEveryBit(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
 	var nonce [12]byte
-	data := make([]byte, 300)
-	base := wideTag(t, key, &nonce, data)
+	data := make([]byte, 1024+256+44)
+	base := wideTags(t, key, &nonce, data)
 	for bit := range len(data) * 8 {
 		data[bit/8] ^= 1 << (bit % 8)
-		if bytes.Equal(wideTag(t, key, &nonce, data), base) {
-			t.Fatalf("flipping bit %d left the tag unchanged", bit)
+		for i, got := range wideTags(t, key, &nonce, data) {
+			if bytes.Equal(got.tag, base[i].tag) {
+				t.Fatalf("%s: flipping bit %d left the tag unchanged", got.routine, bit)
+			}
 		}
 		data[bit/8] ^= 1 << (bit % 8)
 	}
 	nonce[11] ^= 1
-	if bytes.Equal(wideTag(t, key, &nonce, data), base) {
+	if bytes.Equal(wideTag(t, key, &nonce, data), base[0].tag) {
 		t.Fatal("another nonce gave the same tag")
 	}
 }
@@ -95,8 +120,11 @@ func FuzzWideGMAC(f *testing.F) {
 			return
 		}
 		nonce := [12]byte(nonceBytes[:12])
-		if got, want := wideTag(t, key, &nonce, aad), gcmTag(t, key, &nonce, aad); !bytes.Equal(got, want) {
-			t.Fatalf("%d bytes: tag %x, GCM's %x", len(aad), got, want)
+		want := gcmTag(t, key, &nonce, aad)
+		for _, got := range wideTags(t, key, &nonce, aad) {
+			if !bytes.Equal(got.tag, want) {
+				t.Fatalf("%d bytes, %s: tag %x, GCM's %x", len(aad), got.routine, got.tag, want)
+			}
 		}
 	})
 }
