@@ -18,7 +18,11 @@ import (
 type wideGMAC struct {
 	block cipher.Block
 	tbl   ghashTable
-	// tbl64 holds H¹…H⁶⁴ for the routine on ZMM registers (nil without AVX-512).
+	// zmm says the routine on ZMM registers is used (the CPU has AVX-512); tbl64 holds
+	// H¹…H⁶⁴ for it, built when a first input long enough for it comes (a control
+	// connection's frames may never be).
+	zmm   bool
+	h     [16]byte
 	tbl64 *ghashTable64
 }
 
@@ -43,12 +47,8 @@ func newWideGMAC(block cipher.Block) *wideGMAC {
 	}
 	var h [16]byte
 	block.Encrypt(h[:], h[:])
-	g := &wideGMAC{block: block}
+	g := &wideGMAC{block: block, zmm: haveZMMGHASH, h: h}
 	fillPowers(g.tbl[:], h)
-	if haveZMMGHASH {
-		g.tbl64 = new(ghashTable64)
-		fillPowers(g.tbl64[:], h)
-	}
 	return g
 }
 
@@ -58,8 +58,16 @@ func newWideGMAC(block cipher.Block) *wideGMAC {
 func (g *wideGMAC) sum(dst []byte, nonce *[12]byte, aad []byte) []byte {
 	var acc [16]byte
 	whole := len(aad) &^ 15
+	var tbl64 *ghashTable64
+	if g.zmm && whole >= 1024 {
+		if g.tbl64 == nil {
+			g.tbl64 = new(ghashTable64)
+			fillPowers(g.tbl64[:], g.h)
+		}
+		tbl64 = g.tbl64
+	}
 	if whole > 0 {
-		ghash(&g.tbl, g.tbl64, &acc, aad[:whole])
+		ghash(&g.tbl, tbl64, &acc, aad[:whole])
 	}
 	var last [32]byte
 	n := 16
