@@ -116,6 +116,11 @@ for n in $NODES; do
   nic_cap "$r" "n$(node_num "$n")" "$(site_nic_bps "$site")"
   # for the bridge CNI plugin's pods (none of dtnflow's: its pods use the host network)
   ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
+  # the agents' ports kept from outgoing connections, as docs/site-guide.md asks of a
+  # DTN: the range lies within the ephemeral ports, and on issue 11's suite (2026-11-29)
+  # a receiver found 47000 held on its node ("address already in use"), and the job
+  # waited 2.5 s for its replacement on another port
+  ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_reserved_ports="$AGENT_PORT_FIRST-$AGENT_PORT_LAST"
   # the API server reaches the kubelet at the node IP through the node's management leg
   ip -n "$(cp_netns_of "$n")" route add "$(node_ip "$n")/32" via "$(node_mgmt_ip "$n")"
 done
