@@ -309,13 +309,7 @@ func TestStreamCurveLeavesAMoveOut(t *testing.T) {
 // path is the plan of the samples before the cut, within the streams they measured,
 // and its fit's reason says why.
 func TestMakePlanAfterAMove(t *testing.T) {
-	samples := func(mbps ...float64) []Sample {
-		var out []Sample
-		for i, r := range mbps {
-			out = append(out, Sample{Streams: 1 << i, BufferBytes: 4 << 20, BitsPerSecond: r * 1e6, SourceMillicores: 20 + r/10, DestinationMillicores: 30 + r/10})
-		}
-		return out
-	}
+	samples := doublingSamples
 	plan := func(s []Sample) Plan {
 		t.Helper()
 		p, err := MakePlan(PlanInput{Samples: s, Prober: Prober{BufferSizes: []int64{4 << 20}},
@@ -354,13 +348,7 @@ func TestMakePlanAfterAMove(t *testing.T) {
 // and says so; where the stripe stage's one stripe reads within the accuracy of the
 // model (a clean path's samples, eleventh session), the model's plan stands.
 func TestMakePlanWhenTheStripeStageContradictsTheModel(t *testing.T) {
-	samples := func(mbps ...float64) []Sample {
-		var out []Sample
-		for i, r := range mbps {
-			out = append(out, Sample{Streams: 1 << i, BufferBytes: 4 << 20, BitsPerSecond: r * 1e6, SourceMillicores: 20 + r/20, DestinationMillicores: 25 + r/15})
-		}
-		return out
-	}
+	samples := doublingSamples
 	stripes := func(mbps ...float64) []StreamPoint {
 		var out []StreamPoint
 		for i, r := range mbps {
@@ -406,4 +394,14 @@ func TestMakePlanWhenTheStripeStageContradictsTheModel(t *testing.T) {
 		t.Errorf("clean path: %d streams predicting %.0f (%q), want the model's %d predicting %.0f", after.Flow.StreamsPerStripe,
 			after.Flow.PredictedBitsPerSecond, after.FitReason, before.Flow.StreamsPerStripe, before.Flow.PredictedBitsPerSecond)
 	}
+}
+
+// doublingSamples are a probe's samples at 1, 2, 4, … streams with a 4 MiB buffer, at
+// the given Mbit/s, with CPU figures that grow with the rate.
+func doublingSamples(mbps ...float64) []Sample {
+	var out []Sample
+	for i, r := range mbps {
+		out = append(out, Sample{Streams: 1 << i, BufferBytes: 4 << 20, BitsPerSecond: r * 1e6, SourceMillicores: 20 + r/10, DestinationMillicores: 30 + r/10})
+	}
+	return out
 }
