@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -193,28 +192,26 @@ func MakePlan(in PlanInput) (Plan, error) {
 	// 4. the path's capacity as far as the samples show it, then OPT_B within it; a
 	// one-stripe plan the stripe stage measured well below the curve is planned again
 	// on the samples as measured
-	flowOn := func(c Curve) (FlowPlan, error) {
-		plan.Path = NewPathCapacity(c, lim.MaxStreamsPerStripe, in.StripeRates, in.StripeAccuracy)
-		plan.Path.StripeStreams = in.StripeStreams
-		return OptB(FlowInput{Curve: c, SourceCPU: plan.SourceCPU, DestinationCPU: plan.DestinationCPU,
+	flowOn := func(c Curve) (FlowPlan, PathCapacity, error) {
+		path := NewPathCapacity(c, lim.MaxStreamsPerStripe, in.StripeRates, in.StripeAccuracy)
+		path.StripeStreams = in.StripeStreams
+		flow, err := OptB(FlowInput{Curve: c, SourceCPU: plan.SourceCPU, DestinationCPU: plan.DestinationCPU,
 			SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Limits: in.Limits, PathBitsPerSecond: in.PathBitsPerSecond,
-			Path: &plan.Path})
+			Path: &path})
+		return flow, path, err
 	}
-	flow, err := flowOn(plan.Curve)
+	flow, path, err := flowOn(plan.Curve)
 	if err != nil {
 		return Plan{}, err
 	}
 	if measured, why, ok := contradictedByTheStripeStage(plan.Curve, flow, pts, in); ok {
-		if again, err := flowOn(measured); err == nil {
-			plan.Curve, flow = measured, again
-			plan.FitReason += why
-			plan.Notes = append(plan.Notes, strings.TrimPrefix(why, "; "))
-		} else {
-			plan.Path = NewPathCapacity(plan.Curve, lim.MaxStreamsPerStripe, in.StripeRates, in.StripeAccuracy)
-			plan.Path.StripeStreams = in.StripeStreams
+		if again, againPath, err := flowOn(measured); err == nil {
+			plan.Curve, flow, path = measured, again, againPath
+			plan.FitReason += "; " + why
+			plan.Notes = append(plan.Notes, why)
 		}
 	}
-	plan.Flow = flow
+	plan.Flow, plan.Path = flow, path
 	if plan.Fit != nil && plan.Fit.Extrapolated && flow.StreamsPerStripe > plan.Fit.MaxSampledStreams {
 		plan.Notes = append(plan.Notes, fmt.Sprintf("%d streams per stripe lie beyond the largest sample (%d streams): the %s model is trusted there (see its reason)",
 			flow.StreamsPerStripe, plan.Fit.MaxSampledStreams, plan.Fit.Model))
@@ -252,7 +249,7 @@ func MakePlan(in PlanInput) (Plan, error) {
 // them), but one of them measures the very shape the plan would run.
 func contradictedByTheStripeStage(curve Curve, flow FlowPlan, pts []StreamPoint, in PlanInput) (EmpiricalCurve, string, bool) {
 	streams := flow.StreamsPerStripe
-	if flow.Stripes() != 1 || streams != in.StripeStreams || len(pts) == 0 || curve == nil {
+	if flow.Stripes() != 1 || streams != in.StripeStreams || len(pts) == 0 {
 		return nil, "", false
 	}
 	one := 0.0
@@ -270,7 +267,7 @@ func contradictedByTheStripeStage(curve Curve, flow FlowPlan, pts []StreamPoint,
 		return nil, "", false
 	}
 	measured := EmpiricalCurve(normalizePoints(append(slices.Clone(pts), StreamPoint{Streams: streams, BitsPerSecond: one})))
-	return measured, fmt.Sprintf("; but one stripe of %d streams measured %s where the model put %s: the plan counts on the samples as measured (%s)",
+	return measured, fmt.Sprintf("but one stripe of %d streams measured %s where the model put %s: the plan counts on the samples as measured (%s)",
 		streams, FormatBitsPerSecond(one), FormatBitsPerSecond(predicted), describePoints(measured)), true
 }
 
