@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 )
@@ -41,6 +42,11 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
+	if p := os.Getenv("DTNFLOW_MEMPROFILE"); p != "" {
+		// A developer's aid: every allocation's stack, sampled, written at exit.
+		runtime.MemProfileRate = 64 << 10
+		defer writeAllocProfile(p)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -64,6 +70,9 @@ func main() {
 	}
 	if err != nil {
 		pprof.StopCPUProfile()
+		if p := os.Getenv("DTNFLOW_MEMPROFILE"); p != "" {
+			writeAllocProfile(p)
+		}
 		if err == errUsage {
 			os.Exit(2)
 		}
@@ -73,5 +82,13 @@ func main() {
 			os.Exit(exitPartial)
 		}
 		os.Exit(1)
+	}
+}
+
+// writeAllocProfile writes the allocations sampled so far to the named file.
+func writeAllocProfile(name string) {
+	if f, err := os.Create(name); err == nil {
+		pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
 	}
 }
