@@ -200,3 +200,33 @@ func describeStripes(levels []StreamPoint) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// OneStripeLevel is the one-stripe level of a stripe stage run at streams per stripe
+// and buffer (StreamPoint.Streams holds the stripe count, 1): the one-stripe sample
+// taken there, the newest of them. Without one, and only on small files
+// (smallFiles), the best one-stripe sample at fewer streams and the same buffer
+// stands for it: on small files the probe samples no stream doubling, because one
+// stripe's rate does not move with its streams — on issue 11's 20 000 × 64 KiB files
+// one stripe measured 882 and 884 Mbit/s at one and two streams, and the two-stream
+// sample, which could not tell the two apart, ran 3.4–4.2 s of the job at one
+// stripe's rate where two stripes carry 960–990 — while the stripe stage runs at two
+// streams, where stripes of one stream measured no gain. Elsewhere a stripe stage at
+// streams the stream stage did not sample measures its one-stripe level: a level at
+// fewer streams would credit the stripes with what the streams add.
+func OneStripeLevel(samples []Sample, streams int, buffer int64, smallFiles bool) (StreamPoint, bool) {
+	var level StreamPoint
+	for _, s := range samples {
+		if s.Streams == streams && s.BufferBytes == buffer && usable(s.BitsPerSecond) {
+			level = StreamPoint{Streams: 1, BitsPerSecond: s.BitsPerSecond}
+		}
+	}
+	if level.Streams > 0 || !smallFiles {
+		return level, level.Streams > 0
+	}
+	for _, s := range samples {
+		if s.Streams < streams && s.BufferBytes == buffer && usable(s.BitsPerSecond) && s.BitsPerSecond > level.BitsPerSecond {
+			level = StreamPoint{Streams: 1, BitsPerSecond: s.BitsPerSecond}
+		}
+	}
+	return level, level.Streams > 0
+}

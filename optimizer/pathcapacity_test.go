@@ -267,3 +267,38 @@ func TestRescaleAtPathCapacity(t *testing.T) {
 		})
 	}
 }
+
+// TestOneStripeLevel: the stripe stage's one-stripe level is the sample at its streams
+// and buffer (the newest); only on small files does a sample at fewer streams stand in
+// (the best of them), never one at more streams or another buffer.
+func TestOneStripeLevel(t *testing.T) {
+	const buf = 4 << 20
+	samples := []Sample{
+		{Streams: 1, BufferBytes: buf, BitsPerSecond: 882e6},
+		{Streams: 1, BufferBytes: 0, BitsPerSecond: 990e6},
+		{Streams: 2, BufferBytes: buf, BitsPerSecond: 870e6},
+		{Streams: 4, BufferBytes: buf, BitsPerSecond: 930e6},
+		{Streams: 4, BufferBytes: buf, BitsPerSecond: 940e6},
+	}
+	tests := []struct {
+		name       string
+		samples    []Sample
+		streams    int
+		smallFiles bool
+		want       float64 // 0: none
+	}{
+		{"sampled there: the newest", samples, 4, false, 940e6},
+		{"sampled there, small files too", samples, 2, true, 870e6},
+		{"not sampled there", samples, 3, false, 0},
+		{"not sampled there, small files: the best at fewer streams and this buffer", samples, 3, true, 882e6},
+		{"small files, only more streams sampled", samples[2:], 1, true, 0},
+		{"small files, the first sample alone", samples[:1], 2, true, 882e6},
+		{"nothing sampled", nil, 2, true, 0},
+	}
+	for _, tc := range tests {
+		got, ok := OneStripeLevel(tc.samples, tc.streams, buf, tc.smallFiles)
+		if ok != (tc.want > 0) || ok && got != (StreamPoint{Streams: 1, BitsPerSecond: tc.want}) {
+			t.Errorf("%s: %+v, %v; want %v", tc.name, got, ok, tc.want)
+		}
+	}
+}

@@ -371,7 +371,7 @@ func (t *Tuner) run(ctx context.Context, measure measurer, ends *hostsKnown) (Ou
 	for {
 		out.Prober.Plateau, out.Prober.Streams.Accuracy = out.accuracy(), out.accuracy()
 		step := out.Prober.Next(out.Samples)
-		if step.Phase == optimizer.PhaseDone || t.outlasts(out, rtt) {
+		if step.Phase == optimizer.PhaseDone || (smallFiles && step.Phase == optimizer.PhaseStreams) || t.outlasts(out, rtt) {
 			break
 		}
 		spec := sampleSpec{stripes: 1, streams: step.Streams, buffer: step.BufferBytes}
@@ -404,7 +404,7 @@ func (t *Tuner) run(ctx context.Context, measure measurer, ends *hostsKnown) (Ou
 			// stage at one stream never measured the gain (eighth and ninth sessions).
 			streams = max(streams, out.Prober.Streams.MaxStreams)
 		}
-		if err := t.probeStripes(ctx, measure, &out, streams, plan.BufferBytes); err != nil {
+		if err := t.probeStripes(ctx, measure, &out, streams, plan.BufferBytes, smallFiles); err != nil {
 			return out, err
 		}
 		if plan, err = t.plan(out, rtt); err != nil {
@@ -489,16 +489,14 @@ func (t *Tuner) setStripes(n int) {
 // probeStripes is ExpSelection over the stripe count at the chosen streams and
 // buffer, two levels at least, recording the aggregate of each level in StripeRates;
 // the planner adds stripes only as far as a doubling paid (optimizer.PathCapacity).
-func (t *Tuner) probeStripes(ctx context.Context, measure measurer, out *Outcome, streams int, buffer int64) error {
+func (t *Tuner) probeStripes(ctx context.Context, measure measurer, out *Outcome, streams int, buffer int64, smallFiles bool) error {
 	out.StripeStreams = streams
 	sel := optimizer.ExpSelection{MaxStreams: t.Options.MaxStripes, MinSamples: 2, Accuracy: out.accuracy()}
 	// one stripe at these streams was measured already when streams is a level the
-	// probe took
-	for _, s := range out.Samples {
-		if s.Streams == streams && s.BufferBytes == buffer && s.BitsPerSecond > 0 {
-			out.StripeRates = append(out.StripeRates, optimizer.StreamPoint{Streams: 1, BitsPerSecond: s.BitsPerSecond})
-			break
-		}
+	// probe took; on small files the stream stage took none, and one stripe's rate
+	// at fewer streams stands for it (optimizer.OneStripeLevel)
+	if level, ok := optimizer.OneStripeLevel(out.Samples, streams, buffer, smallFiles); ok {
+		out.StripeRates = append(out.StripeRates, level)
 	}
 	// One stripe measured at fewer streams than a sample before it is a cut: the streams
 	// left regrow the windows they had as a share of more, so the sample reads low and

@@ -46,12 +46,13 @@ func probePlanner() coord.ProbePlanner {
 		small := len(samples) > 0 && coord.SmallFiles(ds, float64(samples[0].BitsPerSecond), minRTT(samples))
 		if small {
 			// small files gain from pipelining, concurrency and stripes, hardly from
-			// streams (Arslan & Kosar §3): sample one doubling, then the stripes
+			// streams (Arslan & Kosar §3): no stream doubling, the stripes at two
+			// streams each (optimizer.OneStripeLevel)
 			p.Streams.MaxStreams = min(max(p.Streams.MaxStreams, 1), 2)
 		}
 		opt := planning.SamplesFromContract(samples)
 		step := p.Next(opt)
-		if step.Phase == optimizer.PhaseDone {
+		if step.Phase == optimizer.PhaseDone || (small && step.Phase == optimizer.PhaseStreams) {
 			return stripeStep(d, samples, p, small)
 		}
 		return wire.ProbeRequest{Streams: int32(step.Streams), BufferBytes: step.BufferBytes, Seconds: max(d.SampleSeconds, 1), Settle: true,
@@ -61,10 +62,11 @@ func probePlanner() coord.ProbePlanner {
 
 // stripeStep is the probe's stripe stage (contract.ProbeDirective.MaxStripes), as
 // send --auto's: at the streams and buffer the plan of the one-stripe samples chooses
-// (on small files, at the stream stage's most streams, as autotune.Tuner does: its one
-// doubling decides nothing, and stripes of one stream measured no gain where stripes
-// of two did), ExpSelection over the stripe count (two levels at least, up to
-// MaxStripes), each level a sample of that many stripes together on the job's data.
+// (on small files, at two streams, as autotune.Tuner does: stripes of one stream
+// measured no gain where stripes of two did, and one stripe's level is its sample at
+// fewer streams, optimizer.OneStripeLevel), ExpSelection over the stripe count (two
+// levels at least, up to MaxStripes), each level a sample of that many stripes
+// together on the job's data.
 func stripeStep(d contract.ProbeDirective, samples []contract.Sample, p optimizer.Prober, small bool) (wire.ProbeRequest, bool) {
 	if d.MaxStripes <= 1 {
 		return wire.ProbeRequest{}, true
@@ -79,7 +81,7 @@ func stripeStep(d contract.ProbeDirective, samples []contract.Sample, p optimize
 	if small {
 		streams = max(streams, int32(p.Streams.MaxStreams))
 	}
-	pts := stripePoints(samples, streams, buffer)
+	pts := stripePoints(samples, streams, buffer, small)
 	sel := optimizer.ExpSelection{MaxStreams: int(d.MaxStripes), MinSamples: 2}
 	k, done := sel.Next(pts)
 	if done {
@@ -99,15 +101,25 @@ func stripeStep(d contract.ProbeDirective, samples []contract.Sample, p optimize
 }
 
 // stripePoints are the aggregate rates sampled at streams and buffer against the
-// stripe count (the count in Streams), the newest of each.
-func stripePoints(samples []contract.Sample, streams int32, buffer int64) []optimizer.StreamPoint {
+// stripe count (the count in Streams), the newest of each; the one-stripe level is
+// optimizer.OneStripeLevel's (on small files, a sample at fewer streams).
+func stripePoints(samples []contract.Sample, streams int32, buffer int64, small bool) []optimizer.StreamPoint {
 	by := map[int32]int64{}
 	for _, s := range samples {
-		if s.Streams == streams && s.BufferBytes == buffer && s.BitsPerSecond > 0 {
-			by[max(s.Stripes, 1)] = s.BitsPerSecond
+		if s.Streams == streams && s.BufferBytes == buffer && s.BitsPerSecond > 0 && s.Stripes > 1 {
+			by[s.Stripes] = s.BitsPerSecond
 		}
 	}
-	out := make([]optimizer.StreamPoint, 0, len(by))
+	var oneStripe []optimizer.Sample
+	for _, s := range samples {
+		if s.Stripes <= 1 {
+			oneStripe = append(oneStripe, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond)})
+		}
+	}
+	out := make([]optimizer.StreamPoint, 0, len(by)+1)
+	if level, ok := optimizer.OneStripeLevel(oneStripe, int(streams), buffer, small); ok {
+		out = append(out, level)
+	}
 	for k, bps := range by {
 		out = append(out, optimizer.StreamPoint{Streams: int(k), BitsPerSecond: float64(bps)})
 	}
