@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/bits"
 	"os"
 	"path"
@@ -612,6 +613,7 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 		return wire.WorkGrant{}, false
 	}
 	var g wire.WorkGrant
+	n = min(n, c.guidedShareLocked()-len(m.leases))
 	perClass := map[string]int{}
 	chunks := 0
 	for u := range m.leases {
@@ -662,6 +664,35 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 		c.signalLocked()
 	}
 	return g, len(g.Units) > 0
+}
+
+// guidedShareLocked is how many units one of several stripes may hold: half its share
+// of the units not yet done (guided self-scheduling's R ÷ 2P), and no fewer than two
+// per file slot, so that every worker has one in hand and one waiting; a stripe alone
+// holds what it asks for. Early in a job the
+// share is far above what the size classes and the sender's window let a stripe
+// hold, and changes nothing; near the end it leaves the last units with whichever
+// stripe is free. Without it the last units were spread as the stripes' windows
+// happened to stand when the queue ran out, and the stripes then ran alone on
+// unequal amounts: on issue 11's 20 000 × 64 KiB files, with the machine's BBR, one
+// stripe was left holding 220 of the last 400 files while another held none, and
+// its streams — paced at the 75–220 Mbit/s each had as one of eight — took 1.4 s
+// for the last 121 files (docs/benchmarks.md, thirteenth session).
+func (c *Core) guidedShareLocked() int {
+	stripes := 0
+	for m := range c.members {
+		if m.stripe >= 0 {
+			stripes++
+		}
+	}
+	if stripes < 2 {
+		return math.MaxInt
+	}
+	slots := int(max(c.params.Concurrency, 4))
+	for _, sc := range c.params.SizeClasses {
+		slots = max(slots, int(sc.Concurrency))
+	}
+	return max(2*slots, (len(c.units)+2*stripes-1)/(2*stripes))
 }
 
 func (c *Core) done(m *Member, rs []wire.UnitResult) {

@@ -246,3 +246,50 @@ func TestNoWorkIsLeasedToAStripeThatLeft(t *testing.T) {
 		t.Fatalf("report %+v", r)
 	}
 }
+
+// TestGuidedShareOfTheLastUnits: with several stripes, one holds at most half its
+// share of the units not yet done (and at least two per file slot, here 4 × 2); a
+// stripe at its share waits until units finish, so that the last units go to the
+// stripe that finishes first instead of the one that asked first. A stripe alone
+// holds what it asks for.
+func TestGuidedShareOfTheLastUnits(t *testing.T) {
+	files := map[string]int{}
+	for i := range 100 {
+		files[fmt.Sprintf("d/f%03d", i)] = 10
+	}
+	alone := newCore(t, files)
+	solo := alone.Join(0)
+	solo.Summary(wire.Summary{Last: true})
+	if g := request(t, solo, 100); len(g.Units) != 100 {
+		t.Fatalf("a stripe alone got %d of the 100 files it asked for", len(g.Units))
+	}
+
+	c := newCore(t, files)
+	fast, slow := c.Join(0), c.Join(1)
+	fast.Summary(wire.Summary{Last: true})
+	held := request(t, slow, 100).Units
+	if len(held) != 25 { // ⌈100 ÷ (2 × 2)⌉
+		t.Fatalf("the first request of two stripes got %d units, want 25", len(held))
+	}
+	if g, ok := c.request(slow, 100); ok {
+		t.Fatalf("a stripe at its share got %d more units", len(g.Units))
+	}
+	// the fast stripe finishes what it gets, the slow one nothing: the rest goes to
+	// the fast one, never more than the share at a time
+	done := 0
+	for {
+		g, granted := c.request(fast, 100)
+		if !granted {
+			break
+		}
+		share := max(8, (len(c.units)+3)/4)
+		if len(g.Units) > share {
+			t.Fatalf("%d units granted with %d not done, want at most %d", len(g.Units), len(c.units), share)
+		}
+		fast.Done(ok(g.Units...))
+		done += len(g.Units)
+	}
+	if done != 75 || len(slow.leases) != 25 {
+		t.Errorf("the fast stripe did %d units and the slow one holds %d, want 75 and 25", done, len(slow.leases))
+	}
+}
