@@ -646,9 +646,10 @@ var (
 
 // TestDirectives drives a coordinator the way the controller does, through its
 // directive (here a file instead of the pod annotation): Probe takes samples with
-// the optimizer's stepper (one doubling of streams for a dataset of small files), each ending as soon as its rate settles (well before the
-// directive's sampleSeconds, its ceiling), and ends Probed, holding the data;
-// Transfer moves it.
+// the optimizer's stepper (for a dataset of small files, no doubling of streams, and
+// here no stripe stage: the directive allows one stripe), each ending as soon as its
+// rate settles (well before the directive's sampleSeconds, its ceiling), and ends
+// Probed, holding the data; Transfer moves it.
 func TestDirectives(t *testing.T) {
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
@@ -688,9 +689,10 @@ func TestDirectives(t *testing.T) {
 		t.Fatal(err)
 	}
 	// at loopback rates every file here is Small (≤ a twentieth of a second's bytes), a
-	// dataset of small files: ExpSelection's 1 and 2 streams, no further (coord.SmallFiles)
-	if len(st.Samples) != 2 || st.Samples[0].Streams != 1 || st.Samples[1].Streams != 2 || st.Samples[0].BitsPerSecond <= 0 {
-		t.Fatalf("probe samples %+v, want ExpSelection's 1, 2 and no further for small files", st.Samples)
+	// dataset of small files (coord.SmallFiles): the first sample at one stream, no
+	// doubling of streams, and no stripe stage with one stripe allowed
+	if len(st.Samples) != 1 || st.Samples[0].Streams != 1 || st.Samples[0].BitsPerSecond <= 0 {
+		t.Fatalf("probe samples %+v, want the one sample at one stream for small files", st.Samples)
 	}
 	// a settled sample ends early: on loopback within settle's smallest ceiling (2 s)
 	// the coordinator records a sample, then logs it: the report may be a line ahead
