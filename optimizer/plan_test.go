@@ -310,15 +310,7 @@ func TestStreamCurveLeavesAMoveOut(t *testing.T) {
 // and its fit's reason says why.
 func TestMakePlanAfterAMove(t *testing.T) {
 	samples := doublingSamples
-	plan := func(s []Sample) Plan {
-		t.Helper()
-		p, err := MakePlan(PlanInput{Samples: s, Prober: Prober{BufferSizes: []int64{4 << 20}},
-			SourceNodes: []Node{{Name: "a", NICBitsPerSecond: 10e9}}, DestinationNodes: []Node{{Name: "b", NICBitsPerSecond: 10e9}}, RTT: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	plan := func(s []Sample) Plan { t.Helper(); return planOnTenGig(t, s, 100*time.Millisecond) }
 	for _, c := range []struct {
 		name         string
 		before, move []float64
@@ -413,15 +405,7 @@ func doublingSamples(mbps ...float64) []Sample {
 // at 32 and 64 streams. Today's suite's other rows keep the model's plan: the top
 // sample within the accuracy of the curve, or not the last.
 func TestMakePlanBelowItsTopSample(t *testing.T) {
-	plan := func(s []Sample) Plan {
-		t.Helper()
-		p, err := MakePlan(PlanInput{Samples: s, Prober: Prober{BufferSizes: []int64{4 << 20}},
-			SourceNodes: []Node{{Name: "a", NICBitsPerSecond: 10e9}}, DestinationNodes: []Node{{Name: "b", NICBitsPerSecond: 10e9}}, RTT: 50 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	plan := func(s []Sample) Plan { t.Helper(); return planOnTenGig(t, s, 50*time.Millisecond) }
 	got := plan(doublingSamples(343.9, 440.0, 570.7, 663.7, 809.8, 850.8, 871.4))
 	// the samples' lines: 2 % below 871.4 is 853.97 Mbit/s, first reached at 37 streams
 	// (850.8 + 20.6 × 5 ÷ 32 = 854.02)
@@ -445,4 +429,16 @@ func TestMakePlanBelowItsTopSample(t *testing.T) {
 			t.Errorf("samples %v: planned as measured (%s), want the model's plan", row, p.FitReason)
 		}
 	}
+}
+
+// planOnTenGig plans the samples (a probe at a 4 MiB buffer) for one node at each end
+// with a 10 Gbit/s NIC, on a path of the given RTT.
+func planOnTenGig(t *testing.T, samples []Sample, rtt time.Duration) Plan {
+	t.Helper()
+	p, err := MakePlan(PlanInput{Samples: samples, Prober: Prober{BufferSizes: []int64{4 << 20}},
+		SourceNodes: []Node{{Name: "a", NICBitsPerSecond: 10e9}}, DestinationNodes: []Node{{Name: "b", NICBitsPerSecond: 10e9}}, RTT: rtt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
