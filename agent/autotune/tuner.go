@@ -395,13 +395,14 @@ func (t *Tuner) run(ctx context.Context, measure measurer, ends *hostsKnown) (Ou
 	if opt.MaxStripes > 1 && !t.outlasts(out, rtt) {
 		streams := plan.Flow.StreamsPerStripe
 		if smallFiles {
-			// Small files' stream stage is one doubling, whose two samples differ by
-			// their noise, so the plan's streams are a coin's throw; the stripe stage
-			// runs at the stage's most streams instead, so that its levels are that many
-			// connections per stripe. On issue 11's suite one stripe moved the 20 000 ×
-			// 64 KiB files at 859–929 Mbit/s with one, two or four streams, two stripes
-			// of one stream at the same, and two stripes of two streams at 973–987; the
-			// stage at one stream never measured the gain (eighth and ninth sessions).
+			// Small files sample no stream doubling (one stripe's rate does not move
+			// with its streams), and the plan of the one sample is one stream; the
+			// stripe stage runs at two streams per stripe instead (MaxStreams above),
+			// from the first sample's level (optimizer.OneStripeLevel). On issue 11's
+			// suite one stripe moved the 20 000 × 64 KiB files at 859–929 Mbit/s with
+			// one, two or four streams, two stripes of one stream at the same, and two
+			// stripes of two streams at 973–987; a stage at one stream never measured
+			// the gain (eighth and ninth sessions).
 			streams = max(streams, out.Prober.Streams.MaxStreams)
 		}
 		if err := t.probeStripes(ctx, measure, &out, streams, plan.BufferBytes, smallFiles); err != nil {

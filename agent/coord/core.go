@@ -669,10 +669,9 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 // guidedShareLocked is how many units one of several stripes may hold: half its share
 // of the units not yet done (guided self-scheduling's R ÷ 2P), and no fewer than two
 // per file slot, so that every worker has one in hand and one waiting; a stripe alone
-// holds what it asks for. Early in a job the
-// share is far above what the size classes and the sender's window let a stripe
-// hold, and changes nothing; near the end it leaves the last units with whichever
-// stripe is free. Without it the last units were spread as the stripes' windows
+// holds what it asks for. Early in a job the share is far above what the size
+// classes and the sender's window let a stripe hold, and changes nothing; near the
+// end it leaves the last units with whichever stripe is free. Without it the last units were spread as the stripes' windows
 // happened to stand when the queue ran out, and the stripes then ran alone on
 // unequal amounts: on issue 11's 20 000 × 64 KiB files, with the machine's BBR, one
 // stripe was left holding 220 of the last 400 files while another held none, and
