@@ -4,6 +4,14 @@ package optimizer
 // once it gains less than 5 % (see ExpSelection.Accuracy).
 const DefaultAccuracy = 0.05
 
+// orDefaultAccuracy is accuracy, or DefaultAccuracy where it is not positive (unset).
+func orDefaultAccuracy(accuracy float64) float64 {
+	if !(accuracy > 0) {
+		return DefaultAccuracy
+	}
+	return accuracy
+}
+
 // ExpSelection chooses which stream counts to sample, as a stepper: given the points
 // measured so far it returns the next stream count to measure, or done (Yildirim, Yin &
 // Kosar, DADC'09 §3.2, EXPSELECTION; Condor Week 2011, "Sampling strategy").

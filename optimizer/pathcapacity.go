@@ -74,9 +74,7 @@ func NewPathCapacity(curve Curve, maxStreams int, stripeRates []StreamPoint, acc
 			}
 		}
 	}
-	if !(accuracy > 0) {
-		accuracy = DefaultAccuracy
-	}
+	accuracy = orDefaultAccuracy(accuracy)
 	levels := normalizePoints(append([]StreamPoint(nil), stripeRates...))
 	p.Measured = levels
 	if len(levels) == 0 {

@@ -204,19 +204,18 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	if measured, why, ok := belowItsTopSample(plan.Curve, pts, in); ok {
+	planAsMeasured := func(measured EmpiricalCurve, why string) {
 		if again, againPath, err := flowOn(measured); err == nil {
 			plan.Curve, flow, path = measured, again, againPath
 			plan.FitReason += "; " + why
 			plan.Notes = append(plan.Notes, why)
 		}
 	}
+	if measured, why, ok := belowItsTopSample(plan.Curve, pts, in); ok {
+		planAsMeasured(measured, why)
+	}
 	if measured, why, ok := contradictedByTheStripeStage(plan.Curve, flow, pts, in); ok {
-		if again, againPath, err := flowOn(measured); err == nil {
-			plan.Curve, flow, path = measured, again, againPath
-			plan.FitReason += "; " + why
-			plan.Notes = append(plan.Notes, why)
-		}
+		planAsMeasured(measured, why)
 	}
 	plan.Flow, plan.Path = flow, path
 	if plan.Fit != nil && plan.Fit.Extrapolated && flow.StreamsPerStripe > plan.Fit.MaxSampledStreams {
@@ -265,10 +264,7 @@ func contradictedByTheStripeStage(curve Curve, flow FlowPlan, pts []StreamPoint,
 			one = l.BitsPerSecond
 		}
 	}
-	acc := in.StripeAccuracy
-	if !(acc > 0) {
-		acc = DefaultAccuracy
-	}
+	acc := orDefaultAccuracy(in.StripeAccuracy)
 	predicted := curve.BitsPerSecond(streams)
 	if !usable(one) || !(predicted > one*(1+2*acc)) {
 		return nil, "", false
@@ -300,10 +296,7 @@ func belowItsTopSample(curve Curve, pts []StreamPoint, in PlanInput) (EmpiricalC
 			return nil, "", false
 		}
 	}
-	acc := in.Prober.Streams.Accuracy
-	if !(acc > 0) {
-		acc = DefaultAccuracy
-	}
+	acc := orDefaultAccuracy(in.Prober.Streams.Accuracy)
 	predicted := curve.BitsPerSecond(top.Streams)
 	if !usable(top.BitsPerSecond) || !(top.BitsPerSecond > predicted*(1+acc)) {
 		return nil, "", false

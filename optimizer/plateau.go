@@ -68,9 +68,7 @@ func FitStreams(pts []StreamPoint) (fit StreamFit, why string, err error) {
 // below it, its optimum at or beyond) is not kept. why is the fit's reason, with the
 // floor said when it is kept.
 func KeepPaidStreams(fit StreamFit, why string, pts []StreamPoint, accuracy float64) (StreamFit, string) {
-	if !(accuracy > 0) {
-		accuracy = DefaultAccuracy
-	}
+	accuracy = orDefaultAccuracy(accuracy)
 	if !sortedDistinct(pts) {
 		pts = normalizePoints(append([]StreamPoint(nil), pts...))
 	}

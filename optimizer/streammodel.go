@@ -360,9 +360,7 @@ func Valid(m Model, a, b, c float64) bool {
 // stream limit, which bounds the plan anyway; samples from elsewhere (a profile, a
 // sequence with another limit) may still rise.
 func TrustedBeyondSamples(fit StreamFit, pts []StreamPoint, accuracy float64) bool {
-	if !(accuracy > 0) {
-		accuracy = DefaultAccuracy
-	}
+	accuracy = orDefaultAccuracy(accuracy)
 	_, last, rising := risingAtEnd(pts, accuracy)
 	return rising && fit.FitErrorBitsPerSecond <= accuracy/2*last.BitsPerSecond
 }

@@ -42,10 +42,11 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	if p := os.Getenv("DTNFLOW_MEMPROFILE"); p != "" {
+	memProfile := os.Getenv("DTNFLOW_MEMPROFILE")
+	if memProfile != "" {
 		// A developer's aid: every allocation's stack, sampled, written at exit.
 		runtime.MemProfileRate = 64 << 10
-		defer writeAllocProfile(p)
+		defer writeAllocProfile(memProfile)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -70,8 +71,8 @@ func main() {
 	}
 	if err != nil {
 		pprof.StopCPUProfile()
-		if p := os.Getenv("DTNFLOW_MEMPROFILE"); p != "" {
-			writeAllocProfile(p)
+		if memProfile != "" {
+			writeAllocProfile(memProfile) // os.Exit below skips the deferred one
 		}
 		if err == errUsage {
 			os.Exit(2)

@@ -110,14 +110,8 @@ func stripePoints(samples []contract.Sample, streams int32, buffer int64, small 
 			by[s.Stripes] = s.BitsPerSecond
 		}
 	}
-	var oneStripe []optimizer.Sample
-	for _, s := range samples {
-		if s.Stripes <= 1 {
-			oneStripe = append(oneStripe, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond)})
-		}
-	}
 	out := make([]optimizer.StreamPoint, 0, len(by)+1)
-	if level, ok := optimizer.OneStripeLevel(oneStripe, int(streams), buffer, small); ok {
+	if level, ok := optimizer.OneStripeLevel(planning.OneStripeSamplesFromContract(samples), int(streams), buffer, small); ok {
 		out = append(out, level)
 	}
 	for k, bps := range by {

@@ -108,6 +108,13 @@ func StripeRates(ss []v1alpha1.ProbeSample) (rates []optimizer.StreamPoint, stre
 // SamplesFromContract converts a coordinator's one-stripe report samples for the
 // optimizer (as SamplesFromProbe).
 func SamplesFromContract(ss []contract.Sample) []optimizer.Sample {
+	return optimizer.StreamCurveSamples(OneStripeSamplesFromContract(ss))
+}
+
+// OneStripeSamplesFromContract converts every one-stripe sample of a coordinator's
+// report, those taken after the path moved under the probe included: the stripe
+// stage's one-stripe level is one of them.
+func OneStripeSamplesFromContract(ss []contract.Sample) []optimizer.Sample {
 	out := make([]optimizer.Sample, 0, len(ss))
 	for _, s := range ss {
 		if s.Stripes > 1 {
@@ -116,7 +123,7 @@ func SamplesFromContract(ss []contract.Sample) []optimizer.Sample {
 		out = append(out, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond),
 			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores)})
 	}
-	return optimizer.StreamCurveSamples(out)
+	return out
 }
 
 // ProbeSamplesFromContract converts a coordinator's report samples into the API's,
