@@ -61,8 +61,9 @@ type StripeGain struct {
 // NewPathCapacity reads the path's capacity from a stripe curve (its plateau within
 // maxStreams) and the aggregate rates measured with 1, 2, 4, … stripes (Streams holds
 // the stripe count; nil when only one stripe was measured). accuracy is the gain a
-// doubling must bring (ExpSelection's α; ≤ 0 means DefaultAccuracy). Without a
-// one-stripe measurement, the stripe curve's plateau stands in for it.
+// doubling must bring (ExpSelection's α; ≤ 0 means DefaultAccuracy). The stripes'
+// gains count from one stripe at its best: the one-stripe level, or the stripe curve's
+// plateau without one, raised to the best one-stripe sample.
 func NewPathCapacity(curve Curve, maxStreams int, stripeRates []StreamPoint, accuracy float64) PathCapacity {
 	p := PathCapacity{StripeBitsPerSecond: math.Inf(1), Gains: []StripeGain{{Stripes: 1, Gain: 1}}}
 	if curve != nil {
@@ -88,22 +89,24 @@ func NewPathCapacity(curve Curve, maxStreams int, stripeRates []StreamPoint, acc
 		ref = StreamPoint{Streams: 1, BitsPerSecond: p.StripeBitsPerSecond}
 	} else {
 		levels = levels[1:]
-		// Stripes pay only beyond what one stripe carries at its best: the stripe
-		// levels are measured at one stream count (fewer than the plateau's, often), and
-		// a second stripe that only matched one stripe with more streams measured no
-		// gain of its own (issue 11: 2 × 2 streams 963 Mbit/s, 1 × 2 905 and 1 × 4 967
-		// was planned as 2 stripes predicting 1029 and ran slower than one stripe)
-		// — at its best as the model's plateau puts it or as a sample measured it,
-		// whichever is higher (a model whose peak falls below the best sample, 920
-		// against 981 Mbit/s on the cluster, let a noisy 2-stripe sample of 975 pass
-		// for a gain, and then 4 stripes at 1.08 Gbit/s on a 1 Gbit/s path)
-		best := p.StripeBitsPerSecond
-		if fit, ok := curve.(StreamFit); ok && fit.BestSampledBitsPerSecond > best {
-			best = fit.BestSampledBitsPerSecond
-		}
-		if !math.IsInf(best, 0) && best > ref.BitsPerSecond {
-			ref.BitsPerSecond = best
-		}
+	}
+	// Stripes pay only beyond what one stripe carries at its best: the stripe
+	// levels are measured at one stream count (fewer than the plateau's, often), and
+	// a second stripe that only matched one stripe with more streams measured no
+	// gain of its own (issue 11: 2 × 2 streams 963 Mbit/s, 1 × 2 905 and 1 × 4 967
+	// was planned as 2 stripes predicting 1029 and ran slower than one stripe)
+	// — at its best as the model's plateau puts it or as a sample measured it,
+	// whichever is higher (a model whose peak falls below the best sample, 920
+	// against 981 Mbit/s on the cluster, let a noisy 2-stripe sample of 975 pass
+	// for a gain, and then 4 stripes at 1.08 Gbit/s on a 1 Gbit/s path)
+	best := p.StripeBitsPerSecond
+	if fit, ok := curve.(StreamFit); ok && fit.BestSampledBitsPerSecond > best {
+		best = fit.BestSampledBitsPerSecond
+	}
+	// — with or without a one-stripe level among the stripe rates (the probe's
+	// stripe stage measures none: OneStripeLevel)
+	if !math.IsInf(best, 0) && best > ref.BitsPerSecond {
+		ref.BitsPerSecond = best
 	}
 	// a level that paid carries what it measured: its gain is over one stripe's
 	// capacity, which BitsPerSecond multiplies it by
@@ -199,30 +202,29 @@ func describeStripes(levels []StreamPoint) string {
 	return strings.Join(parts, ", ")
 }
 
-// OneStripeLevel is the one-stripe level of a stripe stage run at streams per stripe
-// and buffer (StreamPoint.Streams holds the stripe count, 1): the one-stripe sample
-// taken there, the newest of them. Without one, and only on small files
-// (smallFiles), the best one-stripe sample at fewer streams and the same buffer
-// stands for it: on small files the probe samples no stream doubling, because one
-// stripe's rate does not move with its streams — on issue 11's 20 000 × 64 KiB files
-// one stripe measured 882 and 884 Mbit/s at one and two streams, and the two-stream
-// sample, which could not tell the two apart, ran 3.4–4.2 s of the job at one
-// stripe's rate where two stripes carry 960–990 — while the stripe stage runs at two
-// streams, where stripes of one stream measured no gain. Elsewhere a stripe stage at
-// streams the stream stage did not sample measures its one-stripe level: a level at
-// fewer streams would credit the stripes with what the streams add.
-func OneStripeLevel(samples []Sample, streams int, buffer int64, smallFiles bool) (StreamPoint, bool) {
+// OneStripeLevel is the one-stripe level a stripe stage at buffer judges its first
+// doubling against (StreamPoint.Streams holds the stripe count, 1): the best usable
+// one-stripe sample at that buffer, whatever its streams — the reference
+// NewPathCapacity counts stripe gains from (one stripe at its best, as a sample
+// measured it), so that the stage measures no level the planner would not count.
+//
+// It is not a new sample of one stripe at the stage's streams. The stage runs at the
+// streams the plan of the one-stripe samples chose, which the stream doubling often did
+// not sample (3, 5, 37); measuring one stripe there cuts the streams from the doubling's
+// last level, and a cut reads low while the streams left regrow their windows (on the
+// local cluster's clean 1 Gbit/s path: 695 Mbit/s at 3 streams, not settled in its 2 s,
+// right after 993 at 8). The planner replaced such a level by the best sample anyway,
+// but the probe had spent a sample on it at a third less than the path's rate, and
+// judged the next doubling against it: two stripes of 3 streams at 998 Mbit/s passed
+// for a 43 % gain and four were sampled too, for a plan of one stripe (fourteenth
+// session). A level at fewer streams than the stage's would credit the stripes with
+// what the streams add; the best sample credits them with nothing one stripe did not
+// already carry. On small files the stream doubling is not run and the samples are the
+// first sample's level, at one stream (§3 of Arslan & Kosar: streams hardly matter).
+func OneStripeLevel(samples []Sample, buffer int64) (StreamPoint, bool) {
 	var level StreamPoint
 	for _, s := range samples {
-		if s.Streams == streams && s.BufferBytes == buffer && usable(s.BitsPerSecond) {
-			level = StreamPoint{Streams: 1, BitsPerSecond: s.BitsPerSecond}
-		}
-	}
-	if level.Streams > 0 || !smallFiles {
-		return level, level.Streams > 0
-	}
-	for _, s := range samples {
-		if s.Streams < streams && s.BufferBytes == buffer && usable(s.BitsPerSecond) && s.BitsPerSecond > level.BitsPerSecond {
+		if s.BufferBytes == buffer && usable(s.BitsPerSecond) && s.BitsPerSecond > level.BitsPerSecond {
 			level = StreamPoint{Streams: 1, BitsPerSecond: s.BitsPerSecond}
 		}
 	}

@@ -139,6 +139,45 @@ func TestNewPathCapacity(t *testing.T) {
 	}
 }
 
+// TestNewPathCapacityCountsFromTheBestSample: stripes gain only over one stripe at
+// its best as a sample measured it, whether or not the stripe rates hold a one-stripe
+// level — the probe's stripe stage measures none (OneStripeLevel), and a fitted curve
+// may peak below the best sample. Before the stage stopped measuring its one-stripe
+// level, the stripe rates without one counted from the curve's plateau, and a second
+// stripe that only matched the best sample passed for a gain.
+func TestNewPathCapacityCountsFromTheBestSample(t *testing.T) {
+	// one high sample in the middle of the curve: the fitted model levels off at
+	// 810 Mbit/s, the best sample is 980
+	samples := []StreamPoint{{Streams: 1, BitsPerSecond: 500e6}, {Streams: 2, BitsPerSecond: 700e6},
+		{Streams: 4, BitsPerSecond: 980e6}, {Streams: 8, BitsPerSecond: 800e6}, {Streams: 16, BitsPerSecond: 810e6}}
+	fit, _, err := FitStreams(samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plateau := fit.BitsPerSecond(bestStreamsWithin(fit, 64))
+	if !(fit.BestSampledBitsPerSecond > plateau*(1+DefaultAccuracy)) {
+		t.Fatalf("the fit peaks at %g, not more than the accuracy below its best sample %g: the case is not made", plateau, fit.BestSampledBitsPerSecond)
+	}
+	two := StreamPoint{Streams: 2, BitsPerSecond: 990e6} // above the plateau by more than the accuracy, not above the best sample
+	level, ok := OneStripeLevel([]Sample{{Streams: 4, BitsPerSecond: 980e6}, {Streams: 8, BitsPerSecond: 800e6}, {Streams: 3, BitsPerSecond: 700e6}}, 0)
+	if !ok {
+		t.Fatal("no one-stripe level")
+	}
+	for name, rates := range map[string][]StreamPoint{
+		"without a one-stripe level":            {two},
+		"with the stage's one-stripe level":     {level, two},
+		"with a cut one-stripe sample (before)": {{Streams: 1, BitsPerSecond: 700e6}, two},
+	} {
+		p := NewPathCapacity(fit, 64, rates, 0)
+		if got := p.Stripes(); got != 1 || p.StillRising {
+			t.Errorf("%s: %d stripes pay, still rising %v (%s); want one", name, got, p.StillRising, p)
+		}
+		if got, want := p.BitsPerSecond(2), p.BitsPerSecond(1); got != want {
+			t.Errorf("%s: two stripes carry %g, one %g", name, got, want)
+		}
+	}
+}
+
 // TestMakePlanWithinThePath: issue 11's two cases, with their figures.
 func TestMakePlanWithinThePath(t *testing.T) {
 	nic := func(bps float64) []Node { return nodes("n", 1, Node{NICBitsPerSecond: bps}) }
@@ -268,35 +307,33 @@ func TestRescaleAtPathCapacity(t *testing.T) {
 	}
 }
 
-// TestOneStripeLevel: the stripe stage's one-stripe level is the sample at its streams
-// and buffer (the newest); only on small files does a sample at fewer streams stand in
-// (the best of them), never one at more streams or another buffer.
+// TestOneStripeLevel: the stripe stage's one-stripe level is the best one-stripe
+// sample at its buffer, whatever its streams — never one at another buffer — so that a
+// stage at streams the doubling did not sample measures no cut of its own.
 func TestOneStripeLevel(t *testing.T) {
 	const buf = 4 << 20
 	samples := []Sample{
 		{Streams: 1, BufferBytes: buf, BitsPerSecond: 882e6},
-		{Streams: 1, BufferBytes: 0, BitsPerSecond: 990e6},
+		{Streams: 1, BufferBytes: 0, BitsPerSecond: 999e6},
 		{Streams: 2, BufferBytes: buf, BitsPerSecond: 870e6},
-		{Streams: 4, BufferBytes: buf, BitsPerSecond: 930e6},
 		{Streams: 4, BufferBytes: buf, BitsPerSecond: 940e6},
+		{Streams: 8, BufferBytes: buf, BitsPerSecond: 930e6},
+		{Streams: 3, BufferBytes: buf, BitsPerSecond: 695e6}, // a cut
+		{Streams: 4, BufferBytes: buf, BitsPerSecond: math.NaN()},
 	}
 	tests := []struct {
-		name       string
-		samples    []Sample
-		streams    int
-		smallFiles bool
-		want       float64 // 0: none
+		name    string
+		samples []Sample
+		want    float64 // 0: none
 	}{
-		{"sampled there: the newest", samples, 4, false, 940e6},
-		{"sampled there, small files too", samples, 2, true, 870e6},
-		{"not sampled there", samples, 3, false, 0},
-		{"not sampled there, small files: the best at fewer streams and this buffer", samples, 3, true, 882e6},
-		{"small files, only more streams sampled", samples[2:], 1, true, 0},
-		{"small files, the first sample alone", samples[:1], 2, true, 882e6},
-		{"nothing sampled", nil, 2, true, 0},
+		{"the best at this buffer, above the cut and at more streams than it", samples, 940e6},
+		{"the first sample alone (small files)", samples[:1], 882e6},
+		{"only another buffer sampled", samples[1:2], 0},
+		{"nothing usable", samples[6:], 0},
+		{"nothing sampled", nil, 0},
 	}
 	for _, tc := range tests {
-		got, ok := OneStripeLevel(tc.samples, tc.streams, buf, tc.smallFiles)
+		got, ok := OneStripeLevel(tc.samples, buf)
 		if ok != (tc.want > 0) || ok && got != (StreamPoint{Streams: 1, BitsPerSecond: tc.want}) {
 			t.Errorf("%s: %+v, %v; want %v", tc.name, got, ok, tc.want)
 		}

@@ -405,7 +405,7 @@ func (t *Tuner) run(ctx context.Context, measure measurer, ends *hostsKnown) (Ou
 			// the gain (eighth and ninth sessions).
 			streams = max(streams, out.Prober.Streams.MaxStreams)
 		}
-		if err := t.probeStripes(ctx, measure, &out, streams, plan.BufferBytes, smallFiles); err != nil {
+		if err := t.probeStripes(ctx, measure, &out, streams, plan.BufferBytes); err != nil {
 			return out, err
 		}
 		if plan, err = t.plan(out, rtt); err != nil {
@@ -490,21 +490,24 @@ func (t *Tuner) setStripes(n int) {
 // probeStripes is ExpSelection over the stripe count at the chosen streams and
 // buffer, two levels at least, recording the aggregate of each level in StripeRates;
 // the planner adds stripes only as far as a doubling paid (optimizer.PathCapacity).
-func (t *Tuner) probeStripes(ctx context.Context, measure measurer, out *Outcome, streams int, buffer int64, smallFiles bool) error {
+func (t *Tuner) probeStripes(ctx context.Context, measure measurer, out *Outcome, streams int, buffer int64) error {
 	out.StripeStreams = streams
 	sel := optimizer.ExpSelection{MaxStreams: t.Options.MaxStripes, MinSamples: 2, Accuracy: out.accuracy()}
-	// one stripe at these streams was measured already when streams is a level the
-	// probe took; on small files the stream stage took none, and one stripe's rate
-	// at fewer streams stands for it (optimizer.OneStripeLevel)
-	if level, ok := optimizer.OneStripeLevel(out.Samples, streams, buffer, smallFiles); ok {
+	// the one-stripe level is one stripe at its best as the samples measured it, the
+	// reference the planner counts stripe gains from (optimizer.OneStripeLevel): not a
+	// sample of one stripe at these streams, which would cut the streams from the
+	// doubling's last level and read low
+	if level, ok := optimizer.OneStripeLevel(out.Samples, buffer); ok {
 		out.StripeRates = append(out.StripeRates, level)
 	}
-	// One stripe measured at fewer streams than a sample before it is a cut: the streams
-	// left regrow the windows they had as a share of more, so the sample reads low and
-	// wide (optimizer.StreamCurveSamples leaves it out of the curve for the same
-	// reason), and its width is the cut's, not the path's noise: taken for noise, it
-	// asked a second stripe beside four competing flows for a 21 % gain, and the 8 %
-	// that 2 × 10 streams measured over 16 streams on one stripe went unused.
+	// Where no one-stripe sample was taken at this buffer, the stage measures one. One
+	// stripe measured at fewer
+	// streams than a sample before it is a cut: the streams left regrow the windows
+	// they had as a share of more, so the sample reads low and wide
+	// (optimizer.StreamCurveSamples leaves it out of the curve for the same reason),
+	// and its width is the cut's, not the path's noise: taken for noise, it asked a
+	// second stripe beside four competing flows for a 21 % gain, and the 8 % that
+	// 2 × 10 streams measured over 16 streams on one stripe went unused.
 	cut := slices.ContainsFunc(out.Samples, func(s optimizer.Sample) bool { return s.Streams > streams })
 	for k, done := sel.Next(out.StripeRates); !done; k, done = sel.Next(out.StripeRates) {
 		spec := sampleSpec{stripes: k, streams: streams, buffer: buffer}

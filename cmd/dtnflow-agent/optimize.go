@@ -63,9 +63,9 @@ func probePlanner() coord.ProbePlanner {
 // stripeStep is the probe's stripe stage (contract.ProbeDirective.MaxStripes), as
 // send --auto's: at the streams and buffer the plan of the one-stripe samples chooses
 // (on small files, at two streams, as autotune.Tuner does: stripes of one stream
-// measured no gain where stripes of two did, and one stripe's level is its sample at
-// fewer streams, optimizer.OneStripeLevel), ExpSelection over the stripe count (two
-// levels at least, up to MaxStripes), each level a sample of that many stripes
+// measured no gain where stripes of two did), ExpSelection over the stripe count (two
+// levels at least, up to MaxStripes) from one stripe at its best
+// (optimizer.OneStripeLevel), each further level a sample of that many stripes
 // together on the job's data.
 func stripeStep(d contract.ProbeDirective, samples []contract.Sample, p optimizer.Prober, small bool) (wire.ProbeRequest, bool) {
 	if d.MaxStripes <= 1 {
@@ -81,7 +81,7 @@ func stripeStep(d contract.ProbeDirective, samples []contract.Sample, p optimize
 	if small {
 		streams = max(streams, int32(p.Streams.MaxStreams))
 	}
-	pts := stripePoints(samples, streams, buffer, small)
+	pts := stripePoints(samples, streams, buffer)
 	sel := optimizer.ExpSelection{MaxStreams: int(d.MaxStripes), MinSamples: 2}
 	k, done := sel.Next(pts)
 	if done {
@@ -102,8 +102,9 @@ func stripeStep(d contract.ProbeDirective, samples []contract.Sample, p optimize
 
 // stripePoints are the aggregate rates sampled at streams and buffer against the
 // stripe count (the count in Streams), the newest of each; the one-stripe level is
-// optimizer.OneStripeLevel's (on small files, a sample at fewer streams).
-func stripePoints(samples []contract.Sample, streams int32, buffer int64, small bool) []optimizer.StreamPoint {
+// optimizer.OneStripeLevel's: one stripe at its best as the samples measured it, not a
+// sample of one stripe at these streams.
+func stripePoints(samples []contract.Sample, streams int32, buffer int64) []optimizer.StreamPoint {
 	by := map[int32]int64{}
 	for _, s := range samples {
 		if s.Streams == streams && s.BufferBytes == buffer && s.BitsPerSecond > 0 && s.Stripes > 1 {
@@ -111,7 +112,7 @@ func stripePoints(samples []contract.Sample, streams int32, buffer int64, small 
 		}
 	}
 	out := make([]optimizer.StreamPoint, 0, len(by)+1)
-	if level, ok := optimizer.OneStripeLevel(planning.OneStripeSamplesFromContract(samples), int(streams), buffer, small); ok {
+	if level, ok := optimizer.OneStripeLevel(planning.OneStripeSamplesFromContract(samples), buffer); ok {
 		out = append(out, level)
 	}
 	for k, bps := range by {
