@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
@@ -504,5 +505,37 @@ func TestDeleteExtraAgents(t *testing.T) {
 		if !f.p.obs.leaving[name] {
 			t.Errorf("%s is not remembered as leaving", name)
 		}
+	}
+}
+
+// TestAPassOnItsOwnStaleStatusRetriesAtOnce: a pass that finds in the cache the job its
+// last status write replaced does nothing and runs again — well within a coordinator's
+// report interval, since the write's event starts no pass and a report that came in
+// just after the write (the probe's end, which the plan answers) waits on it. A second's
+// requeue held the plan's directive 1.2 s after the probe ended on the local cluster.
+func TestAPassOnItsOwnStaleStatusRetriesAtOnce(t *testing.T) {
+	job := testJob()
+	f := newPodsFixture(t)
+	if err := f.r.Client.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	var cached dtnflowv1alpha1.TransferJob
+	if err := f.r.Client.Get(context.Background(), types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, &cached); err != nil {
+		t.Fatal(err)
+	}
+	f.r.exp.StatusWritten(cached.UID, cached.ResourceVersion) // our write replaced what the cache still holds
+	res, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: job.Namespace, Name: job.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > 200*time.Millisecond {
+		t.Errorf("requeue after %v, want a pass again within 200 ms", res.RequeueAfter)
+	}
+	var after dtnflowv1alpha1.TransferJob
+	if err := f.r.Client.Get(context.Background(), types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != cached.ResourceVersion {
+		t.Errorf("the stale pass wrote the job (resourceVersion %s → %s)", cached.ResourceVersion, after.ResourceVersion)
 	}
 }
