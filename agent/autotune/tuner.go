@@ -501,13 +501,12 @@ func (t *Tuner) probeStripes(ctx context.Context, measure measurer, out *Outcome
 		out.StripeRates = append(out.StripeRates, level)
 	}
 	// Where no one-stripe sample was taken at this buffer, the stage measures one. One
-	// stripe measured at fewer
-	// streams than a sample before it is a cut: the streams left regrow the windows
-	// they had as a share of more, so the sample reads low and wide
-	// (optimizer.StreamCurveSamples leaves it out of the curve for the same reason),
-	// and its width is the cut's, not the path's noise: taken for noise, it asked a
-	// second stripe beside four competing flows for a 21 % gain, and the 8 % that
-	// 2 × 10 streams measured over 16 streams on one stripe went unused.
+	// stripe measured at fewer streams than a sample before it is a cut: the streams
+	// left regrow the windows they had as a share of more, so the sample reads low and
+	// wide (optimizer.StreamCurveSamples leaves it out of the curve for the same
+	// reason), and its width is the cut's, not the path's noise: taken for noise, it
+	// asked a second stripe beside four competing flows for a 21 % gain, and the 8 %
+	// that 2 × 10 streams measured over 16 streams on one stripe went unused.
 	cut := slices.ContainsFunc(out.Samples, func(s optimizer.Sample) bool { return s.Streams > streams })
 	for k, done := sel.Next(out.StripeRates); !done; k, done = sel.Next(out.StripeRates) {
 		spec := sampleSpec{stripes: k, streams: streams, buffer: buffer}
