@@ -90,21 +90,20 @@ func NewPathCapacity(curve Curve, maxStreams int, stripeRates []StreamPoint, acc
 	} else {
 		levels = levels[1:]
 	}
-	// Stripes pay only beyond what one stripe carries at its best: the stripe
-	// levels are measured at one stream count (fewer than the plateau's, often), and
-	// a second stripe that only matched one stripe with more streams measured no
-	// gain of its own (issue 11: 2 × 2 streams 963 Mbit/s, 1 × 2 905 and 1 × 4 967
-	// was planned as 2 stripes predicting 1029 and ran slower than one stripe)
-	// — at its best as the model's plateau puts it or as a sample measured it,
-	// whichever is higher (a model whose peak falls below the best sample, 920
-	// against 981 Mbit/s on the cluster, let a noisy 2-stripe sample of 975 pass
-	// for a gain, and then 4 stripes at 1.08 Gbit/s on a 1 Gbit/s path)
+	// Stripes pay only beyond what one stripe carries at its best, with or without a
+	// one-stripe level among the stripe rates (the probe's stripe stage measures none:
+	// OneStripeLevel): the stripe levels are measured at one stream count (fewer than
+	// the plateau's, often), and a second stripe that only matched one stripe with
+	// more streams measured no gain of its own (issue 11: 2 × 2 streams 963 Mbit/s,
+	// 1 × 2 905 and 1 × 4 967 was planned as 2 stripes predicting 1029 and ran slower
+	// than one stripe) — at its best as the model's plateau puts it or as a sample
+	// measured it, whichever is higher (a model whose peak falls below the best
+	// sample, 920 against 981 Mbit/s on the cluster, let a noisy 2-stripe sample of
+	// 975 pass for a gain, and then 4 stripes at 1.08 Gbit/s on a 1 Gbit/s path)
 	best := p.StripeBitsPerSecond
 	if fit, ok := curve.(StreamFit); ok && fit.BestSampledBitsPerSecond > best {
 		best = fit.BestSampledBitsPerSecond
 	}
-	// — with or without a one-stripe level among the stripe rates (the probe's
-	// stripe stage measures none: OneStripeLevel)
 	if !math.IsInf(best, 0) && best > ref.BitsPerSecond {
 		ref.BitsPerSecond = best
 	}

@@ -673,10 +673,11 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 // classes and the sender's window let a stripe hold, and changes nothing; near the
 // end it leaves the last units with whichever stripe is free. Without it the last
 // units were spread as the stripes' windows happened to stand when the queue ran
-// out, and the stripes then ran alone on unequal amounts: on issue 11's 20 000 × 64 KiB files, with the machine's BBR, one
-// stripe was left holding 220 of the last 400 files while another held none, and
-// its streams — paced at the 75–220 Mbit/s each had as one of eight — took 1.4 s
-// for the last 121 files (docs/benchmarks.md, thirteenth session).
+// out, and the stripes then ran alone on unequal amounts: on issue 11's 20 000 ×
+// 64 KiB files, with the machine's BBR, one stripe was left holding 220 of the last
+// 400 files while another held none, and its streams — paced at the 75–220 Mbit/s
+// each had as one of eight — took 1.4 s for the last 121 files (docs/benchmarks.md,
+// thirteenth session).
 func (c *Core) guidedShareLocked() int {
 	stripes := 0
 	for m := range c.members {

@@ -133,6 +133,7 @@ func (r *Runner) Run(ctx context.Context) contract.Phase {
 			g := time.NewTimer(r.Grace)
 			defer g.Stop()
 			for {
+				ch := c.Changed() // before the count: a stripe that leaves after it closes ch
 				c.mu.Lock()
 				n := len(c.members)
 				c.mu.Unlock()
@@ -149,7 +150,7 @@ func (r *Runner) Run(ctx context.Context) contract.Phase {
 					return last
 				case <-ctx.Done():
 					return last
-				case <-c.Changed():
+				case <-ch:
 				}
 			}
 		}
