@@ -131,6 +131,10 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 	case contract.RoleCoordinator:
 		container.Args = contract.CoordinatorArgs(p.Port, job.Namespace+"/"+name, jobOptions(job))
 		container.Ports = []corev1.ContainerPort{{Name: "coordinator", ContainerPort: p.Port, HostPort: p.Port, Protocol: corev1.ProtocolTCP}}
+		if p.Directive != "" {
+			container.Env = append(container.Env, corev1.EnvVar{Name: contract.EnvInitialDirective, ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + contract.AnnotationDirective + "']"}}})
+		}
 		if opts.APIServerHost != "" {
 			container.Env = append(container.Env,
 				corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: opts.APIServerHost},

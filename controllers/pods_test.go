@@ -45,6 +45,11 @@ func cpu(m int64) resource.Quantity { return *resource.NewMilliQuantity(m, resou
 // TestBuildAgentPod checks, role by role, everything the builder decides: name, labels,
 // owner, node pinning, host network, mounts (read-only at the source), the secret, the
 // service account (only the coordinator gets a token), ports, arguments and CPU.
+// initialDirectiveEnv is the coordinator's first directive, read by the kubelet from
+// the pod's own annotation as the container starts (the downward API).
+var initialDirectiveEnv = corev1.EnvVar{Name: contract.EnvInitialDirective, ValueFrom: &corev1.EnvVarSource{
+	FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['dtnflow.io/directive']"}}}
+
 func TestBuildAgentPod(t *testing.T) {
 	plan := &dtnflowv1alpha1.TransferPlan{
 		SourceNodes: []string{"a1", "a2"}, DestinationNodes: []string{"b1", "b2"},
@@ -87,7 +92,7 @@ func TestBuildAgentPod(t *testing.T) {
 				ports: []corev1.ContainerPort{{Name: "coordinator", ContainerPort: 47000, HostPort: 47000, Protocol: corev1.ProtocolTCP}},
 				args: []string{"coordinate", "--listen", ":47000", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret", "--pod", "physics/calib-coordinator",
 					"--dest-path", "incoming", "--checksum", "SHA512", "--verify=false", "--overwrite", "Always", "--path", "runs/0427", "--path", "cal.h5"},
-				env:       []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "10.99.0.1"}, {Name: "KUBERNETES_SERVICE_PORT", Value: "6443"}},
+				env:       []corev1.EnvVar{initialDirectiveEnv, {Name: "KUBERNETES_SERVICE_HOST", Value: "10.99.0.1"}, {Name: "KUBERNETES_SERVICE_PORT", Value: "6443"}},
 				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(100)}},
 				root:      "/srv/a", directive: `{"generation":1}`, owner: defaultOwner,
 			},
@@ -102,7 +107,7 @@ func TestBuildAgentPod(t *testing.T) {
 				ports: []corev1.ContainerPort{{Name: "coordinator", ContainerPort: 47000, HostPort: 47000, Protocol: corev1.ProtocolTCP}},
 				args: []string{"coordinate", "--listen", ":47000", "--root", "/data", "--secret-file", "/var/run/dtnflow/auth/secret", "--pod", "physics/calib-coordinator",
 					"--dest-path", "incoming", "--checksum", "SHA512", "--verify=false", "--overwrite", "Always", "--path", "runs/0427", "--path", "cal.h5"},
-				env:       []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "10.99.0.1"}, {Name: "KUBERNETES_SERVICE_PORT", Value: "6443"}},
+				env:       []corev1.EnvVar{initialDirectiveEnv, {Name: "KUBERNETES_SERVICE_HOST", Value: "10.99.0.1"}, {Name: "KUBERNETES_SERVICE_PORT", Value: "6443"}},
 				resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu(18)}},
 				root:      "/srv/a", directive: `{"generation":1}`, owner: defaultOwner,
 			},

@@ -50,6 +50,15 @@ const (
 	AnnotationReport = "dtnflow.io/report"
 )
 
+// EnvInitialDirective is the coordinator's environment variable holding the directive
+// its pod was created with: the kubelet fills it from AnnotationDirective (the downward
+// API) as the container starts, so the coordinator serves its stripes on that
+// directive at once instead of first asking the API server for its pod (a new TLS
+// connection and a GET while the job's other pods are being created: the 100–170 ms
+// before its first stripe could join). The watch of its pod brings any newer
+// directive, as for every later one.
+const EnvInitialDirective = "DTNFLOW_INITIAL_DIRECTIVE"
+
 // Labels on every pod, secret and service account the controller creates for a job.
 const (
 	LabelJob       = "dtnflow.io/job"       // the TransferJob's name

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -40,6 +41,33 @@ type PodChannel struct {
 	// which the API server authorizes against resourceNames like a GET of the pod.
 	watchURL string
 	client   *http.Client
+
+	// initial is the directive the pod was created with (contract.EnvInitialDirective),
+	// returned by the first Directive call without asking the API server.
+	initialMu sync.Mutex
+	initial   *contract.Directive
+}
+
+// SetInitial makes d the answer of the next Directive call, which then asks the API
+// server nothing; the calls after it read the pod.
+func (p *PodChannel) SetInitial(d *contract.Directive) {
+	p.initialMu.Lock()
+	defer p.initialMu.Unlock()
+	p.initial = d
+}
+
+// ParseInitialDirective reads the directive a coordinator pod was created with from
+// the value of contract.EnvInitialDirective: nil for an empty value (a pod created
+// without one, or whose annotation was gone when its container started).
+func ParseInitialDirective(raw string) (*contract.Directive, error) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, nil
+	}
+	var d contract.Directive
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		return nil, fmt.Errorf("%s: %w", contract.EnvInitialDirective, err)
+	}
+	return &d, nil
 }
 
 // NewPodChannel builds a PodChannel for pod "namespace/name" from cfg (use
@@ -88,6 +116,13 @@ func (p *PodChannel) do(ctx context.Context, method string, body []byte, content
 
 // Directive implements Channel.
 func (p *PodChannel) Directive(ctx context.Context) (*contract.Directive, error) {
+	p.initialMu.Lock()
+	initial := p.initial
+	p.initial = nil
+	p.initialMu.Unlock()
+	if initial != nil {
+		return initial, nil
+	}
 	b, err := p.do(ctx, http.MethodGet, nil, "")
 	if err != nil {
 		return nil, fmt.Errorf("reading pod %s/%s: %w", p.Namespace, p.Name, err)

@@ -66,6 +66,68 @@ func TestPodChannel(t *testing.T) {
 	}
 }
 
+// TestPodChannelInitialDirective: a coordinator started with the directive its pod was
+// created with (contract.EnvInitialDirective) answers its first Directive call with it
+// and asks the API server nothing; the next call reads the pod, whose newer directive
+// wins.
+func TestPodChannelInitialDirective(t *testing.T) {
+	var mu sync.Mutex
+	var calls []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls = append(calls, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": "j-coordinator", "namespace": "ns", "annotations": map[string]string{
+				contract.AnnotationDirective: `{"generation":2,"mode":"Pause"}`}}})
+	}))
+	defer srv.Close()
+	ch, err := NewPodChannel(&rest.Config{Host: srv.URL}, "ns/j-coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	initial, err := ParseInitialDirective(`{"generation":1,"mode":"Transfer","streamsPerStripe":1,"stripes":1}`)
+	if err != nil || initial == nil {
+		t.Fatalf("ParseInitialDirective: %+v, %v", initial, err)
+	}
+	ch.SetInitial(initial)
+	d, err := ch.Directive(context.Background())
+	if err != nil || d == nil || d.Generation != 1 || d.Mode != contract.ModeTransfer || d.StreamsPerStripe != 1 {
+		t.Fatalf("first directive %+v, %v; want the initial one", d, err)
+	}
+	mu.Lock()
+	if len(calls) != 0 {
+		t.Fatalf("the initial directive cost API calls: %v", calls)
+	}
+	mu.Unlock()
+	d, err = ch.Directive(context.Background())
+	if err != nil || d == nil || d.Generation != 2 || d.Mode != contract.ModePause {
+		t.Fatalf("second directive %+v, %v; want the pod's", d, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "GET /api/v1/namespaces/ns/pods/j-coordinator"; strings.Join(calls, ",") != want {
+		t.Fatalf("API calls %v, want %s", calls, want)
+	}
+}
+
+// TestParseInitialDirective: an empty value (a pod created without a directive, or
+// whose annotation was gone when the container started) is no directive; one that is
+// not a directive is an error, so that the coordinator reads its pod instead.
+func TestParseInitialDirective(t *testing.T) {
+	for _, raw := range []string{"", "  ", "\n"} {
+		if d, err := ParseInitialDirective(raw); d != nil || err != nil {
+			t.Errorf("%q: %+v, %v; want nothing", raw, d, err)
+		}
+	}
+	for _, raw := range []string{"{", "[]", `{"generation":"one"}`, "\xff\xfe"} {
+		if d, err := ParseInitialDirective(raw); d != nil || err == nil {
+			t.Errorf("%q: %+v, %v; want an error", raw, d, err)
+		}
+	}
+}
+
 // TestPodChannelWatch plays the API server's watch of the coordinator's pod: the watch
 // asks for the pod by name, and a change of the directive annotation is signalled at
 // once; an event that leaves it as it was is not.

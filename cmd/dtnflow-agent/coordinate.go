@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -65,9 +66,17 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("--pod needs the in-cluster API config: %w", err)
 		}
-		if ch, err = coord.NewPodChannel(cfg, *pod); err != nil {
+		pc, err := coord.NewPodChannel(cfg, *pod)
+		if err != nil {
 			return err
 		}
+		if d, err := coord.ParseInitialDirective(os.Getenv(contract.EnvInitialDirective)); err != nil {
+			log.Warn("Reading the directive from the pod instead", "err", err.Error())
+		} else if d != nil {
+			pc.SetInitial(d)
+			log.Info("Starting on the directive the pod was created with", "generation", d.Generation)
+		}
+		ch = pc
 	} else if *directiveFile == "" {
 		core.SetPhase(contract.PhaseTransferring)
 	}
