@@ -54,6 +54,8 @@ type Stripe struct {
 	// drain is closed by Drain (made on first use: a Stripe is built as a literal).
 	drainMake, drainClose sync.Once
 	drain                 chan struct{}
+
+	earlyState
 }
 
 // drained is closed once Drain is called.

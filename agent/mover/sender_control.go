@@ -15,9 +15,12 @@ import (
 
 func (s *ssession) connect() error {
 	st := s.st
-	c, err := Dial(s.ctx, st.Receiver, st.Secret, 0)
-	if err != nil {
-		return err // a refusal (auth.ErrRefused) is counted by Run
+	c := st.takeEarly(s.ctx)
+	if c == nil {
+		var err error
+		if c, err = Dial(s.ctx, st.Receiver, st.Secret, 0); err != nil {
+			return err // a refusal (auth.ErrRefused) is counted by Run
+		}
 	}
 	s.ctrl, s.ctrlW = c, c.Writer()
 	if s.encrypted() {

@@ -30,6 +30,8 @@ func runClusterSender(ctx context.Context, stripe int32, coordinator, receiver s
 	serveMetrics(ctx, metricsAddr, func() any {
 		return map[string]any{"role": "sender", "stripe": stripe, "cpuSeconds": metrics.CPUSeconds()}
 	}, log)
+	// the receiver's handshake is made while the coordinator starts
+	st.DialEarly(ctx)
 	retry := mover.PeerRetry{For: retryFor}
 	for {
 		rem, err := coord.DialRemote(ctx, coordinator, secret, stripe)
