@@ -18,7 +18,9 @@
 //     AnnotationDirective. The coordinator watches its own pod (a watch on its name,
 //     with a GET every report interval as the fallback), so a new directive reaches it
 //     within a round trip, and passes stream counts, buffer sizes and per-class
-//     parameters on to the senders without restarting them.
+//     parameters on to the senders without restarting them. The directive a pod is
+//     created with also reaches it through its environment (EnvInitialDirective), so
+//     that it serves its stripes before its first call to the API server.
 //   - The coordinator writes a Report as JSON into its own pod's annotation
 //     AnnotationReport (a merge patch, every report interval and at once after a change
 //     the controller acts on: a phase, a directive applied, a probe sample, the probe's
