@@ -68,6 +68,14 @@ func earlyTestStripe(t *testing.T, addr string) (*Stripe, *scriptedSource) {
 	return st, src
 }
 
+// runStripe runs st on src until the test ends.
+func runStripe(t *testing.T, ctx context.Context, st *Stripe, src WorkSource) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx, src) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 var earlyTestConfig = wire.JobConfig{Generation: 1, Job: "early", Checksum: "SHA256", Overwrite: "Always", Streams: 1, Concurrency: 1, Pipelining: 1,
 	BlockSize: 1 << 20, ChunkSize: 4 << 20}
 
@@ -98,9 +106,7 @@ func TestDialEarlyIsTheFirstSessionsControlConnection(t *testing.T) {
 	st, src := earlyTestStripe(t, ln.Addr().String())
 	st.DialEarly(ctx)
 	st.DialEarly(ctx) // a second call dials nothing more
-	done := make(chan error, 1)
-	go func() { done <- st.Run(ctx, src) }()
-	defer func() { cancel(); <-done }()
+	runStripe(t, ctx, st, src)
 
 	if got := waitFor(t, accepted, "early connection"); got != 1 {
 		t.Fatalf("first connection numbered %d", got)
@@ -147,9 +153,7 @@ func TestDialEarlyThatFailedCostsNothing(t *testing.T) {
 		t.Skipf("port taken meanwhile: %v", err)
 	}
 	_, frames := countingReceiver(ctx, t, ln)
-	done := make(chan error, 1)
-	go func() { done <- st.Run(ctx, src) }()
-	defer func() { cancel(); <-done }()
+	runStripe(t, ctx, st, src)
 	src.configs <- earlyTestConfig
 	if f := waitFor(t, frames, "first frame"); f.err != nil || f.conn != 1 || f.hello.Role != wire.RoleControl {
 		t.Fatalf("first frame %+v; want the control Hello on a connection dialed by the session", f)
@@ -175,9 +179,7 @@ func TestDialEarlyTooOldIsClosed(t *testing.T) {
 	}
 	waitFor(t, accepted, "early connection")
 	e.at = e.at.Add(-2 * earlyControlMaxAge) // as if it had waited that long
-	done := make(chan error, 1)
-	go func() { done <- st.Run(ctx, src) }()
-	defer func() { cancel(); <-done }()
+	runStripe(t, ctx, st, src)
 	src.configs <- earlyTestConfig
 	first := waitFor(t, frames, "first frame")
 	second := waitFor(t, frames, "second frame")
