@@ -63,9 +63,14 @@ func ParseInitialDirective(raw string) (*contract.Directive, error) {
 	if strings.TrimSpace(raw) == "" {
 		return nil, nil
 	}
+	return decodeDirective([]byte(raw), contract.EnvInitialDirective)
+}
+
+// decodeDirective decodes a directive's JSON, naming where it came from in an error.
+func decodeDirective(b []byte, from string) (*contract.Directive, error) {
 	var d contract.Directive
-	if err := json.Unmarshal([]byte(raw), &d); err != nil {
-		return nil, fmt.Errorf("%s: %w", contract.EnvInitialDirective, err)
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("%s: %w", from, err)
 	}
 	return &d, nil
 }
@@ -139,11 +144,7 @@ func (p *PodChannel) Directive(ctx context.Context) (*contract.Directive, error)
 	if !ok || raw == "" {
 		return nil, nil
 	}
-	var d contract.Directive
-	if err := json.Unmarshal([]byte(raw), &d); err != nil {
-		return nil, fmt.Errorf("annotation %s of pod %s/%s: %w", contract.AnnotationDirective, p.Namespace, p.Name, err)
-	}
-	return &d, nil
+	return decodeDirective([]byte(raw), fmt.Sprintf("annotation %s of pod %s/%s", contract.AnnotationDirective, p.Namespace, p.Name))
 }
 
 // Publish implements Channel.
@@ -180,11 +181,7 @@ func (l *LogChannel) Directive(context.Context) (*contract.Directive, error) {
 	if err != nil {
 		return nil, err
 	}
-	var d contract.Directive
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("--directive-file %s: %w", l.DirectiveFile, err)
-	}
-	return &d, nil
+	return decodeDirective(b, "--directive-file "+l.DirectiveFile)
 }
 
 // Publish implements Channel.

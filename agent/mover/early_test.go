@@ -56,6 +56,16 @@ func countingReceiver(ctx context.Context, t *testing.T, ln net.Listener) (accep
 	return accepted, frames
 }
 
+// loopbackListener listens on a free port of the loopback.
+func loopbackListener(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
 func earlyTestStripe(t *testing.T, addr string) (*Stripe, *scriptedSource) {
 	t.Helper()
 	root, err := os.OpenRoot(t.TempDir())
@@ -66,6 +76,17 @@ func earlyTestStripe(t *testing.T, addr string) (*Stripe, *scriptedSource) {
 	src := &scriptedSource{configs: make(chan wire.JobConfig, 1)}
 	st := &Stripe{Index: 0, Receiver: addr, Secret: []byte(testSecret), Root: root, Log: slog.New(slog.DiscardHandler), RetryFor: 10 * time.Second}
 	return st, src
+}
+
+// earlyWithReceiver is a counting receiver on the loopback and a stripe bound for
+// it, under a context that ends with the test.
+func earlyWithReceiver(t *testing.T) (context.Context, chan int, chan firstFrame, *Stripe, *scriptedSource) {
+	ln := loopbackListener(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	accepted, frames := countingReceiver(ctx, t, ln)
+	st, src := earlyTestStripe(t, ln.Addr().String())
+	return ctx, accepted, frames, st, src
 }
 
 // runStripe runs st on src until the test ends.
@@ -96,14 +117,7 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 // any configuration), and its first session opens on that connection — the handshake
 // already made — rather than dialing again.
 func TestDialEarlyIsTheFirstSessionsControlConnection(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	accepted, frames := countingReceiver(ctx, t, ln)
-	st, src := earlyTestStripe(t, ln.Addr().String())
+	ctx, accepted, frames, st, src := earlyWithReceiver(t)
 	st.DialEarly(ctx)
 	st.DialEarly(ctx) // a second call dials nothing more
 	runStripe(t, ctx, st, src)
@@ -133,10 +147,7 @@ func TestDialEarlyIsTheFirstSessionsControlConnection(t *testing.T) {
 // sender dials early (its pod starts later) fails that dial; the first session dials
 // as it always did, and opens.
 func TestDialEarlyThatFailedCostsNothing(t *testing.T) {
-	probe, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	probe := loopbackListener(t)
 	addr := probe.Addr().String()
 	probe.Close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -163,14 +174,7 @@ func TestDialEarlyThatFailedCostsNothing(t *testing.T) {
 // TestDialEarlyTooOldIsClosed: a connection dialed early that waited longer than
 // earlyControlMaxAge for its session is closed, and the session dials afresh.
 func TestDialEarlyTooOldIsClosed(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	accepted, frames := countingReceiver(ctx, t, ln)
-	st, src := earlyTestStripe(t, ln.Addr().String())
+	ctx, accepted, frames, st, src := earlyWithReceiver(t)
 	st.DialEarly(ctx)
 	e := st.early
 	<-e.done
