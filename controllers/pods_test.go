@@ -42,14 +42,14 @@ func testEndpoint(name, root string, budget string) *dtnflowv1alpha1.TransferEnd
 
 func cpu(m int64) resource.Quantity { return *resource.NewMilliQuantity(m, resource.DecimalSI) }
 
-// TestBuildAgentPod checks, role by role, everything the builder decides: name, labels,
-// owner, node pinning, host network, mounts (read-only at the source), the secret, the
-// service account (only the coordinator gets a token), ports, arguments and CPU.
 // initialDirectiveEnv is the coordinator's first directive, read by the kubelet from
 // the pod's own annotation as the container starts (the downward API).
 var initialDirectiveEnv = corev1.EnvVar{Name: contract.EnvInitialDirective, ValueFrom: &corev1.EnvVarSource{
 	FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['dtnflow.io/directive']"}}}
 
+// TestBuildAgentPod checks, role by role, everything the builder decides: name, labels,
+// owner, node pinning, host network, mounts (read-only at the source), the secret, the
+// service account (only the coordinator gets a token), ports, arguments and CPU.
 func TestBuildAgentPod(t *testing.T) {
 	plan := &dtnflowv1alpha1.TransferPlan{
 		SourceNodes: []string{"a1", "a2"}, DestinationNodes: []string{"b1", "b2"},

@@ -12,7 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -44,17 +44,12 @@ type PodChannel struct {
 
 	// initial is the directive the pod was created with (contract.EnvInitialDirective),
 	// returned by the first Directive call without asking the API server.
-	initialMu sync.Mutex
-	initial   *contract.Directive
+	initial atomic.Pointer[contract.Directive]
 }
 
 // SetInitial makes d the answer of the next Directive call, which then asks the API
 // server nothing; the calls after it read the pod.
-func (p *PodChannel) SetInitial(d *contract.Directive) {
-	p.initialMu.Lock()
-	defer p.initialMu.Unlock()
-	p.initial = d
-}
+func (p *PodChannel) SetInitial(d *contract.Directive) { p.initial.Store(d) }
 
 // ParseInitialDirective reads the directive a coordinator pod was created with from
 // the value of contract.EnvInitialDirective: nil for an empty value (a pod created
@@ -121,11 +116,7 @@ func (p *PodChannel) do(ctx context.Context, method string, body []byte, content
 
 // Directive implements Channel.
 func (p *PodChannel) Directive(ctx context.Context) (*contract.Directive, error) {
-	p.initialMu.Lock()
-	initial := p.initial
-	p.initial = nil
-	p.initialMu.Unlock()
-	if initial != nil {
+	if initial := p.initial.Swap(nil); initial != nil {
 		return initial, nil
 	}
 	b, err := p.do(ctx, http.MethodGet, nil, "")
