@@ -64,12 +64,13 @@ func (st *Stripe) drained() <-chan struct{} {
 	return st.drain
 }
 
-// Drain ends the stripe without wasting what it has on the wire: it asks for no more
-// work and starts none of the units it holds, finishes the ones it has started, and
-// then Run returns nil, the units it held unstarted going back to the work source for
-// other stripes. A stripe that is only cancelled gives back its started units too, and
-// another stripe sends them again from their first byte: a probe's helper stripe, or
-// send --auto's extra stripes, dropped mid-chunk cost up to a 256 MiB chunk each.
+// Drain ends the stripe without holding work back or wasting what it has on the wire:
+// it asks for no more work and starts none of the units it holds; the chunks it is
+// sending it stops at the next block and hands over (another stripe continues each
+// from the blocks the receiver has); the files it has started it finishes. Then Run
+// returns nil, the units it held unstarted or handed over going back to the work source
+// for other stripes. A stripe that is only cancelled gives back everything at once: the
+// blocks queued in it and not yet journaled by the receiver are sent again.
 func (st *Stripe) Drain() {
 	st.drained()
 	st.drainClose.Do(func() { close(st.drain) })

@@ -27,8 +27,11 @@ type flight struct {
 	opened   chan wire.ChunkOpened
 	// digest is the source digest of what was sent, when verifying.
 	digest []byte
-	// started says a worker began sending it: a draining stripe finishes it.
-	started bool
+	// started says a worker began sending it: a draining stripe finishes it, unless
+	// handedOver: a chunk the stripe stopped sending at a block boundary when it
+	// drained, given back with the session's end for another stripe to continue.
+	started    bool
+	handedOver bool
 }
 
 // work pulls units and runs them with cfg.Concurrency workers until the source says
@@ -163,23 +166,31 @@ func (s *ssession) work() error {
 	}
 }
 
-// drainStarted waits until every unit the session started is done and ends it with
-// errDrained; the units it holds unstarted go back to the source as the session ends.
+// drainStarted waits until every unit the session started is done or handed over and
+// ends it with errDrained, once the blocks it queued are on their way (or
+// handOverFlushLimit passed); the units it holds unstarted or handed over go back to
+// the source as the session ends.
 func (s *ssession) drainStarted() error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
+	var idleSince time.Time
 	for {
 		s.mu.Lock()
 		busy := false
 		for _, fl := range s.flights {
-			if fl.started {
+			if fl.started && !fl.handedOver {
 				busy = true
 				break
 			}
 		}
 		s.mu.Unlock()
 		if !busy {
-			return errDrained
+			if idleSince.IsZero() {
+				idleSince = time.Now()
+			}
+			if len(s.queue) == 0 || time.Since(idleSince) >= handOverFlushLimit {
+				return errDrained
+			}
 		}
 		select {
 		case <-s.ctx.Done():
@@ -187,6 +198,34 @@ func (s *ssession) drainStarted() error {
 		case <-t.C:
 		}
 	}
+}
+
+// handOverFlushLimit bounds how long a drained session waits for the blocks it queued
+// to be written before it ends; a block left unsent is sent by the stripe that takes
+// its chunk over.
+const handOverFlushLimit = time.Second
+
+// handOver stops sending a chunk when the stripe drains: the chunk goes back to the work
+// source with the session's end, and the stripe that takes it sends only the blocks its
+// receiver does not have (ChunkOpened.Have: what the receiver journals every
+// journalEvery and as a session ends). A drained stripe that finished its chunks
+// instead held them for as long as it took at its own pace: the probe's helper stripe,
+// stopped by the plan with four 256 MiB chunks begun at the sample's concurrency, was
+// still sending them alone 8 s after the probe stripe had run out of work (issue 11's
+// four-flows row, docs/benchmarks.md, seventeenth session).
+func (s *ssession) handOver(unit, chunk uint64) bool {
+	select {
+	case <-s.st.drained():
+	default:
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fl := s.flights[unit]; fl != nil {
+		fl.handedOver = true
+	}
+	delete(s.chunks, chunk)
+	return true
 }
 
 // maxAttempts bounds how often a unit is sent again within a session after a failed
@@ -428,6 +467,9 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 		}()
 	}
 	for i := int64(0); i < nblocks; i++ {
+		if s.handOver(u.ID, id) {
+			return nil
+		}
 		off := u.Offset + i*bs
 		n := min(bs, u.Offset+u.Length-off)
 		if zeroCopy {

@@ -138,9 +138,10 @@ func (h *helperStripes) set(n int) {
 		hs := h.running[len(h.running)-1]
 		h.running = h.running[:len(h.running)-1]
 		h.log.Info("Stopping a helper stripe", "stripe", hs.st.Index)
-		// It finishes the units it has on the wire (a chunk dropped mid-way is sent
-		// again from its first byte by another stripe) and gives the rest back; one
-		// that cannot finish in helperDrainLimit is cancelled.
+		// It hands the chunks it is sending over at their next block (the probe
+		// stripe continues them from what the receiver has), finishes the small
+		// files it has on the wire and gives the rest back; one that cannot finish
+		// in helperDrainLimit is cancelled.
 		hs.st.Drain()
 		go func() {
 			t := time.NewTimer(helperDrainLimit)
@@ -154,8 +155,8 @@ func (h *helperStripes) set(n int) {
 	}
 }
 
-// helperDrainLimit bounds how long a helper stripe told to stop may take to finish the
-// units it started: a 256 MiB chunk at 70 Mbit/s.
+// helperDrainLimit bounds how long a helper stripe told to stop may take to end: its
+// chunks are handed over at once, so this is for a receiver that stopped answering.
 const helperDrainLimit = 30 * time.Second
 
 // cancelAll stops every helper at once (the sender is ending).

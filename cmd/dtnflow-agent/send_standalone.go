@@ -228,9 +228,10 @@ func (l *localStripes) add(ctx context.Context) {
 	}()
 }
 
-// remove stops the newest stripe: it finishes the units it has started and gives the
-// rest back to the others (mover.Stripe.Drain); one that cannot finish within
-// helperDrainLimit is cancelled, and its unfinished units go back too.
+// remove stops the newest stripe: it hands the chunks it is sending over to the others
+// at their next block, finishes the files it has started and gives the rest back
+// (mover.Stripe.Drain); one that cannot end within helperDrainLimit is cancelled, and
+// its unfinished units go back too.
 func (l *localStripes) remove() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
