@@ -33,13 +33,13 @@ var (
 	FilesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dtnflow_agent_files_total", Help: "Files complete and verified, by role.",
 	}, []string{"role"})
-	// StreamBitsPerSecond is each stream's rate over the last second.
+	// StreamBitsPerSecond is what each stream delivered over the last second.
 	StreamBitsPerSecond = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "dtnflow_agent_stream_bits_per_second", Help: "Rate of each TCP stream over the last second.",
+		Name: "dtnflow_agent_stream_bits_per_second", Help: "Rate at which each TCP stream delivered data (acknowledged by the receiver, selectively acknowledged bytes included) over the last second.",
 	}, []string{"stripe", "stream"})
-	// StripeBitsPerSecond is each stripe's rate over the last second.
+	// StripeBitsPerSecond is what each stripe delivered over the last second.
 	StripeBitsPerSecond = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "dtnflow_agent_stripe_bits_per_second", Help: "Rate of each stripe over the last second.",
+		Name: "dtnflow_agent_stripe_bits_per_second", Help: "Rate at which each stripe delivered data (acknowledged by the receiver, selectively acknowledged bytes included) over the last second.",
 	}, []string{"stripe"})
 	// RTTSeconds is the smoothed TCP round-trip time of a stripe (mean over streams).
 	RTTSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{

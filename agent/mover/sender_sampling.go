@@ -64,10 +64,15 @@ func (st *Stripe) Transport() Transport {
 // acknowledgement the receiver took back) is not counted twice.
 func (x *stream) readAcked() (int64, time.Duration) {
 	ti := metrics.ReadTCPInfo(x.conn)
+	return x.noteDelivered(ti), ti.MinRTT
+}
+
+// noteDelivered keeps the most delivered bytes a TCP_INFO read showed and returns it.
+func (x *stream) noteDelivered(ti metrics.TCPInfo) int64 {
 	if d := ti.DeliveredBytes(); ti.OK && d > x.acked.Load() {
 		x.acked.Store(d)
 	}
-	return x.acked.Load(), ti.MinRTT
+	return x.acked.Load()
 }
 
 // retire moves a stream that is closing from the live set into the stripe's total.
@@ -86,7 +91,7 @@ func (s *ssession) sample() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	last := time.Now()
-	lastBytes := s.st.bytesSent.Load()
+	lastDelivered := s.st.Transport().DeliveredBytes
 	lastCPU := metrics.CPUSeconds()
 	var lastPeer *wire.PeerStats
 	label := metrics.Label(s.st.Index)
@@ -116,12 +121,12 @@ func (s *ssession) sample() {
 			var rttSum time.Duration
 			var dRetrans, dSegs uint32
 			for _, st := range streams {
-				b := st.bytes.Load()
-				bps := int64(float64(b-st.lastBytes) * 8 / dt)
-				st.lastBytes = b
+				ti := metrics.ReadTCPInfo(st.conn)
+				d := st.noteDelivered(ti)
+				bps := int64(float64(d-st.lastDelivered) * 8 / dt)
+				st.lastDelivered = d
 				stats.StreamBitsPerSecond = append(stats.StreamBitsPerSecond, bps)
 				metrics.StreamBitsPerSecond.WithLabelValues(label, metrics.Label(st.idx)).Set(float64(bps))
-				ti := metrics.ReadTCPInfo(st.conn)
 				rttSum += ti.RTT
 				if ti.TotalRetrans >= st.lastRetrans {
 					dRetrans += ti.TotalRetrans - st.lastRetrans
@@ -137,10 +142,17 @@ func (s *ssession) sample() {
 			if dSegs > 0 {
 				stats.LossPPM = int64(dRetrans) * 1_000_000 / int64(dSegs)
 			}
-			b := s.st.bytesSent.Load()
-			stats.BytesSent = b
-			stats.BitsPerSecond = int64(float64(b-lastBytes) * 8 / dt)
-			lastBytes = b
+			// The rate is what arrived, not what was written: the sockets' buffers (up
+			// to streams × buffer, 120 MiB at 30 × 4 MiB) fill in bursts whenever a
+			// chunk's blocks are queued and drain while the next waits for its lease,
+			// so a stripe delivering 600 Mbit/s throughout wrote at 0 and then at
+			// 1.4 Gbit/s in successive seconds beside four competing flows, and the
+			// rescale policy read those swings as the path moving (docs/benchmarks.md,
+			// seventeenth session). The probe's samples count the same delivered bytes.
+			stats.BytesSent = s.st.bytesSent.Load()
+			delivered := s.st.Transport().DeliveredBytes
+			stats.BitsPerSecond = int64(float64(max(delivered-lastDelivered, 0)) * 8 / dt)
+			lastDelivered = max(lastDelivered, delivered)
 			cpu := metrics.CPUSeconds()
 			stats.SourceCPUSeconds = cpu
 			stats.SourceMillicores = int64((cpu - lastCPU) / dt * 1000)

@@ -44,16 +44,15 @@ func (f *outFrame) dataLen() int {
 var framePool = sync.Pool{New: func() any { return new(outFrame) }}
 
 type stream struct {
-	idx   int32
-	conn  *wire.Conn
-	w     *wire.Writer
-	bytes atomic.Int64
-	quit  chan struct{}
-	// for rates
-	lastBytes   int64
-	lastRetrans uint32
-	lastSegs    uint32
-	acked       atomic.Int64 // delivered bytes (metrics.TCPInfo.DeliveredBytes), the most read
+	idx  int32
+	conn *wire.Conn
+	w    *wire.Writer
+	quit chan struct{}
+	// for rates: delivered bytes, retransmissions and segments at the last report
+	lastDelivered int64
+	lastRetrans   uint32
+	lastSegs      uint32
+	acked         atomic.Int64 // delivered bytes (metrics.TCPInfo.DeliveredBytes), the most read
 }
 
 func (s *ssession) setStreams(n int32, buffer int64) error {
@@ -156,7 +155,6 @@ func (s *ssession) runStream(st *stream) {
 			s.fail(fmt.Errorf("stream %d: %w", st.idx, err))
 			return
 		}
-		st.bytes.Add(n)
 		s.st.bytesSent.Add(n)
 		totalSent.Add(n)
 		sentCounter.Add(float64(n))

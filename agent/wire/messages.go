@@ -363,10 +363,14 @@ type WorkDone struct {
 
 // StripeStats is a sender's view of its stripe, sent to the coordinator every second.
 type StripeStats struct {
-	Stripe                int32   `json:"stripe"`
-	Connected             bool    `json:"connected"`
-	Streams               int32   `json:"streams"`
-	BytesSent             int64   `json:"bytesSent"`
+	Stripe    int32 `json:"stripe"`
+	Connected bool  `json:"connected"`
+	Streams   int32 `json:"streams"`
+	// BytesSent is what the stripe has written into its streams' sockets.
+	BytesSent int64 `json:"bytesSent"`
+	// BitsPerSecond and StreamBitsPerSecond are what arrived over the last second:
+	// the bytes the receiver's TCP acknowledged, selectively acknowledged ones
+	// included (metrics.TCPInfo.DeliveredBytes), not what was written.
 	BitsPerSecond         int64   `json:"bitsPerSecond"`
 	StreamBitsPerSecond   []int64 `json:"streamBitsPerSecond,omitempty"`
 	RTTMicros             int64   `json:"rttMicros,omitempty"`
