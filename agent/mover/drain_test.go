@@ -69,6 +69,28 @@ func (s *scriptedSource) resultOf(id uint64) (wire.UnitResult, bool) {
 // other stripe's finish.
 const drainWait = 20 * time.Second
 
+// randomSource is a source root holding one file of size random bytes, and the file's
+// details as a unit names them.
+func randomSource(t *testing.T, name string, size int) (*os.Root, os.FileInfo) {
+	t.Helper()
+	dir := t.TempDir()
+	data := make([]byte, size)
+	rand.Read(data)
+	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root, fi
+}
+
 // sharedUnits is a job's units shared by stripes, as a coordinator's are: a unit given
 // back (Retry) goes to the front of the queue for whichever stripe asks next.
 type sharedUnits struct {
@@ -143,22 +165,8 @@ func (s *sharedUnits) outcome(id uint64) (ok, retry bool) {
 // stripe send all of it; sending it again from its first byte, half of it twice.)
 func TestDrainHandsItsChunkOverWhereTheReceiverHasIt(t *testing.T) {
 	addr, _ := startReceiver(t)
-	srcDir := t.TempDir()
 	const chunk, chunks, block = 16 << 20, 2, 1 << 20
-	data := make([]byte, chunk*chunks)
-	rand.Read(data)
-	if err := os.WriteFile(filepath.Join(srcDir, "big"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(filepath.Join(srcDir, "big"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := os.OpenRoot(srcDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root, fi := randomSource(t, "big", chunk*chunks)
 	units := &sharedUnits{}
 	for i := range int32(chunks) {
 		units.units = append(units.units, wire.Unit{ID: uint64(i + 1), Kind: wire.UnitChunk, Source: "big", Dest: "out/big", Size: fi.Size(),

@@ -2,13 +2,11 @@ package mover
 
 import (
 	"context"
-	"crypto/rand"
 	"io"
 	"log/slog"
 	"math"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -136,21 +134,7 @@ func TestStripeReportsTheRateThatArrived(t *testing.T) {
 	const pathRate = 40e6
 	recv, _ := startReceiver(t)
 	addr := slowReader(t, recv, pathRate)
-	srcDir := t.TempDir()
-	data := make([]byte, 64<<20)
-	rand.Read(data)
-	if err := os.WriteFile(filepath.Join(srcDir, "f"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(filepath.Join(srcDir, "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := os.OpenRoot(srcDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root, fi := randomSource(t, "f", 64<<20)
 	src := &statsSource{scriptedSource: scriptedSource{configs: make(chan wire.JobConfig, 1), units: []wire.Unit{{ID: 1, Kind: wire.UnitChunk,
 		Source: "f", Dest: "f", Size: fi.Size(), Mode: 0o644, MtimeNs: fi.ModTime().UnixNano(), Chunks: 1, Length: fi.Size()}}}}
 	src.configs <- wire.JobConfig{Generation: 1, Job: "rate", Checksum: "SHA256", Overwrite: "Always", Streams: 1, Concurrency: 1, Pipelining: 1,
