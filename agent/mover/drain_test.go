@@ -1,6 +1,7 @@
 package mover
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"log/slog"
@@ -159,12 +160,28 @@ func (s *sharedUnits) outcome(id uint64) (ok, retry bool) {
 // both 16 MiB chunks of a file and drains half-way through the first. It stops at the
 // next block — it neither finishes the chunk at its pace nor starts the second — and
 // gives both back. A second stripe then continues the first chunk from what the
-// receiver has (ChunkOpened.Have) and sends the second: both verify at the receiver,
-// and the two stripes together sent the file once, give or take the blocks that were
-// on their way as the first stripe ended. (Finishing the chunk would have the drained
-// stripe send all of it; sending it again from its first byte, half of it twice.)
+// receiver has (ChunkOpened.Have) and sends the second: both are confirmed, the file
+// written at the destination holds the source's bytes, and the two stripes together
+// sent the file once, give or take the blocks that were on their way as the first
+// stripe ended. (Finishing the chunk would have the drained stripe send all of it;
+// sending it again from its first byte, half of it twice.) Each way a chunk is checked
+// and moved: digests read back, digests of the blocks as they arrived (the first
+// stripe's blocks read back), and neither, the blocks sent from the page cache.
 func TestDrainHandsItsChunkOverWhereTheReceiverHasIt(t *testing.T) {
-	addr, _ := startReceiver(t)
+	for name, mode := range map[string]struct {
+		verify             bool
+		verifyMode, flight string
+	}{
+		"verified, read back":  {true, wire.VerifyReadBack, wire.InFlightAuthenticated},
+		"verified on arrival":  {true, wire.VerifyOnArrival, wire.InFlightAuthenticated},
+		"unverified zero-copy": {false, "", wire.InFlightHeadersOnly},
+	} {
+		t.Run(name, func(t *testing.T) { testDrainHandsItsChunkOver(t, mode.verify, mode.verifyMode, mode.flight) })
+	}
+}
+
+func testDrainHandsItsChunkOver(t *testing.T, verify bool, verifyMode, inFlight string) {
+	addr, dstDir := startReceiver(t)
 	const chunk, chunks, block = 16 << 20, 2, 1 << 20
 	root, fi := randomSource(t, "big", chunk*chunks)
 	units := &sharedUnits{}
@@ -173,8 +190,8 @@ func TestDrainHandsItsChunkOverWhereTheReceiverHasIt(t *testing.T) {
 			Mode: 0o644, MtimeNs: fi.ModTime().UnixNano(), Index: i, Chunks: chunks, Offset: int64(i) * chunk, Length: chunk})
 	}
 	units.given = slices.Clone(units.units)
-	config := wire.JobConfig{Generation: 1, Job: "handover", Checksum: "SHA256", Verify: true, Overwrite: "Always", Streams: 1, Concurrency: 1,
-		Pipelining: 4, BlockSize: block, ChunkSize: chunk, MaxBitsPerSecond: 64_000_000}
+	config := wire.JobConfig{Generation: 1, Job: "handover", Checksum: "SHA256", Verify: verify, VerifyMode: verifyMode, InFlight: inFlight,
+		Overwrite: "Always", Streams: 1, Concurrency: 1, Pipelining: 4, BlockSize: block, ChunkSize: chunk, MaxBitsPerSecond: 64_000_000}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	newStripe := func(idx int32, cfg wire.JobConfig) (*Stripe, stripeSource) {
 		src := stripeSource{sharedUnits: units, configs: make(chan wire.JobConfig, 1)}
@@ -218,6 +235,19 @@ func TestDrainHandsItsChunkOverWhereTheReceiverHasIt(t *testing.T) {
 		return ok1 && ok2
 	}).WithTimeout(drainWait).WithPolling(10*time.Millisecond).Should(BeTrue(), "the second stripe did not finish both chunks")
 	cancel()
+	// the chunks are confirmed, not yet renamed (that is the file's finalize step):
+	// the temporary file holds what the two stripes wrote
+	want, err := root.ReadFile("big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dstDir, "root", TempName("out/big", config.Job)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the destination holds %d bytes that are not the source's %d", len(got), len(want))
+	}
 	// 100 ms of the capped rate may be written and not yet journaled, and a block or
 	// two on the wire as the drained stripe ended: less than 2 MiB here
 	sent := sentFirst + second.bytesSent.Load()
