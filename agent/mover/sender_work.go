@@ -209,10 +209,11 @@ const handOverFlushLimit = time.Second
 // source with the session's end, and the stripe that takes it sends only the blocks its
 // receiver does not have (ChunkOpened.Have: what the receiver journals every
 // journalEvery and as a session ends). A drained stripe that finished its chunks
-// instead held them for as long as it took at its own pace: the probe's helper stripe,
-// stopped by the plan with four 256 MiB chunks begun at the sample's concurrency, was
-// still sending them alone 8 s after the probe stripe had run out of work (issue 11's
-// four-flows row, docs/benchmarks.md, seventeenth session).
+// instead held them for as long as it took at its own pace, up to 30 s: the probe's
+// helper stripe, stopped by a plan with four 256 MiB chunks begun at the sample's
+// concurrency, sent them for 21 s after the plan, and in one run of issue 11's
+// four-flows row the probe stripe beside it wrote nothing for 6 s of that
+// (docs/benchmarks.md, seventeenth session).
 func (s *ssession) handOver(unit, chunk uint64) bool {
 	select {
 	case <-s.st.drained():
