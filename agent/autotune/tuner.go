@@ -175,6 +175,9 @@ type measurement struct {
 	sourceMillicores, destinationMillicores float64
 	minRTT                                  time.Duration
 	peerLimits                              *wire.SocketLimits
+	// windowLimited is the share of the streams' busy time a window held them back
+	// (mover.OnDataSample.WindowLimited; 0 when not measured).
+	windowLimited float64
 }
 
 // measurer takes samples one way or the other.
@@ -353,7 +356,8 @@ func (t *Tuner) run(ctx context.Context, measure measurer, ends *hostsKnown) (Ou
 			SourceMillicores: m.sourceMillicores, DestinationMillicores: m.destinationMillicores}
 		out.Samples = append(out.Samples, s)
 		t.Core.AddSample(contract.Sample{Streams: int32(streams), BufferBytes: buffer, BitsPerSecond: int64(m.bitsPerSecond),
-			SourceMillicores: int64(m.sourceMillicores), DestinationMillicores: int64(m.destinationMillicores), Time: t.clock().Now().UTC()})
+			SourceMillicores: int64(m.sourceMillicores), DestinationMillicores: int64(m.destinationMillicores),
+			WindowLimitedPercent: int32(math.Round(100 * m.windowLimited)), Time: t.clock().Now().UTC()})
 		t.logSample(phase, 1, streams, buffer, m)
 	}
 	firstPhase := optimizer.PhaseStreams
@@ -656,7 +660,7 @@ func (t *Tuner) apply(out Outcome) {
 func (t *Tuner) logSample(phase optimizer.ProbePhase, stripes, streams int, buffer int64, m measurement) {
 	t.log().Info("Probe sample", "phase", phase, "stripes", stripes, "streams", streams, "bufferBytes", buffer,
 		"rate", coord.HumanRate(int64(m.bitsPerSecond)), "seconds", fmt.Sprintf("%.2f", m.elapsed.Seconds()), "ended", m.reason,
-		"halfWidth", fmt.Sprintf("%.3f", m.halfWidth),
+		"halfWidth", fmt.Sprintf("%.3f", m.halfWidth), "windowLimitedPercent", int32(math.Round(100*m.windowLimited)),
 		"sourceMillicores", int64(m.sourceMillicores), "destinationMillicores", int64(m.destinationMillicores))
 }
 
@@ -727,20 +731,15 @@ func (t *Tuner) onData(ctx context.Context, s sampleSpec) (measurement, error) {
 			return measurement{}, err
 		}
 	}
-	sum := func() (delivered int64, rtt time.Duration, peer mover.Transport) {
+	sum := func() (all mover.Transport, peer mover.Transport) {
 		trs := t.Stripes.Transports()
-		for i, tr := range trs {
-			delivered += tr.DeliveredBytes
-			if tr.MinRTT > 0 && (rtt == 0 || tr.MinRTT < rtt) {
-				rtt = tr.MinRTT
-			}
-			if i == 0 {
-				peer = tr
-			}
+		if len(trs) == 0 {
+			return all, peer
 		}
-		return
+		return mover.Aggregate(trs[0], trs[1:], len(trs)), trs[0]
 	}
-	d0, rtt, peer0 := sum()
+	all0, peer0 := sum()
+	d0, rtt := all0.DeliveredBytes, all0.MinRTT
 	var peerCPU mover.PeerCPU
 	peerCPU.Observe(peer0)
 	cpu0, t0 := t.cpu(), clk.Now()
@@ -753,17 +752,17 @@ func (t *Tuner) onData(ctx context.Context, s sampleSpec) (measurement, error) {
 		if ph := t.Core.Phase(); ph.Finished() {
 			return measurement{}, errFinished
 		}
-		d, r, peer := sum()
+		all, peer := sum()
 		peerCPU.Observe(peer)
-		if r > 0 && (rtt == 0 || r < rtt) {
+		if r := all.MinRTT; r > 0 && (rtt == 0 || r < rtt) {
 			rtt = r
 		}
-		res, done := det.Add(clk.Now(), d)
+		res, done := det.Add(clk.Now(), all.DeliveredBytes)
 		if !done {
 			continue
 		}
 		m := measurement{bitsPerSecond: res.BitsPerSecond, settled: res.Settled, reason: res.Reason, halfWidth: res.HalfWidth,
-			elapsed: res.Elapsed, minRTT: rtt, peerLimits: peer.PeerLimits}
+			elapsed: res.Elapsed, minRTT: rtt, peerLimits: peer.PeerLimits, windowLimited: mover.WindowLimitedShare(all0, all)}
 		if el := clk.Now().Sub(t0).Seconds(); el > 0 {
 			m.sourceMillicores = max(t.cpu()-cpu0, 0) / el * 1000
 		}

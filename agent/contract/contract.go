@@ -325,8 +325,12 @@ type Sample struct {
 	// RTTMicros is the smallest round-trip time the sample's streams saw (0: not
 	// measured). The probe planner reads the path's RTT from it, so that it stays
 	// stateless (optimizer.Prober.RTT).
-	RTTMicros int64     `json:"rttMicros,omitempty"`
-	Time      time.Time `json:"time"`
+	RTTMicros int64 `json:"rttMicros,omitempty"`
+	// WindowLimitedPercent is the share of the streams' busy time that a window (the
+	// receiver's, or the sender's socket buffer), not the path, held them back while
+	// the sample ran (0: none, or not measured).
+	WindowLimitedPercent int32     `json:"windowLimitedPercent,omitempty"`
+	Time                 time.Time `json:"time"`
 }
 
 // StripeReport is one stripe as its coordinator sees it.

@@ -122,6 +122,11 @@ type TCPInfo struct {
 	// acknowledgement (segments held out of order while a loss is repaired), counted
 	// in full segments of the sender's MSS.
 	SackedBytes uint64
+	// BusyTime is how long the connection has had data to send, and WindowLimited how
+	// much of that a window held it back — the receiver's (tcpi_rwnd_limited) or its
+	// own send buffer (tcpi_sndbuf_limited) — rather than the congestion window or
+	// the path. Both grow for the connection's life (Linux 4.10 on; zero before).
+	BusyTime, WindowLimited time.Duration
 	// OK says TCP_INFO was read.
 	OK bool
 }
@@ -154,7 +159,8 @@ func ReadTCPInfo(c net.Conn) TCPInfo {
 		if err == nil {
 			out = TCPInfo{RTT: time.Duration(ti.Rtt) * time.Microsecond, TotalRetrans: ti.Total_retrans, SegsOut: ti.Segs_out,
 				MinRTT: time.Duration(ti.Min_rtt) * time.Microsecond, BytesAcked: ti.Bytes_acked,
-				SackedBytes: uint64(ti.Sacked) * uint64(ti.Snd_mss), OK: true}
+				SackedBytes: uint64(ti.Sacked) * uint64(ti.Snd_mss), BusyTime: time.Duration(ti.Busy_time) * time.Microsecond,
+				WindowLimited: time.Duration(ti.Rwnd_limited+ti.Sndbuf_limited) * time.Microsecond, OK: true}
 		}
 	})
 	return out

@@ -49,7 +49,10 @@ type Stripe struct {
 	// of its socket buffers.
 	cur          atomic.Pointer[ssession]
 	retiredAcked atomic.Int64
-	peerLimits   atomic.Pointer[wire.SocketLimits]
+	// retiredBusy and retiredWindowLimited are the same for the streams' busy time and
+	// the part of it a window limited (nanoseconds).
+	retiredBusy, retiredWindowLimited atomic.Int64
+	peerLimits                        atomic.Pointer[wire.SocketLimits]
 
 	// drain is closed by Drain (made on first use: a Stripe is built as a literal).
 	drainMake, drainClose sync.Once

@@ -20,6 +20,11 @@ type Transport struct {
 	DeliveredBytes int64
 	// MinRTT is the smallest round-trip time of the current streams (0: unknown).
 	MinRTT time.Duration
+	// BusyTime is how long the streams have had data to send, WindowLimited how much of
+	// it a window (the receiver's, or the sender's socket buffer) held them back rather
+	// than the path: both summed over every data stream the stripe has had, only
+	// growing (zero on kernels without TCP_INFO's busy times).
+	BusyTime, WindowLimited time.Duration
 	// Streams is the number of data streams open now.
 	Streams int
 	// PeerCPUSeconds is the receiver process's CPU time as it last reported it, and
@@ -37,6 +42,7 @@ type Transport struct {
 func (st *Stripe) Transport() Transport {
 	t := Transport{PeerLimits: st.peerLimits.Load()}
 	s := st.cur.Load()
+	t.BusyTime, t.WindowLimited = time.Duration(st.retiredBusy.Load()), time.Duration(st.retiredWindowLimited.Load())
 	if s == nil {
 		t.DeliveredBytes = st.retiredAcked.Load()
 		return t
@@ -51,6 +57,8 @@ func (st *Stripe) Transport() Transport {
 	for x := range s.live {
 		acked, minRTT := x.readAcked()
 		t.DeliveredBytes += acked
+		t.BusyTime += time.Duration(x.busy.Load())
+		t.WindowLimited += time.Duration(x.windowLimited.Load())
 		if minRTT > 0 && (t.MinRTT == 0 || minRTT < t.MinRTT) {
 			t.MinRTT = minRTT
 		}
@@ -67,10 +75,20 @@ func (x *stream) readAcked() (int64, time.Duration) {
 	return x.noteDelivered(ti), ti.MinRTT
 }
 
-// noteDelivered keeps the most delivered bytes a TCP_INFO read showed and returns it.
+// noteDelivered keeps the most delivered bytes (and busy and window-limited time) a
+// TCP_INFO read showed and returns the delivered bytes.
 func (x *stream) noteDelivered(ti metrics.TCPInfo) int64 {
-	if d := ti.DeliveredBytes(); ti.OK && d > x.acked.Load() {
+	if !ti.OK {
+		return x.acked.Load()
+	}
+	if d := ti.DeliveredBytes(); d > x.acked.Load() {
 		x.acked.Store(d)
+	}
+	if b := int64(ti.BusyTime); b > x.busy.Load() {
+		x.busy.Store(b)
+	}
+	if w := int64(ti.WindowLimited); w > x.windowLimited.Load() {
+		x.windowLimited.Store(w)
 	}
 	return x.acked.Load()
 }
@@ -85,6 +103,8 @@ func (s *ssession) retire(x *stream) {
 	delete(s.live, x)
 	acked, _ := x.readAcked()
 	s.st.retiredAcked.Add(acked)
+	s.st.retiredBusy.Add(x.busy.Load())
+	s.st.retiredWindowLimited.Add(x.windowLimited.Load())
 }
 
 func (s *ssession) sample() {

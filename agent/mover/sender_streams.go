@@ -53,6 +53,9 @@ type stream struct {
 	lastRetrans   uint32
 	lastSegs      uint32
 	acked         atomic.Int64 // delivered bytes (metrics.TCPInfo.DeliveredBytes), the most read
+	// busy and windowLimited are the connection's busy time and the part of it a
+	// window limited (metrics.TCPInfo), in nanoseconds, the most read
+	busy, windowLimited atomic.Int64
 }
 
 func (s *ssession) setStreams(n int32, buffer int64) error {

@@ -129,7 +129,8 @@ func slowReader(t *testing.T, addr string, bitsPerSecond float64) string {
 // file over a path that carries 40 Mbit/s. Its first seconds fill that buffer — 4 MiB
 // written beyond what arrived, 34 Mbit/s more in the first second — but the rate it
 // reports, which the rescale policy reads, is what arrived: within a quarter of the
-// path's rate in every report.
+// path's rate in every report. And its transport says what held the stream back: the
+// relay's window, most of its busy time.
 func TestStripeReportsTheRateThatArrived(t *testing.T) {
 	const pathRate = 40e6
 	recv, _ := startReceiver(t)
@@ -160,6 +161,10 @@ func TestStripeReportsTheRateThatArrived(t *testing.T) {
 		Should(BeNumerically(">=", 3), "three reports of the running stripe")
 	if written := st.bytesSent.Load(); written < 4<<20 {
 		t.Fatalf("the stripe wrote %d bytes in three seconds: its buffer never filled, so nothing here tells written from arrived", written)
+	}
+	// the relay's window, not a path, holds the stream back: the stripe says so
+	if tr := st.Transport(); tr.BusyTime <= 0 || tr.WindowLimited < tr.BusyTime/2 {
+		t.Errorf("busy %v, window-limited %v: want most of the stream's busy time limited by the relay's window", tr.BusyTime, tr.WindowLimited)
 	}
 	for i, s := range reports()[:3] {
 		if float64(s.BitsPerSecond) > 1.25*pathRate {
