@@ -175,9 +175,9 @@ type measurement struct {
 	sourceMillicores, destinationMillicores float64
 	minRTT                                  time.Duration
 	peerLimits                              *wire.SocketLimits
-	// windowLimited is the share of the streams' busy time a window held them back
-	// (mover.OnDataSample.WindowLimited; 0 when not measured).
-	windowLimited float64
+	// windowLimitedPercent is the share of the streams' busy time a window held them
+	// back (mover.OnDataSample.WindowLimitedPercent; 0 when not measured).
+	windowLimitedPercent int32
 }
 
 // measurer takes samples one way or the other.
@@ -357,7 +357,7 @@ func (t *Tuner) run(ctx context.Context, measure measurer, ends *hostsKnown) (Ou
 		out.Samples = append(out.Samples, s)
 		t.Core.AddSample(contract.Sample{Streams: int32(streams), BufferBytes: buffer, BitsPerSecond: int64(m.bitsPerSecond),
 			SourceMillicores: int64(m.sourceMillicores), DestinationMillicores: int64(m.destinationMillicores),
-			WindowLimitedPercent: int32(math.Round(100 * m.windowLimited)), Time: t.clock().Now().UTC()})
+			WindowLimitedPercent: m.windowLimitedPercent, Time: t.clock().Now().UTC()})
 		t.logSample(phase, 1, streams, buffer, m)
 	}
 	firstPhase := optimizer.PhaseStreams
@@ -660,7 +660,7 @@ func (t *Tuner) apply(out Outcome) {
 func (t *Tuner) logSample(phase optimizer.ProbePhase, stripes, streams int, buffer int64, m measurement) {
 	t.log().Info("Probe sample", "phase", phase, "stripes", stripes, "streams", streams, "bufferBytes", buffer,
 		"rate", coord.HumanRate(int64(m.bitsPerSecond)), "seconds", fmt.Sprintf("%.2f", m.elapsed.Seconds()), "ended", m.reason,
-		"halfWidth", fmt.Sprintf("%.3f", m.halfWidth), "windowLimitedPercent", int32(math.Round(100*m.windowLimited)),
+		"halfWidth", fmt.Sprintf("%.3f", m.halfWidth), "windowLimitedPercent", m.windowLimitedPercent,
 		"sourceMillicores", int64(m.sourceMillicores), "destinationMillicores", int64(m.destinationMillicores))
 }
 
@@ -762,7 +762,7 @@ func (t *Tuner) onData(ctx context.Context, s sampleSpec) (measurement, error) {
 			continue
 		}
 		m := measurement{bitsPerSecond: res.BitsPerSecond, settled: res.Settled, reason: res.Reason, halfWidth: res.HalfWidth,
-			elapsed: res.Elapsed, minRTT: rtt, peerLimits: peer.PeerLimits, windowLimited: mover.WindowLimitedShare(all0, all)}
+			elapsed: res.Elapsed, minRTT: rtt, peerLimits: peer.PeerLimits, windowLimitedPercent: mover.WindowLimitedPercent(all0, all)}
 		if el := clk.Now().Sub(t0).Seconds(); el > 0 {
 			m.sourceMillicores = max(t.cpu()-cpu0, 0) / el * 1000
 		}

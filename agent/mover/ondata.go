@@ -52,12 +52,12 @@ type OnDataSample struct {
 	SourceMillicores, DestinationMillicores float64
 	// MinRTT is the smallest round-trip time the streams saw (0: unknown).
 	MinRTT time.Duration
-	// WindowLimited is the share (0–1) of the streams' busy time over the sample that a
-	// window — the receiver's or the sender's socket buffer — held them back rather
-	// than the path: near 1, the sample measured the windows, and one stream more
+	// WindowLimitedPercent is the share of the streams' busy time over the sample that
+	// a window — the receiver's or the sender's socket buffer — held them back rather
+	// than the path: near 100, the sample measured the windows, and one stream more
 	// would carry more whatever the curve of the other samples says (0: none, or a
 	// kernel without TCP_INFO's busy times).
-	WindowLimited float64
+	WindowLimitedPercent int32
 }
 
 // OnDataOptions shape one on-data sample.
@@ -107,7 +107,7 @@ func MeasureOnData(ctx context.Context, clk SampleClock, read func() Transport, 
 			continue
 		}
 		s := OnDataSample{BitsPerSecond: res.BitsPerSecond, Settled: res.Settled, Reason: res.Reason, HalfWidth: res.HalfWidth,
-			Elapsed: res.Elapsed, MinRTT: rtt, WindowLimited: WindowLimitedShare(tr0, tr)}
+			Elapsed: res.Elapsed, MinRTT: rtt, WindowLimitedPercent: WindowLimitedPercent(tr0, tr)}
 		if el := clk.Now().Sub(t0).Seconds(); el > 0 {
 			s.SourceMillicores = max(cpu()-cpu0, 0) / el * 1000
 		}
@@ -116,14 +116,14 @@ func MeasureOnData(ctx context.Context, clk SampleClock, read func() Transport, 
 	}
 }
 
-// WindowLimitedShare is the share of the streams' busy time between two readings that
-// a window limited (OnDataSample.WindowLimited).
-func WindowLimitedShare(from, to Transport) float64 {
+// WindowLimitedPercent is the share of the streams' busy time between two readings that
+// a window limited, in per cent (OnDataSample.WindowLimitedPercent).
+func WindowLimitedPercent(from, to Transport) int32 {
 	busy := to.BusyTime - from.BusyTime
 	if busy <= 0 {
 		return 0
 	}
-	return min(max(float64(to.WindowLimited-from.WindowLimited)/float64(busy), 0), 1)
+	return int32(math.Round(100 * min(max(float64(to.WindowLimited-from.WindowLimited)/float64(busy), 0), 1)))
 }
 
 // PeerCPU measures the receiver's CPU over a sample from the CPU time it reports
@@ -262,7 +262,7 @@ func (s *ssession) probeOnData(p wire.ProbeRequest) wire.ProbeResult {
 	local := hostSocketLimits()
 	return wire.ProbeResult{Seconds: m.Elapsed.Seconds(), Settled: m.Settled, Sample: contract.Sample{Stripes: stripes, Streams: p.Streams,
 		BufferBytes: p.BufferBytes, BitsPerSecond: int64(m.BitsPerSecond), SourceMillicores: int64(m.SourceMillicores),
-		DestinationMillicores: int64(m.DestinationMillicores), RTTMicros: m.MinRTT.Microseconds(), WindowLimitedPercent: int32(math.Round(100 * m.WindowLimited)),
+		DestinationMillicores: int64(m.DestinationMillicores), RTTMicros: m.MinRTT.Microseconds(), WindowLimitedPercent: m.WindowLimitedPercent,
 		Time: time.Now().UTC()},
 		SourceLimits: &local, DestinationLimits: s.st.peerLimits.Load()}
 }

@@ -67,17 +67,30 @@ func (st *Stripe) Transport() Transport {
 	return t
 }
 
+// deliveredAsNoted is what the session's stripe has delivered as its streams' last
+// TCP_INFO reads noted it (Transport reads them afresh): the report, which has just
+// read each stream, sums it without reading them again.
+func (s *ssession) deliveredAsNoted() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.st.retiredAcked.Load()
+	for x := range s.live {
+		d += x.acked.Load()
+	}
+	return d
+}
+
 // readAcked reads the stream's delivered bytes (and min RTT); once its connection is
 // closed the last value read stands, and a delivered count that fell (a selective
 // acknowledgement the receiver took back) is not counted twice.
 func (x *stream) readAcked() (int64, time.Duration) {
 	ti := metrics.ReadTCPInfo(x.conn)
-	return x.noteDelivered(ti), ti.MinRTT
+	return x.note(ti), ti.MinRTT
 }
 
-// noteDelivered keeps the most delivered bytes (and busy and window-limited time) a
-// TCP_INFO read showed and returns the delivered bytes.
-func (x *stream) noteDelivered(ti metrics.TCPInfo) int64 {
+// note keeps the most delivered bytes, busy time and window-limited time a TCP_INFO
+// read showed and returns the delivered bytes.
+func (x *stream) note(ti metrics.TCPInfo) int64 {
 	if !ti.OK {
 		return x.acked.Load()
 	}
@@ -111,7 +124,7 @@ func (s *ssession) sample() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	last := time.Now()
-	lastDelivered := s.st.Transport().DeliveredBytes
+	lastDelivered := s.deliveredAsNoted()
 	lastCPU := metrics.CPUSeconds()
 	var lastPeer *wire.PeerStats
 	label := metrics.Label(s.st.Index)
@@ -142,7 +155,7 @@ func (s *ssession) sample() {
 			var dRetrans, dSegs uint32
 			for _, st := range streams {
 				ti := metrics.ReadTCPInfo(st.conn)
-				d := st.noteDelivered(ti)
+				d := st.note(ti)
 				bps := int64(float64(d-st.lastDelivered) * 8 / dt)
 				st.lastDelivered = d
 				stats.StreamBitsPerSecond = append(stats.StreamBitsPerSecond, bps)
@@ -170,7 +183,7 @@ func (s *ssession) sample() {
 			// rescale policy read those swings as the path moving (docs/benchmarks.md,
 			// seventeenth session). The probe's samples count the same delivered bytes.
 			stats.BytesSent = s.st.bytesSent.Load()
-			delivered := s.st.Transport().DeliveredBytes
+			delivered := s.deliveredAsNoted()
 			stats.BitsPerSecond = int64(float64(max(delivered-lastDelivered, 0)) * 8 / dt)
 			lastDelivered = max(lastDelivered, delivered)
 			cpu := metrics.CPUSeconds()
