@@ -76,6 +76,11 @@ type FlowInput struct {
 	// (NewPathCapacity: one stripe's plateau, more only where more stripes were
 	// measured to pay); nil means unknown. MakePlan always sets it.
 	Path *PathCapacity
+	// MinStreams is the fewest streams per stripe the plan may use (0 and 1: one),
+	// within Limits' maxStreamsPerStripe: fewer were measured held back by their
+	// windows, not by the path (StreamsPastTheWindow), so the curve's rate there is
+	// not what they carry once the job runs.
+	MinStreams int
 }
 
 // FlowPlan is OPT_B's answer.
@@ -136,7 +141,8 @@ const planTolerance = 0.02
 //     the best of them sets the rate to reach. The plan is then the shape with the
 //     fewest stripes, then fewest nodes, then fewest streams (n ≤ N_opt) that comes
 //     within 2 % of it (planTolerance). The case study fills stripes on one node
-//     before adding the second, which this order reproduces.
+//     before adding the second, which this order reproduces. No plan has fewer
+//     streams than MinStreams (fewer were held by their windows).
 //
 // Where the slides are silent we choose:
 //   - Heterogeneous nodes (OPT_B assumes homogeneous ones): the N best nodes are used
@@ -162,6 +168,8 @@ func OptB(in FlowInput) (FlowPlan, error) {
 		// while the curve's two samples are flat (autotune.Tuner).
 		top = p.StripeStreams
 	}
+	least := min(max(in.MinStreams, 1), lim.MaxStreamsPerStripe)
+	top = max(top, least)
 	u := in.Curve.BitsPerSecond(top)
 	if !(u > 0) {
 		return FlowPlan{}, ErrNoCapacity
@@ -204,7 +212,7 @@ func OptB(in FlowInput) (FlowPlan, error) {
 		return a.streams < b.streams
 	}
 	prevU := 0.0
-	for streams := 1; streams <= top; streams++ {
+	for streams := least; streams <= top; streams++ {
 		us := in.Curve.BitsPerSecond(streams)
 		if streams < top && !(us > prevU) {
 			continue // no more than fewer streams carry

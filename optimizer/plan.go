@@ -189,15 +189,20 @@ func MakePlan(in PlanInput) (Plan, error) {
 		}
 	}
 
-	// 4. the path's capacity as far as the samples show it, then OPT_B within it; a
+	// 4. the path's capacity as far as the samples show it, then OPT_B within it, with
+	// no fewer streams than the samples' windows allow (StreamsPastTheWindow); a
 	// one-stripe plan the stripe stage measured well below the curve is planned again
 	// on the samples as measured
+	leastStreams, windowBound := StreamsPastTheWindow(curveSamples, plan.BufferBytes)
+	if windowBound != "" {
+		plan.Notes = append(plan.Notes, windowBound)
+	}
 	flowOn := func(c Curve) (FlowPlan, PathCapacity, error) {
 		path := NewPathCapacity(c, lim.MaxStreamsPerStripe, in.StripeRates, in.StripeAccuracy)
 		path.StripeStreams = in.StripeStreams
 		flow, err := OptB(FlowInput{Curve: c, SourceCPU: plan.SourceCPU, DestinationCPU: plan.DestinationCPU,
 			SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Limits: in.Limits, PathBitsPerSecond: in.PathBitsPerSecond,
-			Path: &path})
+			Path: &path, MinStreams: leastStreams})
 		return flow, path, err
 	}
 	flow, path, err := flowOn(plan.Curve)

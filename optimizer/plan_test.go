@@ -442,3 +442,86 @@ func planOnTenGig(t *testing.T, samples []Sample, rtt time.Duration) Plan {
 	}
 	return p
 }
+
+// TestStreamsPastTheWindow: the fewest streams a plan may use is the first sampled
+// count, from one up, whose samples were not mostly window-limited, once the fewest
+// were; nothing otherwise.
+func TestStreamsPastTheWindow(t *testing.T) {
+	const buf = 4 << 20
+	at := func(streams, pct int) Sample {
+		return Sample{Streams: streams, BufferBytes: buf, BitsPerSecond: 880e6, WindowLimitedPercent: pct}
+	}
+	for _, c := range []struct {
+		name    string
+		samples []Sample
+		want    int
+	}{
+		{"nothing measured", []Sample{at(1, 0), at(2, 0), at(4, 0)}, 0},
+		{"the fewest not bound", []Sample{at(1, 49), at(2, 80), at(4, 90)}, 0},
+		{"issue 11's loss-free row", []Sample{at(1, 53), at(2, 21), at(4, 10)}, 2},
+		{"exactly half is bound", []Sample{at(1, 50), at(2, 49)}, 2},
+		{"two counts bound", []Sample{at(1, 97), at(2, 71), at(4, 30), at(8, 12)}, 4},
+		{"every count bound", []Sample{at(1, 97), at(2, 71), at(4, 60)}, 0},
+		{"bound again above: the receiver, left alone", []Sample{at(1, 60), at(2, 20), at(4, 70)}, 2},
+		{"repeats averaged (40, 70: 55)", []Sample{at(1, 40), at(2, 10), at(1, 70)}, 2},
+		{"repeats averaged (30, 60: 45)", []Sample{at(1, 30), at(2, 10), at(1, 60)}, 0},
+		{"out-of-range figures clamped", []Sample{at(1, 1000), at(2, -5)}, 2},
+		{"another buffer's samples ignored", []Sample{{Streams: 1, BufferBytes: 1 << 20, BitsPerSecond: 5e8, WindowLimitedPercent: 95}, at(1, 10), at(2, 5)}, 0},
+		{"unusable rates ignored", []Sample{{Streams: 1, BufferBytes: buf, WindowLimitedPercent: 95}, at(2, 90), at(4, 5)}, 4},
+		{"no samples", nil, 0},
+	} {
+		got, why := StreamsPastTheWindow(c.samples, buf)
+		if got != c.want || (got == 0) != (why == "") {
+			t.Errorf("%s: %d (%q), want %d", c.name, got, why, c.want)
+		}
+	}
+	_, why := StreamsPastTheWindow([]Sample{at(1, 97), at(2, 71), at(4, 30)}, buf)
+	if want := "the samples of 1 stream (97 %) and 2 streams (71 %) were mostly window-limited and measured the socket buffer, not the path (4 streams: 30 %): the plan takes at least 4 streams"; why != want {
+		t.Errorf("why %q, want %q", why, want)
+	}
+}
+
+// TestMakePlanPastTheWindow replays issue 11's loss-free row (seventeenth session's
+// suite): samples of 882, 878 and 884 Mbit/s at 1, 2 and 4 streams with 4 MiB
+// buffers, flat, so the fewest streams within 2 % of the best is one — but one
+// stream's sample was 53 % window-limited and ran at 831–842 Mbit/s where two ran at
+// 924–934. The plan takes two, and says why; with no window figures it keeps one.
+func TestMakePlanPastTheWindow(t *testing.T) {
+	plan := func(s []Sample, lim Limits) Plan {
+		t.Helper()
+		p, err := MakePlan(PlanInput{Samples: s, Prober: Prober{BufferSizes: []int64{4 << 20}}, Limits: lim,
+			SourceNodes: []Node{{Name: "a", NICBitsPerSecond: 10e9}}, DestinationNodes: []Node{{Name: "b", NICBitsPerSecond: 10e9}}, RTT: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	flat := doublingSamples(882, 878, 884)
+	if p := plan(flat, Limits{}); p.Flow.StreamsPerStripe != 1 || p.Flow.Stripes() != 1 {
+		t.Fatalf("without window figures: %d × %d, want 1 × 1 (the case this test replays)", p.Flow.Stripes(), p.Flow.StreamsPerStripe)
+	}
+	bound := slices.Clone(flat)
+	bound[0].WindowLimitedPercent, bound[1].WindowLimitedPercent, bound[2].WindowLimitedPercent = 53, 21, 10
+	p := plan(bound, Limits{})
+	if p.Flow.StreamsPerStripe != 2 || p.Flow.Stripes() != 1 {
+		t.Errorf("plan %d × %d, want 1 × 2", p.Flow.Stripes(), p.Flow.StreamsPerStripe)
+	}
+	if !slices.ContainsFunc(p.Notes, func(n string) bool {
+		return strings.Contains(n, "1 stream (53 %)") && strings.Contains(n, "at least 2 streams")
+	}) {
+		t.Errorf("notes %q do not say why two streams", p.Notes)
+	}
+	if p.Flow.PredictedBitsPerSecond > 884e6 {
+		t.Errorf("predicts %.0f bit/s, more than any sample measured", p.Flow.PredictedBitsPerSecond)
+	}
+	// the user's cap on streams still holds
+	if p := plan(bound, Limits{MaxStreamsPerStripe: 1}); p.Flow.StreamsPerStripe != 1 {
+		t.Errorf("maxStreamsPerStripe 1: %d streams", p.Flow.StreamsPerStripe)
+	}
+	// a curve that rises to 4 streams is planned as before: the rule only raises the floor
+	rising := doublingSamples(600, 800, 960, 965)
+	rising[0].WindowLimitedPercent = 90
+	if p := plan(rising, Limits{}); p.Flow.StreamsPerStripe < 4 {
+		t.Errorf("rising curve: %d streams, want the model's 4 or more", p.Flow.StreamsPerStripe)
+	}
+}

@@ -19,6 +19,12 @@ type Sample struct {
 	// receiving agent used while the sample ran; 0 means not measured.
 	SourceMillicores      float64
 	DestinationMillicores float64
+	// WindowLimitedPercent is the share of the streams' busy time that a window — the
+	// receiver's, or the sender's socket buffer — held them back while the sample ran
+	// (TCP_INFO's rwnd_limited and sndbuf_limited), in per cent; 0: none, or not
+	// measured. A sample mostly window-limited measured the buffer, not the path
+	// (StreamsPastTheWindow).
+	WindowLimitedPercent int
 }
 
 // StreamPoint is one point of a throughput-vs-streams curve.
@@ -144,4 +150,63 @@ func streamCurve(samples []Sample, moves bool) (kept []Sample, note string) {
 		kept = append(kept, s)
 	}
 	return kept, note
+}
+
+// windowBoundPercent is the share of a sample's busy time from which a window, not the
+// path, is what the sample measured: more than half the time the streams had data to
+// send, every byte the buffers allow was already in flight, so another stream would
+// have added its own window's worth whatever the other samples say.
+const windowBoundPercent = 50
+
+// StreamsPastTheWindow is the fewest streams a plan may use at the given buffer when
+// the samples of the fewest streams were window-bound (windowBoundPercent, the mean
+// over repeated samples of a stream count), and why, for people: the smallest sampled
+// stream count that was not window-bound, above the ones that were. 0 and "" when the
+// fewest streams sampled were not window-bound, or when every sampled count was (the
+// samples then say nothing of where the path's capacity begins, and the curve stands
+// as fitted). A window-bound count above one that was not is left alone: with more
+// streams than the buffer needs, a window that closes is the receiver falling behind
+// (its CPU), which more streams do not cure.
+//
+// A window-bound sample reads the buffer's rate, BDP-limited, not the path's: on issue
+// 11's loss-free row (1 Gbit/s, 50 ms, 4 MiB buffers) one stream was 53 % window-
+// limited and ran at 831–842 Mbit/s, two streams 21 % at 924–934; the probe's samples
+// of 1, 2 and 4 streams read 882, 878 and 884 Mbit/s, the flat curve took one stream
+// as the fewest within 2 % of the best, and `send --auto` ran at 0.92× the grid's best
+// in every one of five suites' one-stream plans.
+func StreamsPastTheWindow(samples []Sample, bufferBytes int64) (streams int, why string) {
+	type share struct{ sum, n int }
+	by := map[int]*share{}
+	for _, s := range samples {
+		if s.BufferBytes != bufferBytes || s.Streams < 1 || !usable(s.BitsPerSecond) {
+			continue
+		}
+		if by[s.Streams] == nil {
+			by[s.Streams] = &share{}
+		}
+		by[s.Streams].sum += min(max(s.WindowLimitedPercent, 0), 100)
+		by[s.Streams].n++
+	}
+	counts := make([]int, 0, len(by))
+	for n := range by {
+		counts = append(counts, n)
+	}
+	sort.Ints(counts)
+	bound := make([]string, 0, len(counts))
+	for _, n := range counts {
+		pct := (by[n].sum + by[n].n/2) / by[n].n
+		if pct < windowBoundPercent {
+			if len(bound) == 0 {
+				return 0, ""
+			}
+			return n, fmt.Sprintf("the samples of %s were mostly window-limited and measured the socket buffer, not the path (%d streams: %d %%): the plan takes at least %d streams",
+				joinAnd(bound), n, pct, n)
+		}
+		unit := "streams"
+		if n == 1 {
+			unit = "stream"
+		}
+		bound = append(bound, fmt.Sprintf("%d %s (%d %%)", n, unit, pct))
+	}
+	return 0, ""
 }

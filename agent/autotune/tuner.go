@@ -353,7 +353,7 @@ func (t *Tuner) run(ctx context.Context, measure measurer, ends *hostsKnown) (Ou
 	out.Prober = optimizer.Prober{BufferSizes: candidates, Streams: optimizer.ExpSelection{MaxStreams: opt.MaxStreams}}
 	record := func(phase optimizer.ProbePhase, streams int, buffer int64, m measurement) {
 		s := optimizer.Sample{Streams: streams, BufferBytes: buffer, BitsPerSecond: m.bitsPerSecond,
-			SourceMillicores: m.sourceMillicores, DestinationMillicores: m.destinationMillicores}
+			SourceMillicores: m.sourceMillicores, DestinationMillicores: m.destinationMillicores, WindowLimitedPercent: int(m.windowLimitedPercent)}
 		out.Samples = append(out.Samples, s)
 		t.Core.AddSample(contract.Sample{Streams: int32(streams), BufferBytes: buffer, BitsPerSecond: int64(m.bitsPerSecond),
 			SourceMillicores: int64(m.sourceMillicores), DestinationMillicores: int64(m.destinationMillicores),

@@ -49,11 +49,16 @@ type fakeStripes struct {
 	peer  *wire.SocketLimits
 	// endAfter, when > 0, ends the job once that many bytes were delivered.
 	endAfter float64
+	// windowShare, when set, is the share of their busy time a window holds the streams
+	// back at a stream count (TCP_INFO's rwnd and sndbuf limited time); nil: none.
+	windowShare func(streams int) float64
 
 	mu        sync.Mutex
 	delivered []float64
-	last      time.Time
-	maxCount  int
+	// busy and windowLimited are each stripe's streams' busy and window-limited time
+	busy, windowLimited []time.Duration
+	last                time.Time
+	maxCount            int
 	// connectedWith is the buffer the first stripe connected with.
 	connectedWith int64
 }
@@ -72,6 +77,7 @@ func (f *fakeStripes) Add() {
 		f.connectedWith = p.BufferBytes
 	}
 	f.delivered = append(f.delivered, 0)
+	f.busy, f.windowLimited = append(f.busy, 0), append(f.windowLimited, 0)
 	f.maxCount = max(f.maxCount, len(f.delivered))
 	f.mu.Unlock()
 }
@@ -80,6 +86,7 @@ func (f *fakeStripes) Remove() {
 	f.advance()
 	f.mu.Lock()
 	f.delivered = f.delivered[:len(f.delivered)-1]
+	f.busy, f.windowLimited = f.busy[:len(f.delivered)], f.windowLimited[:len(f.delivered)]
 	f.mu.Unlock()
 }
 
@@ -101,6 +108,11 @@ func (f *fakeStripes) advance() {
 		for i := range f.delivered {
 			f.delivered[i] += share
 			total += f.delivered[i]
+			busy := time.Duration(dt*float64(time.Second)) * time.Duration(p.Streams)
+			f.busy[i] += busy
+			if f.windowShare != nil {
+				f.windowLimited[i] += time.Duration(f.windowShare(int(p.Streams)) * float64(busy))
+			}
 		}
 		if f.endAfter > 0 && total >= f.endAfter {
 			f.core.SetPhase(contract.PhaseFailed) // the job ends (no real stripe can complete it here)
@@ -115,7 +127,8 @@ func (f *fakeStripes) Transports() []mover.Transport {
 	defer f.mu.Unlock()
 	out := make([]mover.Transport, len(f.delivered))
 	for i, d := range f.delivered {
-		out[i] = mover.Transport{DeliveredBytes: int64(d), MinRTT: 50 * time.Millisecond, Streams: int(p.Streams), Connected: true, PeerLimits: f.peer}
+		out[i] = mover.Transport{DeliveredBytes: int64(d), MinRTT: 50 * time.Millisecond, Streams: int(p.Streams), Connected: true, PeerLimits: f.peer,
+			BusyTime: f.busy[i], WindowLimited: f.windowLimited[i]}
 	}
 	return out
 }
@@ -177,6 +190,8 @@ func TestOnData(t *testing.T) {
 		// redial: the first sample's buffer is not the one the first stripe connected
 		// with (the receiver's limits, said by its session, differ from this host's)
 		redial bool
+		// windowShare: fakeStripes.windowShare
+		windowShare func(streams int) float64
 	}{
 		// the stripe's session says the limits before the first sample: a fixed 4 MiB
 		// gets 8 MiB, beyond autotuning's 4, so autotuning is never sampled and the
@@ -206,11 +221,21 @@ func TestOnData(t *testing.T) {
 			maxStripes: 1, wantBuffers: nil, wantLevels: []int{1, 2, 4}, wantBuffer: 0,
 			wantStripes: 1, wantStreams: [2]int{2, 4}, wantPath: true, redial: true,
 		},
+		// issue 11's loss-free row: the samples flat from one stream (the fewest within
+		// 2 % of the best would be one), but one stream's sample 53 % window-limited
+		// where two streams' is 21 %: one stream measured its buffer, and the plan
+		// takes two
+		"a flat path whose one stream is window-bound: two streams": {
+			path: func(k, n int, b int64) float64 { return 880e6 }, local: thisMachine, peer: &thisMachine, maxStripes: 1,
+			wantBuffers: []int64{4 << 20}, wantLevels: []int{1, 2, 4}, wantBuffer: 4 << 20,
+			wantStripes: 1, wantStreams: [2]int{2, 2}, wantPath: true,
+			windowShare: func(n int) float64 { return map[bool]float64{true: 0.53, false: 0.21}[n == 1] },
+		},
 	}
 	for name, c := range cases {
 		core := newCore(t)
 		clk := &fakeClock{now: time.Unix(1e9, 0)}
-		st := &fakeStripes{core: core, clock: clk, path: c.path, peer: c.peer}
+		st := &fakeStripes{core: core, clock: clk, path: c.path, peer: c.peer, windowShare: c.windowShare}
 		tu := &Tuner{Core: core, Stripes: st, Params: coord.Params{Concurrency: 4, Pipelining: 16}, LocalLimits: c.local, Clock: clk,
 			CPUSeconds: func() float64 { return 0 }, Options: Options{MaxStreams: 64, MaxStripes: c.maxStripes, Buffers: BuffersAuto}}
 		out, err := tu.OnData(context.Background())

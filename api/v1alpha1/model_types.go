@@ -141,6 +141,16 @@ type ProbeSample struct {
 	// +optional
 	DestinationMillicores int64 `json:"destinationMillicores,omitempty"`
 
+	// windowLimitedPercent is the share of the streams' busy time that a window (the
+	// receiver's, or the sender's socket buffer), not the path, held them back while
+	// the sample ran, from TCP_INFO; absent means none, or not measured. The planner
+	// takes no fewer streams than the first sampled count that was not mostly (50 %)
+	// window-limited: fewer measured the buffer, not the path.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	WindowLimitedPercent int32 `json:"windowLimitedPercent,omitempty"`
+
 	// lossPPM is the share of segments retransmitted while the sample ran, in parts
 	// per million (from TCP_INFO), which the CPU regression with a loss term uses.
 	// +kubebuilder:validation:Minimum=0

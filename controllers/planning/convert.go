@@ -63,7 +63,8 @@ func SamplesFromProbe(ss []v1alpha1.ProbeSample) []optimizer.Sample {
 			continue
 		}
 		out = append(out, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond),
-			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores)})
+			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores),
+			WindowLimitedPercent: int(s.WindowLimitedPercent)})
 	}
 	return optimizer.StreamCurveSamples(out)
 }
@@ -121,7 +122,8 @@ func OneStripeSamplesFromContract(ss []contract.Sample) []optimizer.Sample {
 			continue
 		}
 		out = append(out, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond),
-			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores)})
+			SourceMillicores: float64(s.SourceMillicores), DestinationMillicores: float64(s.DestinationMillicores),
+			WindowLimitedPercent: int(s.WindowLimitedPercent)})
 	}
 	return out
 }
@@ -133,7 +135,8 @@ func ProbeSamplesFromContract(ss []contract.Sample) []v1alpha1.ProbeSample {
 	out := make([]v1alpha1.ProbeSample, 0, len(ss))
 	for _, s := range ss {
 		p := v1alpha1.ProbeSample{Stripes: stripesOf(s.Stripes), Streams: max(s.Streams, 1), BufferBytes: max(s.BufferBytes, 0), BitsPerSecond: max(s.BitsPerSecond, 0),
-			SourceMillicores: max(s.SourceMillicores, 0), DestinationMillicores: max(s.DestinationMillicores, 0)}
+			SourceMillicores: max(s.SourceMillicores, 0), DestinationMillicores: max(s.DestinationMillicores, 0),
+			WindowLimitedPercent: min(max(s.WindowLimitedPercent, 0), 100)}
 		if !s.Time.IsZero() {
 			t := metav1.NewTime(s.Time)
 			p.Time = &t

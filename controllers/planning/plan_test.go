@@ -274,18 +274,18 @@ func TestPlanWarmStartAndExternalDestination(t *testing.T) {
 
 func TestConverters(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
-	cs := []contract.Sample{{Streams: 4, BufferBytes: 1 << 20, BitsPerSecond: 9e8, SourceMillicores: 300, DestinationMillicores: 100, Time: at},
-		{Streams: 0, BitsPerSecond: -5}}
+	cs := []contract.Sample{{Streams: 4, BufferBytes: 1 << 20, BitsPerSecond: 9e8, SourceMillicores: 300, DestinationMillicores: 100, WindowLimitedPercent: 53, Time: at},
+		{Streams: 0, BitsPerSecond: -5, WindowLimitedPercent: 140}}
 	ps := ProbeSamplesFromContract(cs)
-	if ps[0].Streams != 4 || ps[0].Time == nil || !ps[0].Time.Time.Equal(at) || ps[0].SourceMillicores != 300 {
+	if ps[0].Streams != 4 || ps[0].Time == nil || !ps[0].Time.Time.Equal(at) || ps[0].SourceMillicores != 300 || ps[0].WindowLimitedPercent != 53 {
 		t.Errorf("converted %+v", ps[0])
 	}
-	if ps[1].Streams != 1 || ps[1].BitsPerSecond != 0 || ps[1].Time != nil {
+	if ps[1].Streams != 1 || ps[1].BitsPerSecond != 0 || ps[1].Time != nil || ps[1].WindowLimitedPercent != 100 {
 		t.Errorf("invalid sample not raised to the API's minimum: %+v", ps[1])
 	}
 	a, b := SamplesFromContract(cs[:1]), SamplesFromProbe(ps[:1])
-	if a[0] != b[0] {
-		t.Errorf("contract and API samples convert differently: %+v vs %+v", a[0], b[0])
+	if a[0] != b[0] || a[0].WindowLimitedPercent != 53 {
+		t.Errorf("contract and API samples convert differently, or without their window figure: %+v vs %+v", a[0], b[0])
 	}
 	l := Limits(&v1alpha1.TuningLimits{MaxNodes: ptr[int32](2), MaxStripesPerNode: ptr[int32](3), MaxStreamsPerStripe: ptr[int32](4),
 		MaxConcurrency: ptr[int32](5), MaxBitsPerSecond: ptr[int64](6e9)})
