@@ -264,15 +264,12 @@ func samplesFromReport(prev []dtnflowv1alpha1.ProbeSample, rep []contract.Sample
 			continue
 		}
 		seen[k] = true
+		// one conversion for every figure a sample carries (the window share was lost
+		// here while ProbeSamplesFromContract carried it); the time to the second
+		p := planning.ProbeSamplesFromContract([]contract.Sample{s})[0]
 		t := apiTime(s.Time)
-		stripes := int32(0) // one, as the API keeps it
-		if s.Stripes > 1 {
-			stripes = min(s.Stripes, planning.MaxSampleStripes)
-		}
-		out = append(out, dtnflowv1alpha1.ProbeSample{
-			Stripes: stripes, Streams: s.Streams, BufferBytes: max(s.BufferBytes, 0), BitsPerSecond: s.BitsPerSecond,
-			SourceMillicores: max(s.SourceMillicores, 0), DestinationMillicores: max(s.DestinationMillicores, 0), Time: &t,
-		})
+		p.Time = &t
+		out = append(out, p)
 	}
 	if len(out) > maxSamples {
 		out = out[len(out)-maxSamples:]

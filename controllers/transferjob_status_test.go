@@ -113,12 +113,16 @@ func TestAppendReplanKeepsNewest(t *testing.T) {
 func TestSamplesFromReport(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	rep := []contract.Sample{
-		{Streams: 1, BitsPerSecond: 900e6, SourceMillicores: 300, DestinationMillicores: 500, Time: t0},
+		{Streams: 1, BufferBytes: 4 << 20, BitsPerSecond: 900e6, SourceMillicores: 300, DestinationMillicores: 500, WindowLimitedPercent: 53, Time: t0},
 		{Streams: 2, BitsPerSecond: 950e6, Time: t0.Add(5 * time.Second)},
 	}
 	first := samplesFromReport(nil, rep[:1])
 	again := samplesFromReport(first, rep) // the next report repeats the first sample
 	if len(first) != 1 || len(again) != 2 || again[1].Streams != 2 || again[0].DestinationMillicores != 500 {
+		t.Errorf("samples: %+v then %+v", first, again)
+	}
+	// every figure the planner reads is kept: the window share decides its fewest streams
+	if s := first[0]; s.SourceMillicores != 300 || s.BufferBytes != 4<<20 || s.BitsPerSecond != 900e6 || s.WindowLimitedPercent != 53 || !s.Time.Time.Equal(t0) {
 		t.Errorf("samples: %+v then %+v", first, again)
 	}
 	var many []contract.Sample

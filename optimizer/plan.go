@@ -222,6 +222,9 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if measured, why, ok := contradictedByTheStripeStage(plan.Curve, flow, pts, in); ok {
 		planAsMeasured(measured, why)
 	}
+	if leastStreams > 0 && flow.StreamsPerStripe == leastStreams {
+		plan.FitReason += "; " + windowBound
+	}
 	plan.Flow, plan.Path = flow, path
 	if plan.Fit != nil && plan.Fit.Extrapolated && flow.StreamsPerStripe > plan.Fit.MaxSampledStreams {
 		plan.Notes = append(plan.Notes, fmt.Sprintf("%d streams per stripe lie beyond the largest sample (%d streams): the %s model is trusted there (see its reason)",

@@ -506,10 +506,8 @@ func TestMakePlanPastTheWindow(t *testing.T) {
 	if p.Flow.StreamsPerStripe != 2 || p.Flow.Stripes() != 1 {
 		t.Errorf("plan %d × %d, want 1 × 2", p.Flow.Stripes(), p.Flow.StreamsPerStripe)
 	}
-	if !slices.ContainsFunc(p.Notes, func(n string) bool {
-		return strings.Contains(n, "1 stream (53 %)") && strings.Contains(n, "at least 2 streams")
-	}) {
-		t.Errorf("notes %q do not say why two streams", p.Notes)
+	if !strings.Contains(p.FitReason, "the samples of 1 stream (53 %) were mostly window-limited") || !strings.Contains(p.FitReason, "at least 2 streams") {
+		t.Errorf("the model's reason %q does not say why two streams", p.FitReason)
 	}
 	if p.Flow.PredictedBitsPerSecond > 884e6 {
 		t.Errorf("predicts %.0f bit/s, more than any sample measured", p.Flow.PredictedBitsPerSecond)
@@ -521,7 +519,7 @@ func TestMakePlanPastTheWindow(t *testing.T) {
 	// a curve that rises to 4 streams is planned as before: the rule only raises the floor
 	rising := doublingSamples(600, 800, 960, 965)
 	rising[0].WindowLimitedPercent = 90
-	if p := plan(rising, Limits{}); p.Flow.StreamsPerStripe < 4 {
-		t.Errorf("rising curve: %d streams, want the model's 4 or more", p.Flow.StreamsPerStripe)
+	if p := plan(rising, Limits{}); p.Flow.StreamsPerStripe < 4 || strings.Contains(p.FitReason, "window-limited") {
+		t.Errorf("rising curve: %d streams (%q), want the model's 4 or more, and no word of the floor it did not need", p.Flow.StreamsPerStripe, p.FitReason)
 	}
 }

@@ -28,7 +28,7 @@ func validCPUModel() object {
 
 func validProbeSample() object {
 	return object{"stripes": 1, "streams": 4, "bufferBytes": int64(4 << 20), "bitsPerSecond": int64(900_000_000),
-		"sourceMillicores": int64(400), "destinationMillicores": int64(500), "lossPPM": int64(10), "time": someTime}
+		"sourceMillicores": int64(400), "destinationMillicores": int64(500), "lossPPM": int64(10), "windowLimitedPercent": 53, "time": someTime}
 }
 
 func dateTime(field string) validationCase {
@@ -143,6 +143,7 @@ func probeSampleCases(list string) []validationCase {
 		boundCases(s+".sourceMillicores", nil, 0, nil),
 		boundCases(s+".destinationMillicores", nil, 0, nil),
 		boundCases(s+".lossPPM", nil, 0, nil),
+		boundCases(s+".windowLimitedPercent", nil, 0, upTo(100)),
 	)
 }
 
