@@ -2,7 +2,9 @@ package optimizer
 
 import (
 	"encoding/binary"
+	"maps"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -62,7 +64,8 @@ func (f *fuzzBytes) samples(max int) []Sample {
 	out := make([]Sample, n)
 	for i := range out {
 		out[i] = Sample{Streams: f.intn(130) - 1, BufferBytes: int64(f.intn(4)) << (16 + f.intn(10)),
-			BitsPerSecond: f.rate(), SourceMillicores: f.millicores(), DestinationMillicores: f.millicores()}
+			BitsPerSecond: f.rate(), SourceMillicores: f.millicores(), DestinationMillicores: f.millicores(),
+			WindowLimitedPercent: f.intn(130) - 10}
 	}
 	return out
 }
@@ -252,11 +255,62 @@ func FuzzOptB(f *testing.F) {
 		if in.byte()%2 == 0 {
 			fi.PathBitsPerSecond = in.rate()
 		}
+		fi.MinStreams = in.intn(80) - 2
 		p, err := OptB(fi)
 		if err != nil {
 			return
 		}
 		checkFlow(t, p, fi)
+		if least := min(max(fi.MinStreams, 1), fi.Limits.WithDefaults().MaxStreamsPerStripe); p.StreamsPerStripe < least {
+			t.Fatalf("%d streams, fewer than the %d allowed (MinStreams %d)", p.StreamsPerStripe, least, fi.MinStreams)
+		}
+	})
+}
+
+// FuzzStreamsPastTheWindow: the floor is 0 or a sampled count at the buffer, the first
+// from one up whose mean share is below windowBoundPercent, with every sampled count
+// below it at or above; a reason exactly when there is a floor.
+func FuzzStreamsPastTheWindow(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := &fuzzBytes{data}
+		samples := in.samples(12)
+		buffer := int64(in.intn(4)) << (16 + in.intn(10))
+		got, why := StreamsPastTheWindow(samples, buffer)
+		if (got > 0) != (why != "") {
+			t.Fatalf("floor %d with reason %q", got, why)
+		}
+		share := map[int][]int{}
+		for _, s := range samples {
+			if s.BufferBytes == buffer && s.Streams >= 1 && usable(s.BitsPerSecond) {
+				share[s.Streams] = append(share[s.Streams], min(max(s.WindowLimitedPercent, 0), 100))
+			}
+		}
+		bound := func(n int) bool {
+			sum := 0
+			for _, p := range share[n] {
+				sum += p
+			}
+			return (sum+len(share[n])/2)/len(share[n]) >= windowBoundPercent // the rounded mean
+		}
+		counts := slices.Sorted(maps.Keys(share))
+		if got == 0 {
+			// no floor: the fewest were not bound, or every count was
+			if len(counts) > 0 && bound(counts[0]) && slices.ContainsFunc(counts, func(n int) bool { return !bound(n) }) {
+				t.Fatalf("no floor, but counts %v start bound and one is not", counts)
+			}
+			return
+		}
+		if len(share[got]) == 0 || bound(got) {
+			t.Fatalf("floor %d is no unbound sampled count (%v)", got, share)
+		}
+		for _, n := range counts {
+			if n < got && !bound(n) {
+				t.Fatalf("floor %d above the unbound count %d", got, n)
+			}
+		}
+		if got == counts[0] {
+			t.Fatalf("floor at the fewest sampled count %d", got)
+		}
 	})
 }
 
@@ -275,6 +329,10 @@ func FuzzMakePlan(f *testing.F) {
 		}
 		checkFlow(t, plan.Flow, FlowInput{Curve: plan.Curve, SourceNodes: pi.SourceNodes, DestinationNodes: pi.DestinationNodes, Limits: pi.Limits})
 		checkWithinSamples(t, plan, pi)
+		kept, _ := StreamCurve(pi.Samples)
+		if floor, why := StreamsPastTheWindow(kept, plan.BufferBytes); plan.Flow.StreamsPerStripe < min(floor, pi.Limits.WithDefaults().MaxStreamsPerStripe) {
+			t.Fatalf("%d streams below the window's floor: %s", plan.Flow.StreamsPerStripe, why)
+		}
 		if plan.BufferBytes < 0 || bad(plan.BDPBytes) || plan.BDPBytes < 0 {
 			t.Fatalf("buffer %d, BDP %g", plan.BufferBytes, plan.BDPBytes)
 		}
@@ -316,7 +374,10 @@ func checkWithinSamples(t *testing.T, plan Plan, in PlanInput) {
 	if x := plan.Path.Max(); bad(x) || !(x > 0) {
 		t.Fatalf("path capacity %g", x)
 	}
-	pts := StreamPoints(in.Samples, plan.BufferBytes)
+	// the samples the plan fits: a sample the path moved under, and the probe's later
+	// ones, are no points of the curve (StreamCurve)
+	kept, _ := StreamCurve(in.Samples)
+	pts := StreamPoints(kept, plan.BufferBytes)
 	stripe := 0.0
 	for _, p := range pts {
 		stripe = math.Max(stripe, p.BitsPerSecond)
