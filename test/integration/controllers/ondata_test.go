@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"github.com/dtnflow/dtnflow/controllers/planning"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,4 +132,49 @@ func TestColdJobMovesDataFromTheFirstSecond(t *testing.T) {
 		g.Expect(j.Status.Timings.CompleteMilliseconds).To(Equal(ptr.To[int64](9250)))
 		g.Expect(j.Status.Timings.PlanMilliseconds).To(Equal(ptr.To[int64](4000)))
 	})
+}
+
+// TestOperatorPlansPastTheWindow: the probe's samples carry each stream count's window
+// share through the coordinator's report and the API server into status.samples and
+// the PathProfile, and the operator's plan reads it — issue 11's flat loss-free samples
+// (882, 878, 884 Mbit/s at 1, 2, 4 streams with 4 MiB buffers), one stream 53 %
+// window-limited, two 21 %: the plan takes two streams and its model's reason says why.
+// A CRD without the field would prune it, and the plan would take one.
+func TestOperatorPlansPastTheWindow(t *testing.T) {
+	clk := newClock()
+	startManager(t, clk, managerOptions{})
+	src, dst := newSite(t, "src", siteOptions{nodes: 1}), newSite(t, "dst", siteOptions{nodes: 1, budget: "8"})
+	job := createJob(t, createNamespace(t, nil), "window", jobSpec(src, dst))
+	samples := []contract.Sample{}
+	for i, s := range []struct {
+		streams int32
+		mbps    int64
+		pct     int32
+	}{{1, 882, 53}, {2, 878, 21}, {4, 884, 10}} {
+		samples = append(samples, contract.Sample{Stripes: 1, Streams: s.streams, BufferBytes: 4 << 20, BitsPerSecond: s.mbps * 1_000_000,
+			SourceMillicores: 150, DestinationMillicores: 250, RTTMicros: 50_000, WindowLimitedPercent: s.pct,
+			Time: clk.Now().Add(time.Duration(i-10) * time.Second)})
+	}
+	eventually(t, func(g Gomega) {
+		pods := runAll(g, job)
+		g.Expect(pods.coordinator).NotTo(BeNil())
+		d := directive(g, job)
+		g.Expect(d.Probe).NotTo(BeNil())
+		report(g, job, contract.Report{Generation: d.Generation, Phase: contract.PhaseTransferring, Probe: contract.PhaseProbed, Time: clk.Now(),
+			Dataset: dataset, Samples: samples, BytesTotal: dataset.Bytes, FilesTotal: dataset.Files, BytesDone: 1 << 30, FilesDone: 1})
+	})
+	plan := startTransfer(t, job)
+	eventually(t, func(g Gomega) {
+		j := getJob(g, job)
+		g.Expect(j.Status.Samples).To(HaveLen(3))
+		for i, s := range j.Status.Samples {
+			g.Expect(s.WindowLimitedPercent).To(Equal(samples[i].WindowLimitedPercent), "sample %d as the API server stored it", i)
+		}
+	})
+	if plan.StreamsPerStripe != 2 || plan.StripesPerNode != 1 {
+		t.Errorf("plan %d stripe(s) × %d streams, want 1 × 2 (one stream's sample measured its window)", plan.StripesPerNode, plan.StreamsPerStripe)
+	}
+	if plan.Model == nil || !strings.Contains(plan.Model.Reason, "1 stream (53 %) were mostly window-limited") {
+		t.Errorf("model %+v: its reason does not say why two streams", plan.Model)
+	}
 }
