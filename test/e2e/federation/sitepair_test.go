@@ -226,8 +226,18 @@ func testAToB(t *testing.T) {
 	g.Expect(done.Status.Plan.DestinationNodes).To(ContainElement(HavePrefix("site-b")), "A's plan is over B's nodes")
 	t.Logf("complete: %s; plan %s; B's side %s (%s)", done.Status.Progress.Rate, describeShape(done), r.Transfer, r.Message)
 	expectCopy(t, source, filepath.Join(destRoot, "fed/ab"), b)
-	// B's side is released once the job is done
-	g.Eventually(func(g Gomega) { g.Expect(remoteTransfers(ctx, g)).To(BeEmpty()) }).WithTimeout(refusalTimeout).Should(Succeed())
+	expectReleasedAtB(ctx, g)
+}
+
+// expectReleasedAtB waits until B holds nothing for a finished job: no remote transfer
+// and no live agent pod in the peer's namespace. Besides being what a done job owes the
+// peer, it keeps a later subtest's "no agent at B" from seeing this job's pods on their
+// way out.
+func expectReleasedAtB(ctx context.Context, g Gomega) {
+	g.Eventually(func(g Gomega) {
+		g.Expect(remoteTransfers(ctx, g)).To(BeEmpty())
+		g.Expect(podsAt(ctx, g, siteB, peerNamespace)).To(BeEmpty())
+	}).WithTimeout(refusalTimeout).WithPolling(time.Second).Should(Succeed())
 }
 
 func testBToA(t *testing.T) {
@@ -257,6 +267,7 @@ func testBToA(t *testing.T) {
 	g.Expect(done.Status.Plan.SourceNodes).To(ContainElement(HavePrefix("site-b")))
 	t.Logf("complete: %s; plan %s", done.Status.Progress.Rate, describeShape(done))
 	expectCopy(t, source, filepath.Join(destRoot, grantedOut, "ba"), a)
+	expectReleasedAtB(ctx, g)
 }
 
 func testNotAllowed(t *testing.T) {
