@@ -264,9 +264,9 @@ func samplesFromReport(prev []dtnflowv1alpha1.ProbeSample, rep []contract.Sample
 			continue
 		}
 		seen[k] = true
-		// one conversion for every figure a sample carries (the window share was lost
-		// here while ProbeSamplesFromContract carried it); the time to the second
-		p := planning.ProbeSamplesFromContract([]contract.Sample{s})[0]
+		// the one conversion of a sample's figures (a copy of them here once lost the
+		// window share); the time to the second
+		p := planning.ProbeSampleFromContract(s)
 		t := apiTime(s.Time)
 		p.Time = &t
 		out = append(out, p)

@@ -2,7 +2,9 @@ package optimizer
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -187,13 +189,8 @@ func StreamsPastTheWindow(samples []Sample, bufferBytes int64) (streams int, why
 		by[s.Streams].sum += min(max(s.WindowLimitedPercent, 0), 100)
 		by[s.Streams].n++
 	}
-	counts := make([]int, 0, len(by))
-	for n := range by {
-		counts = append(counts, n)
-	}
-	sort.Ints(counts)
-	bound := make([]string, 0, len(counts))
-	for _, n := range counts {
+	var bound []string
+	for _, n := range slices.Sorted(maps.Keys(by)) {
 		pct := (by[n].sum + by[n].n/2) / by[n].n
 		if pct < windowBoundPercent {
 			if len(bound) == 0 {

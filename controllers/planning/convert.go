@@ -129,21 +129,28 @@ func OneStripeSamplesFromContract(ss []contract.Sample) []optimizer.Sample {
 }
 
 // ProbeSamplesFromContract converts a coordinator's report samples into the API's,
-// for TransferJob and PathProfile status. Values the API's validation would refuse
-// (streams below 1, negative figures) are raised to its minimum.
+// for TransferJob and PathProfile status (ProbeSampleFromContract each).
 func ProbeSamplesFromContract(ss []contract.Sample) []v1alpha1.ProbeSample {
 	out := make([]v1alpha1.ProbeSample, 0, len(ss))
 	for _, s := range ss {
-		p := v1alpha1.ProbeSample{Stripes: stripesOf(s.Stripes), Streams: max(s.Streams, 1), BufferBytes: max(s.BufferBytes, 0), BitsPerSecond: max(s.BitsPerSecond, 0),
-			SourceMillicores: max(s.SourceMillicores, 0), DestinationMillicores: max(s.DestinationMillicores, 0),
-			WindowLimitedPercent: min(max(s.WindowLimitedPercent, 0), 100)}
-		if !s.Time.IsZero() {
-			t := metav1.NewTime(s.Time)
-			p.Time = &t
-		}
-		out = append(out, p)
+		out = append(out, ProbeSampleFromContract(s))
 	}
 	return out
+}
+
+// ProbeSampleFromContract converts one report sample into the API's, every figure the
+// planner reads included. Values the API's validation would refuse (streams below 1,
+// negative figures, a share above 100 %) are brought within its bounds; a zero time is
+// left absent.
+func ProbeSampleFromContract(s contract.Sample) v1alpha1.ProbeSample {
+	p := v1alpha1.ProbeSample{Stripes: stripesOf(s.Stripes), Streams: max(s.Streams, 1), BufferBytes: max(s.BufferBytes, 0), BitsPerSecond: max(s.BitsPerSecond, 0),
+		SourceMillicores: max(s.SourceMillicores, 0), DestinationMillicores: max(s.DestinationMillicores, 0),
+		WindowLimitedPercent: min(max(s.WindowLimitedPercent, 0), 100)}
+	if !s.Time.IsZero() {
+		t := metav1.NewTime(s.Time)
+		p.Time = &t
+	}
+	return p
 }
 
 // stripesOf is a report sample's stripe count as the API keeps it: absent for one

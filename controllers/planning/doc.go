@@ -13,8 +13,9 @@
 //   - Rescale(state, RescaleInput) (RescaleDecision, state): one round of the rescale
 //     policy, with the new plan (nil to hold) and the reason.
 //   - Learn(...) v1alpha1.PathProfileStatus: what a finished job teaches the profile.
-//   - Converters: SamplesFromProbe, SamplesFromContract, ProbeSamplesFromContract,
-//     Histogram, Limits, StreamModel / Fit, CPUModel / CPUModelFromAPI, FormatDecimal.
+//   - Converters: SamplesFromProbe, SamplesFromContract, ProbeSamplesFromContract /
+//     ProbeSampleFromContract, Histogram, Limits, StreamModel / Fit, CPUModel /
+//     CPUModelFromAPI, FormatDecimal.
 //
 // The controllers package's Planner interface maps onto these one for one:
 // ProbeDirective, Plan (PlanRequest's fields are Input's, PlanNode is Node),
