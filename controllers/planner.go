@@ -40,8 +40,9 @@ type Planner interface {
 	// was made at now: the plan counts as a change made then, so that the policy lets
 	// it settle and cools down before judging it (the reports of the probe on the
 	// job's data, and of the plan's stripes starting, say nothing of the plan yet) —
-	// unless the path moves away from the plan's predicted rate meanwhile.
-	RescaleStateAfterPlan(now time.Time, plan *dtnflowv1alpha1.TransferPlan) any
+	// unless the path moves away from the plan's predicted rate meanwhile. baseRTT is
+	// the least round trip the probe's samples saw (0: unknown).
+	RescaleStateAfterPlan(now time.Time, plan *dtnflowv1alpha1.TransferPlan, baseRTT time.Duration) any
 
 	// Learn is the PathProfile status after a job finished on the path.
 	Learn(profile *dtnflowv1alpha1.PathProfile, job *dtnflowv1alpha1.TransferJob, now time.Time) dtnflowv1alpha1.PathProfileStatus
@@ -135,8 +136,8 @@ func (planningPlanner) Rescale(state any, in RescaleRequest) (RescaleDecision, a
 	return RescaleDecision{Plan: d.Plan, Reason: d.Reason, Message: d.Message}, next
 }
 
-func (planningPlanner) RescaleStateAfterPlan(now time.Time, plan *dtnflowv1alpha1.TransferPlan) any {
-	st := optimizer.AfterPlan(now, float64(plan.PredictedBitsPerSecond), float64(plan.PathBitsPerSecond))
+func (planningPlanner) RescaleStateAfterPlan(now time.Time, plan *dtnflowv1alpha1.TransferPlan, baseRTT time.Duration) any {
+	st := optimizer.AfterPlan(now, float64(plan.PredictedBitsPerSecond), float64(plan.PathBitsPerSecond), baseRTT)
 	return &st
 }
 

@@ -3,6 +3,7 @@ package controllers
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -67,4 +68,13 @@ func sameDirective(a, b *contract.Directive) bool {
 	x, y := *a, *b
 	x.Generation, y.Generation = 0, 0
 	return encodeDirective(x) == encodeDirective(y)
+}
+
+// leastSampleRTT is the least round trip the report's probe samples saw; 0 without a
+// report or a sample that says.
+func leastSampleRTT(rep *contract.Report) time.Duration {
+	if rep == nil {
+		return 0
+	}
+	return contract.LeastRTT(rep.Samples)
 }

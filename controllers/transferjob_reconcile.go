@@ -333,7 +333,7 @@ func (r *TransferJobReconciler) makePlan(p *pass, dataset *contract.Dataset) boo
 	}
 	stampPlanHash(&plan, p.job)
 	p.st.Plan = &plan
-	r.rescale.set(p.job.UID, r.Planner.RescaleStateAfterPlan(p.now.Time, &plan))
+	r.rescale.set(p.job.UID, r.Planner.RescaleStateAfterPlan(p.now.Time, &plan, leastSampleRTT(p.obs.report)))
 	p.timing(func(t *dtnflowv1alpha1.TransferTimings) **int64 { return &t.PlanMilliseconds }, p.at)
 	reason, probeReason := ReasonPlanned, ReasonProbeComplete
 	if p.job.Spec.Tuning.Mode == dtnflowv1alpha1.TuningFixed {

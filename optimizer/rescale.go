@@ -23,7 +23,9 @@ import (
 //   - stripes at (nearly) their predicted rate mean the end systems, not the path,
 //     limit each stripe: add stripes up to OPT_B's planned count (PathHasRoom);
 //   - under heavy loss, stripes short of their rate get twice the streams first
-//     (HighLoss), and the model's count back when loss subsides (LossSubsided);
+//     (HighLoss), and the model's count back when loss subsides (LossSubsided) —
+//     unless their round trip says the loss is a full bottleneck queue's overflow
+//     (QueuedRTT), which more streams share but do not make room in;
 //   - stripes well below it mean the path limits them (capacity fell, a flow
 //     competes): remove down to the count that puts them mid-band (PathSaturated);
 //   - more stripes than planned at the planned rate: shed the extra;
@@ -57,7 +59,16 @@ import (
 // window slides on until the rate holds. A change made on the move is judged like any
 // other: left unjudged (tried), the streams HighLoss doubled at a 400 Mbit/s cut stood,
 // the full queue's loss doubled them again when the cool-down ended, and 16 streams ran
-// the returning 1 Gbit/s at 0.92× the fixed setting's rate.
+// the returning 1 Gbit/s at 0.92× the fixed setting's rate. Two things keep a move's
+// transient out of a judgment: the answer to a move waits until its reports hold
+// (spread within BlockBand: PathMoving until then), so that a change is judged against
+// the level the path went to rather than a point on the way there; and streams that
+// HighLoss raised go back unblocked when the window that would judge them spanned a
+// move (PathMovedWhileSettling), since the move and not the streams made the
+// difference the window shows — twelve streams a cut's doubling left standing, judged
+// on the returning capacity as a gain of 397 → 825 Mbit/s, ran the 1 Gbit/s path at
+// 0.83× the fixed setting. Other changes are judged once the rate holds: the stripes
+// the plan's count supports need no such doubt.
 
 // Action is what an intent asks for.
 type Action string
@@ -94,6 +105,9 @@ type StripeMeasurement struct {
 	BitsPerSecond float64
 	LossPPM       float64
 	Connected     bool
+	// RTT is the stripe's smoothed round-trip time over the interval (its streams'
+	// mean); 0 when it did not say.
+	RTT time.Duration
 }
 
 // Measurement is one report of the running job.
@@ -157,6 +171,10 @@ type RescaleConfig struct {
 	// HighLossPPM is the loss at which more streams are tried before fewer stripes
 	// (default 1000, 0.1 %: NDM'13 §4.2 saw streams matter from 0.1 % on).
 	HighLossPPM float64
+	// QueuedRTT: stripes whose round trip is at least this multiple of the smallest
+	// the job has seen are behind a queue (default 1.5): their loss is a full
+	// bottleneck's, which more streams do not make room in, and HighLoss leaves them.
+	QueuedRTT float64
 	// BackoffMin and BackoffMax bound how long a failed move is blocked (default
 	// 2 min, doubling to 16 min).
 	BackoffMin, BackoffMax time.Duration
@@ -192,6 +210,7 @@ func (c RescaleConfig) withDefaults() RescaleConfig {
 	def(&c.StreamsGain, 0.05)
 	def(&c.ProbeBelow, 0.1)
 	def(&c.HighLossPPM, 1000)
+	def(&c.QueuedRTT, 1.5)
 	def(&c.BlockBand, 0.2)
 	if c.BackoffMin <= 0 {
 		c.BackoffMin = 2 * time.Minute
@@ -212,6 +231,8 @@ type observation struct {
 	LossPPM   float64
 	// Stripes is how many stripes were connected; -1 when the report did not say.
 	Stripes int
+	// RTT is the connected stripes' median round trip; 0 when none said.
+	RTT time.Duration
 }
 
 // pending is a change waiting to be judged.
@@ -222,6 +243,9 @@ type pending struct {
 	BeforeAggregate float64
 	BeforeLossPPM   float64
 	Reason          string
+	// Spanned: a window read while this change was judged spread beyond BlockBand —
+	// the path moved while the change settled.
+	Spanned bool
 }
 
 // block stops one kind of move until it expires. An expired block is kept (Expired)
@@ -260,16 +284,24 @@ type RescaleState struct {
 	// (its capacity fell or came back, a flow came or left) and the policy answers at
 	// once instead of after the settle and cool-down of a change of its own.
 	Recent []observation
+	// MinRTT is the path's round trip with the least queue the job has seen: the
+	// probe's least (AfterPlan's baseRTT) or a report's smaller smoothed one, against
+	// which a queue is told (0: none yet). The reports' alone are not enough: BBR's
+	// streams keep the bottleneck's queue standing whenever they fill the path, and
+	// the rate schedule's stripes reported 66–101 ms at 1 Gbit/s on a 50 ms path from
+	// their first second to the cut.
+	MinRTT time.Duration
 }
 
 // AfterPlan is the state of a policy that starts following a plan at now: the plan
 // counts as a change made now (it settles and cools down like one), and the rate it
 // predicts, within the path's capacity the samples showed (0: unknown), is the level
 // against which a change of the path is seen during that wait — the bound the
-// policy's input gets (RescaleInput.PathBitsPerSecond).
-func AfterPlan(now time.Time, predicted, path float64) RescaleState {
+// policy's input gets (RescaleInput.PathBitsPerSecond). baseRTT is the least round
+// trip the probe's samples saw (TCP's min_rtt; 0: unknown).
+func AfterPlan(now time.Time, predicted, path float64, baseRTT time.Duration) RescaleState {
 	level := sanitizeInput(RescaleInput{PlannedBitsPerSecond: predicted, PathBitsPerSecond: path}).PlannedBitsPerSecond
-	return RescaleState{LastChange: now, Level: level}
+	return RescaleState{LastChange: now, Level: level, MinRTT: max(baseRTT, 0)}
 }
 
 // RescalePolicy is the rescale policy with its configuration.
@@ -335,7 +367,10 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	m := in.Measurement
 	if m.Time.After(st.LastSeen) && usable(m.AggregateBitsPerSecond) {
 		st.LastSeen = m.Time
-		o := observation{Time: m.Time, Aggregate: m.AggregateBitsPerSecond, LossPPM: medianLoss(m.Stripes), Stripes: connected(m.Stripes)}
+		o := observation{Time: m.Time, Aggregate: m.AggregateBitsPerSecond, LossPPM: medianLoss(m.Stripes), Stripes: connected(m.Stripes), RTT: medianRTT(m.Stripes)}
+		if o.RTT > 0 && (st.MinRTT == 0 || o.RTT < st.MinRTT) {
+			st.MinRTT = o.RTT
+		}
 		st.Recent = lastN(append(st.Recent, o), cfg.Window)
 		if st.LastChange.IsZero() || !m.Time.Before(st.LastChange.Add(cfg.Settle)) {
 			st.Window = lastN(append(st.Window, o), cfg.Window)
@@ -360,6 +395,7 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 		}
 	}
 	agg, loss, noise := windowStats(st.Window)
+	rtt := windowRTT(st.Window)
 	perStripe := agg / float64(cur.Stripes)
 	predicted := math.Inf(1)
 	if in.Curve != nil {
@@ -385,10 +421,23 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 		rate = fmt.Sprintf("the path moved from %s to %s: %s", FormatBitsPerSecond(st.Level), FormatBitsPerSecond(agg), rate)
 	}
 
+	// 2c. a move is answered from the level the path moved to, not from the way there:
+	// reports still falling or rising (spread beyond BlockBand) are a transient, and a
+	// change decided on it is judged against it. The rate schedule's cut read 254, 347
+	// Mbit/s on its way down to 400; HighLoss doubled the streams "at 347", and the
+	// doubling read as a gain once the cut had settled at 397.
+	if moved && noise > cfg.BlockBand*agg {
+		return hold("PathMoving", fmt.Sprintf("the path moved from %s: the last %d reports spread ±%s around %s; waiting for the rate to hold before answering",
+			FormatBitsPerSecond(st.Level), len(st.Window), FormatBitsPerSecond(noise), FormatBitsPerSecond(agg)))
+	}
+
 	// 3. judge the last change — not on a window that spans a move of the path (its
 	// spread beyond BlockBand either way): what it measured is neither the change's
 	// effect nor its failure; the window slides on and judges once the rate holds
 	if st.Pending != nil && noise > cfg.BlockBand*agg {
+		spanned := *st.Pending // the state is plain data: the caller's copy stays as it was
+		spanned.Spanned = true
+		st.Pending = &spanned
 		return hold("Unsteady", fmt.Sprintf("%s, but the window's reports spread ±%s: waiting for the rate to hold before judging the %s",
 			rate, FormatBitsPerSecond(noise), st.Pending.Reason))
 	}
@@ -405,7 +454,7 @@ func (p RescalePolicy) decide(st RescaleState, in RescaleInput) (Intent, Rescale
 	if in.Curve != nil {
 		optimum = bestStreamsWithin(in.Curve, in.MaxStreams)
 	}
-	r := &round{cfg: cfg, in: in, st: &st, cur: cur, agg: agg, loss: loss, predicted: predicted, planned: planned,
+	r := &round{cfg: cfg, in: in, st: &st, cur: cur, agg: agg, loss: loss, rtt: rtt, predicted: predicted, planned: planned,
 		ratio: ratio, rate: rate, optimum: optimum,
 		nearPlan: in.PlannedBitsPerSecond > 0 && agg >= (1-cfg.ProbeBelow)*in.PlannedBitsPerSecond,
 		atPath:   in.PathBitsPerSecond > 0 && agg >= (1-cfg.ProbeBelow)*in.PathBitsPerSecond}
@@ -473,6 +522,17 @@ func judgeLastChange(st *RescaleState, in RescaleInput, cfg RescaleConfig, agg, 
 	}
 	st.Pending = nil
 	cur := in.Current
+	if pd.Spanned && pd.Reason == "HighLoss" {
+		// Streams beyond the model's need a gain to stand, and a window after a move
+		// shows the move, not the gain: the rate schedule's return read 397 → 825
+		// Mbit/s as the doubling's work, and twelve streams where the plan had three
+		// ran the returning 1 Gbit/s at 0.83× the fixed setting's rate. The streams go
+		// back, unblocked: if the loss is still there, HighLoss asks again on a window
+		// that can judge it.
+		return Intent{Action: ChangeStreams, To: pd.From, Reason: "PathMovedWhileSettling",
+			Message: fmt.Sprintf("the path moved while %d streams per stripe settled (the aggregate was %s before them and is %s now): the change cannot be told from the move; back to %d streams",
+				cur.StreamsPerStripe, FormatBitsPerSecond(pd.BeforeAggregate), FormatBitsPerSecond(agg), pd.From.StreamsPerStripe)}, true
+	}
 	switch pd.Action {
 	case AddStripes:
 		expected := float64(pd.Stripes) * pd.BeforeAggregate / float64(max(pd.From.Stripes, 1))
@@ -524,10 +584,11 @@ type round struct {
 	in       RescaleInput
 	st       *RescaleState
 	cur      Shape
-	agg      float64 // the window's aggregate
-	loss     float64 // the window's loss, ppm
-	nearPlan bool    // the aggregate is within ProbeBelow of the planned rate
-	atPath   bool    // ... of what the samples showed the path to carry
+	agg      float64       // the window's aggregate
+	loss     float64       // the window's loss, ppm
+	rtt      time.Duration // the window's longest round trip, 0 when unknown
+	nearPlan bool          // the aggregate is within ProbeBelow of the planned rate
+	atPath   bool          // ... of what the samples showed the path to carry
 	// predicted is a stripe's rate at the current streams by the curve (the
 	// measured one when there is no curve); ratio the measured per-stripe rate over it
 	predicted, ratio float64
@@ -639,8 +700,20 @@ func stripesAtTheirRate(r *round) (Intent, bool) {
 
 // highLoss: stripes short of their rate under heavy loss get more streams first, since
 // they cost no pods and recover faster from loss (NDM'13 §4.2).
+//
+// Not behind a full queue: a round trip well above the least the job has seen
+// (QueuedRTT) says the bottleneck's queue is full, and the loss is its overflow — the
+// path's capacity, which more streams share but do not raise. On the rate schedule's
+// 400 Mbit/s cut the stripes' loss read 5 000–350 000 ppm with every byte of the
+// emulated bottleneck's queue waiting; doubled streams there gained 0–3 % in four
+// judged runs of five, and in the fifth, judged on the returning capacity, twelve
+// streams ran the 1 Gbit/s at 0.79× the fixed setting. Random loss (NDM'13's case, and
+// the simulation's random-loss scenario) leaves the round trip where it was.
 func highLoss(r *round) (Intent, bool) {
 	if r.loss < r.cfg.HighLossPPM || r.cur.StreamsPerStripe >= r.in.MaxStreams || r.st.StreamBlock.active() {
+		return Intent{}, false
+	}
+	if least := r.st.MinRTT; least > 0 && r.rtt > 0 && float64(r.rtt) >= r.cfg.QueuedRTT*float64(least) {
 		return Intent{}, false
 	}
 	n := min(2*r.cur.StreamsPerStripe, r.in.MaxStreams)
@@ -785,6 +858,31 @@ func connected(s []StripeMeasurement) int {
 		}
 	}
 	return n
+}
+
+// medianRTT is the median round trip of the connected stripes that report one.
+func medianRTT(s []StripeMeasurement) time.Duration {
+	var v []float64
+	for _, m := range s {
+		if m.Connected && m.RTT > 0 {
+			v = append(v, float64(m.RTT))
+		}
+	}
+	return time.Duration(median(v))
+}
+
+// windowRTT is the longest round trip of the window's measurements: whether the
+// bottleneck's queue filled during the window. A stripe's round trip is its streams'
+// smoothed one at the moment of the report, and BBR's streams dip to the path's own
+// every few seconds (ProbeRTT) while the queue stands: on the rate schedule's cut the
+// reports read 58.6, 77.4 and 95.3 ms over a window whose queue was full, 101 ms for
+// the 30 s after it; the median of the three missed it.
+func windowRTT(w []observation) time.Duration {
+	var longest time.Duration
+	for _, o := range w {
+		longest = max(longest, o.RTT)
+	}
+	return longest
 }
 
 // medianLoss is the median loss of the connected stripes (0 when none report it).

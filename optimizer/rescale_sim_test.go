@@ -18,13 +18,22 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // full second order curve of the stream tests, peaking at 1.41 Gbit/s with 4 streams),
 // and each TCP stream carries at most mathisK/√p under random loss p (Mathis et al.).
 // The path's capacity is shared among TCP streams equally, ours and a competing
-// flow's; under congestion the loss rises with the overload.
+// flow's; under congestion the loss rises with the overload, and the round trip is
+// twice the path's, its bottleneck queue full.
 type conditions struct {
 	capacity      float64 // bit/s
 	competing     int     // streams of a competing TCP flow
 	randomLossPPM float64
 	maxStripes    int // the user's limit (nodes × stripes per node)
+	// queueLossPPM, when set, is the loss of an overflowing bottleneck instead of
+	// 300–600 ppm: a deep queue that model-based streams (BBR) overrun.
+	queueLossPPM float64
 }
+
+const (
+	simRTT    = 50 * time.Millisecond
+	simQueued = 2 * simRTT
+)
 
 const (
 	simRound   = 10 * time.Second
@@ -36,6 +45,12 @@ func endSystem(n int) float64 { return predict(FullSecondOrder, fsoA, fsoB, fsoC
 
 // pathRate is the noise-free aggregate of a shape and the loss the stripes see.
 func pathRate(s Shape, c conditions) (agg, lossPPM float64) {
+	agg, lossPPM, _ = pathRateRTT(s, c)
+	return agg, lossPPM
+}
+
+// pathRateRTT is pathRate with the round trip the stripes see.
+func pathRateRTT(s Shape, c conditions) (agg, lossPPM float64, rtt time.Duration) {
 	perStripe := endSystem(s.StreamsPerStripe)
 	if c.randomLossPPM > 0 {
 		perStripe = math.Min(perStripe, float64(s.StreamsPerStripe)*mathisK/math.Sqrt(c.randomLossPPM/1e6))
@@ -46,9 +61,12 @@ func pathRate(s Shape, c conditions) (agg, lossPPM float64) {
 	lossPPM = c.randomLossPPM + 10
 	if demand >= share {
 		lossPPM += 300 + 300*math.Min(1, demand/share-1)
-		return share, lossPPM
+		if c.queueLossPPM > 0 {
+			lossPPM = c.randomLossPPM + c.queueLossPPM
+		}
+		return share, lossPPM, simQueued
 	}
-	return demand, lossPPM
+	return demand, lossPPM, simRTT
 }
 
 // best is the oracle the policy is measured against: the highest aggregate of any
@@ -107,6 +125,17 @@ var scenarios = []scenario{
 		}
 		return c
 	}},
+	// the rate schedule's cut as BBR streams meet it: the capacity falls to 40 %, the
+	// bottleneck's deep queue overflows (5 % loss) and the round trip doubles; then it
+	// comes back. More streams would only share the smaller path.
+	{name: "cut-behind-a-full-queue", rounds: 240, settle: 30, events: []int{60, 150}, at: func(r int) conditions {
+		c := base()
+		c.queueLossPPM = 50000
+		if r >= 60 && r < 150 {
+			c.capacity = 4e9
+		}
+		return c
+	}},
 	{name: "limit-lowered", rounds: 120, settle: 2, events: []int{60}, at: func(r int) conditions {
 		c := base()
 		if r >= 60 {
@@ -144,11 +173,11 @@ func TestRescaleSimulation(t *testing.T) {
 						r, FormatBitsPerSecond(c.capacity), c.competing, c.randomLossPPM, c.maxStripes, FormatBitsPerSecond(best(c, planned)))
 					prev = c
 				}
-				agg, loss := pathRate(shape, c)
+				agg, loss, rtt := pathRateRTT(shape, c)
 				noisy := agg * (1 + 0.2*(rng.Float64()-0.5)) // ±10 %
 				stripes := make([]StripeMeasurement, shape.Stripes)
 				for i := range stripes {
-					stripes[i] = StripeMeasurement{BitsPerSecond: noisy / float64(shape.Stripes), LossPPM: loss * (1 + 0.2*(rng.Float64()-0.5)), Connected: true}
+					stripes[i] = StripeMeasurement{BitsPerSecond: noisy / float64(shape.Stripes), LossPPM: loss * (1 + 0.2*(rng.Float64()-0.5)), Connected: true, RTT: rtt}
 				}
 				now := start.Add(time.Duration(r) * simRound)
 				in := RescaleInput{Now: now, Current: shape, MinStripes: 1, MaxStripes: c.maxStripes, MaxStreams: simStreams,
@@ -166,6 +195,9 @@ func TestRescaleSimulation(t *testing.T) {
 				}
 				if intent.Reason == "" || intent.Message == "" {
 					t.Fatalf("round %d: intent without reason or message: %+v", r, intent)
+				}
+				if intent.Reason == "HighLoss" && c.queueLossPPM > 0 {
+					t.Errorf("round %d: HighLoss behind a full queue (the loss is the bottleneck's overflow): %s", r, intent.Message)
 				}
 				if intent.Action != Hold {
 					fmt.Fprintf(&log, "round %3d: %s %dx%d → %dx%d (%s): %s\n", r, intent.Action, shape.Stripes, shape.StreamsPerStripe,

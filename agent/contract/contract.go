@@ -452,3 +452,15 @@ func boolString(b bool) string {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// LeastRTT is the smallest round-trip time the samples saw (TCP's min_rtt of their
+// streams): the path's own, with the least queue; 0 when none says.
+func LeastRTT(samples []Sample) time.Duration {
+	var rtt time.Duration
+	for _, s := range samples {
+		if d := time.Duration(s.RTTMicros) * time.Microsecond; d > 0 && (rtt == 0 || d < rtt) {
+			rtt = d
+		}
+	}
+	return rtt
+}

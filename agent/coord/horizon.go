@@ -54,17 +54,6 @@ func bestRate(samples []contract.Sample) float64 {
 	return float64(best)
 }
 
-// sampleRTT is the smallest round-trip time the samples saw (0: none says).
-func sampleRTT(samples []contract.Sample) time.Duration {
-	var rtt time.Duration
-	for _, s := range samples {
-		if d := time.Duration(s.RTTMicros) * time.Microsecond; d > 0 && (rtt == 0 || d < rtt) {
-			rtt = d
-		}
-	}
-	return rtt
-}
-
 // SmallFiles says whether a dataset is one of small files for a path of this rate and
 // RTT: the size classes of Arslan & Kosar (optimizer.Partition at the rate, BDP = rate
 // × RTT) hold at least half of its bytes in Small and Medium files (the case for ProMC,

@@ -448,7 +448,7 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 			continue
 		}
 		next, done := r.Probe(limits.useful(c, d), samples, c.Dataset())
-		if !done && len(samples) > 0 && ProbeOutlasts(c.Remaining(), bestRate(samples), sampleRTT(samples), time.Duration(d.SampleSeconds)*time.Second) {
+		if !done && len(samples) > 0 && ProbeOutlasts(c.Remaining(), bestRate(samples), contract.LeastRTT(samples), time.Duration(d.SampleSeconds)*time.Second) {
 			c.log.Info("Probing stops: the dataset left ends before more samples could pay", "remainingBytes", c.Remaining(), "samples", len(samples))
 			done = true
 		}

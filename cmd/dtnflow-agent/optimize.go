@@ -17,18 +17,7 @@ import (
 // autotuning among the directive's buffers the sizes autotuning already outruns are
 // not sampled (optimizer.Prober.RTT).
 func prober(d contract.ProbeDirective, samples []contract.Sample) optimizer.Prober {
-	return optimizer.Prober{BufferSizes: d.BufferBytes, RTT: minRTT(samples), Streams: optimizer.ExpSelection{MaxStreams: int(d.MaxStreams)}}
-}
-
-// minRTT is the smallest RTT the samples saw, 0 when none says.
-func minRTT(samples []contract.Sample) time.Duration {
-	var rtt time.Duration
-	for _, s := range samples {
-		if d := time.Duration(s.RTTMicros) * time.Microsecond; d > 0 && (rtt == 0 || d < rtt) {
-			rtt = d
-		}
-	}
-	return rtt
+	return optimizer.Prober{BufferSizes: d.BufferBytes, RTT: contract.LeastRTT(samples), Streams: optimizer.ExpSelection{MaxStreams: int(d.MaxStreams)}}
 }
 
 // probePlanner is the coordinator's probe sequence: the optimizer's stepper, which is
@@ -43,7 +32,7 @@ func minRTT(samples []contract.Sample) time.Duration {
 func probePlanner() coord.ProbePlanner {
 	return func(d contract.ProbeDirective, samples []contract.Sample, ds contract.Dataset) (wire.ProbeRequest, bool) {
 		p := prober(d, samples)
-		small := len(samples) > 0 && coord.SmallFiles(ds, float64(samples[0].BitsPerSecond), minRTT(samples))
+		small := len(samples) > 0 && coord.SmallFiles(ds, float64(samples[0].BitsPerSecond), contract.LeastRTT(samples))
 		if small {
 			// small files gain from pipelining, concurrency and stripes, hardly from
 			// streams (Arslan & Kosar §3): no stream doubling, the stripes at two
@@ -137,14 +126,15 @@ type adapter struct {
 // seconds' reports would undo that measurement on less evidence. What it predicted
 // (within the path's measured capacity) is the level against which a path that moves
 // meanwhile is seen and answered at once.
-func newAdapter(plan optimizer.Plan, maxStripes int) *adapter {
-	return &adapter{plan: plan, max: maxStripes, state: optimizer.AfterPlan(time.Now(), plan.Flow.PredictedBitsPerSecond, plan.Path.Max())}
+func newAdapter(plan optimizer.Plan, maxStripes int, baseRTT time.Duration) *adapter {
+	return &adapter{plan: plan, max: maxStripes, state: optimizer.AfterPlan(time.Now(), plan.Flow.PredictedBitsPerSecond, plan.Path.Max(), baseRTT)}
 }
 
 func (a *adapter) step(rep contract.Report, stripes, streams int) optimizer.Intent {
 	m := optimizer.Measurement{Time: rep.Time, AggregateBitsPerSecond: float64(rep.BitsPerSecond)}
 	for _, s := range rep.Stripes {
-		m.Stripes = append(m.Stripes, optimizer.StripeMeasurement{BitsPerSecond: float64(s.BitsPerSecond), LossPPM: float64(s.LossPPM), Connected: s.Connected})
+		m.Stripes = append(m.Stripes, optimizer.StripeMeasurement{BitsPerSecond: float64(s.BitsPerSecond), LossPPM: float64(s.LossPPM), Connected: s.Connected,
+			RTT: time.Duration(s.RTTMicros) * time.Microsecond})
 	}
 	// A plan bound by the path's capacity that the probe measured (more stripes
 	// stopped paying) is not probed upwards when the rate falls short of it: that

@@ -98,7 +98,7 @@ func startAuto(ctx context.Context, f *sendFlags, core *coord.Core, ls *localStr
 		for range out.Stripes {
 			ls.add(ctx)
 		}
-		go ls.adapt(ctx, newAdapter(out.Plan, int(f.stripes)), j.reportInterval)
+		go ls.adapt(ctx, newAdapter(out.Plan, int(f.stripes), out.RTT), j.reportInterval)
 	default:
 		// The probe runs on the job's data while the caller's runner reports it.
 		go func() {
@@ -107,7 +107,7 @@ func startAuto(ctx context.Context, f *sendFlags, core *coord.Core, ls *localStr
 			case err != nil && ctx.Err() == nil:
 				log.Warn("Auto-tuning failed; the transfer goes on with the parameters it has", "err", err.Error())
 			case err == nil && !out.Finished:
-				ls.adapt(ctx, newAdapter(out.Plan, int(f.stripes)), j.reportInterval)
+				ls.adapt(ctx, newAdapter(out.Plan, int(f.stripes), out.RTT), j.reportInterval)
 			}
 		}()
 	}

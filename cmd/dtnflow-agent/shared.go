@@ -182,7 +182,7 @@ func (s *sharedSend) start(ctx context.Context) (autotune.Outcome, bool) {
 // follow re-plans for the job's share whenever it changed (looking every sharePoll)
 // and runs the rescale policy every report interval in between, until the job ends.
 func (s *sharedSend) follow(ctx context.Context, out autotune.Outcome) {
-	a := newAdapter(out.Plan, s.maxStripes)
+	a := newAdapter(out.Plan, s.maxStripes, out.RTT)
 	cap := s.tuner.Params.MaxBitsPerSecond
 	members, _ := s.dir.Members()
 	jobs := len(members)
@@ -230,7 +230,7 @@ func (s *sharedSend) follow(ctx context.Context, out autotune.Outcome) {
 				continue
 			}
 			out, cap, jobs = next, want, len(members)
-			a = newAdapter(out.Plan, s.maxStripes)
+			a = newAdapter(out.Plan, s.maxStripes, out.RTT)
 			s.log.Info("Re-planned", "action", "Share", "reason", reason, "jobsOnPath", len(members),
 				"pathCapacity", coord.HumanRate(int64(p.CapacityBitsPerSecond())), "share", rateOrNone(sh.BitsPerSecond), "paced", sh.Paced,
 				"stripes", out.Stripes, "streams", out.Plan.Flow.StreamsPerStripe)

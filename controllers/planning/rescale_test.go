@@ -123,3 +123,39 @@ func TestRescaleHolds(t *testing.T) {
 		t.Errorf("lowered limit: %+v", dec)
 	}
 }
+
+// TestRescaleReadsTheStripesRoundTrip: the coordinator's report carries each stripe's
+// round trip, and the policy reads it: heavy loss with the round trip three times the
+// least the job has seen is a full bottleneck queue, which more streams do not answer;
+// the same loss at the path's own round trip is random loss, which they do.
+func TestRescaleReadsTheStripesRoundTrip(t *testing.T) {
+	plan, in := runningPlan(t)
+	decide := func(cutRTT time.Duration) RescaleDecision {
+		start := time.Unix(500_000, 0)
+		var state *RescaleState
+		var dec RescaleDecision
+		for round := 0; round < 12; round++ {
+			now := start.Add(time.Duration(round) * 10 * time.Second)
+			agg, rtt, loss := plan.PredictedBitsPerSecond, 50*time.Millisecond, int64(300)
+			if round >= 6 {
+				agg, rtt, loss = plan.PredictedBitsPerSecond/3, cutRTT, 50_000
+			}
+			rep := report(now, plan, agg)
+			for i := range rep.Stripes {
+				rep.Stripes[i].RTTMicros, rep.Stripes[i].LossPPM = rtt.Microseconds(), loss
+			}
+			dec, state = Rescale(state, RescaleInput{Tuning: in.Tuning, Plan: plan, Report: rep,
+				SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Now: now})
+			if dec.Plan != nil {
+				return dec
+			}
+		}
+		return dec
+	}
+	if dec := decide(150 * time.Millisecond); dec.Reason == "HighLoss" {
+		t.Errorf("behind a full queue: %s (%s), want no more streams", dec.Reason, dec.Message)
+	}
+	if dec := decide(51 * time.Millisecond); dec.Reason != "HighLoss" || dec.To.StreamsPerStripe != 2*plan.StreamsPerStripe {
+		t.Errorf("at the path's round trip: %s %+v (%s), want HighLoss doubling the streams", dec.Reason, dec.To, dec.Message)
+	}
+}
