@@ -131,11 +131,7 @@ func newAdapter(plan optimizer.Plan, maxStripes int, baseRTT time.Duration) *ada
 }
 
 func (a *adapter) step(rep contract.Report, stripes, streams int) optimizer.Intent {
-	m := optimizer.Measurement{Time: rep.Time, AggregateBitsPerSecond: float64(rep.BitsPerSecond)}
-	for _, s := range rep.Stripes {
-		m.Stripes = append(m.Stripes, optimizer.StripeMeasurement{BitsPerSecond: float64(s.BitsPerSecond), LossPPM: float64(s.LossPPM), Connected: s.Connected,
-			RTT: time.Duration(s.RTTMicros) * time.Microsecond})
-	}
+	m := planning.MeasurementFromReport(rep)
 	// A plan bound by the path's capacity that the probe measured (more stripes
 	// stopped paying) is not probed upwards when the rate falls short of it: that
 	// measurement already says more stripes do not help.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/api/v1alpha1"
@@ -136,6 +137,18 @@ func ProbeSamplesFromContract(ss []contract.Sample) []v1alpha1.ProbeSample {
 		out = append(out, ProbeSampleFromContract(s))
 	}
 	return out
+}
+
+// MeasurementFromReport is what the rescale policy reads of a coordinator's report:
+// the aggregate and each stripe's rate, loss, connection and round trip. The operator
+// and `send --auto` both follow their plans through it.
+func MeasurementFromReport(rep contract.Report) optimizer.Measurement {
+	m := optimizer.Measurement{Time: rep.Time, AggregateBitsPerSecond: float64(rep.BitsPerSecond)}
+	for _, s := range rep.Stripes {
+		m.Stripes = append(m.Stripes, optimizer.StripeMeasurement{BitsPerSecond: float64(s.BitsPerSecond), LossPPM: float64(s.LossPPM),
+			Connected: s.Connected, RTT: time.Duration(s.RTTMicros) * time.Microsecond})
+	}
+	return m
 }
 
 // ProbeSampleFromContract converts one report sample into the API's, every figure the

@@ -14,7 +14,7 @@
 //     policy, with the new plan (nil to hold) and the reason.
 //   - Learn(...) v1alpha1.PathProfileStatus: what a finished job teaches the profile.
 //   - Converters: SamplesFromProbe, SamplesFromContract, ProbeSamplesFromContract /
-//     ProbeSampleFromContract, Histogram, Limits, StreamModel / Fit, CPUModel /
+//     ProbeSampleFromContract, MeasurementFromReport, Histogram, Limits, StreamModel / Fit, CPUModel /
 //     CPUModelFromAPI, FormatDecimal.
 //
 // The controllers package's Planner interface maps onto these one for one:

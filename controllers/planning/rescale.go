@@ -95,11 +95,7 @@ func Rescale(state *RescaleState, in RescaleInput) (RescaleDecision, *RescaleSta
 		plannedStripes, plannedRate = opt.Stripes(), opt.PredictedBitsPerSecond
 	}
 	maxPerNode := min(lim.MaxStripesPerNode, slots(src), slots(dst))
-	m := optimizer.Measurement{Time: in.Report.Time, AggregateBitsPerSecond: float64(in.Report.BitsPerSecond)}
-	for _, s := range in.Report.Stripes {
-		m.Stripes = append(m.Stripes, optimizer.StripeMeasurement{BitsPerSecond: float64(s.BitsPerSecond), LossPPM: float64(s.LossPPM), Connected: s.Connected,
-			RTT: time.Duration(s.RTTMicros) * time.Microsecond})
-	}
+	m := MeasurementFromReport(in.Report)
 	policy := optimizer.RescalePolicy{Config: optimizer.RescaleConfig{Granularity: nodes}}
 	intent, next := policy.Decide(*state, optimizer.RescaleInput{Now: in.Now, Current: optimizer.Shape{Stripes: int(shape.Stripes), StreamsPerStripe: int(plan.StreamsPerStripe)},
 		MinStripes: nodes, MaxStripes: nodes * max(maxPerNode, 1), MaxStreams: lim.MaxStreamsPerStripe, MaxBitsPerSecond: limits.MaxBitsPerSecond,
