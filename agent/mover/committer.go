@@ -81,6 +81,27 @@ func (c *committer) track(ch *rchunk) {
 	c.mu.Unlock()
 }
 
+// writtenElsewhere is what the other copies of ch's chunk (the same file version,
+// index and block size, in sessions that took it before) have written, durable or not.
+func (c *committer) writtenElsewhere(ch *rchunk) journal.Ranges {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out journal.Ranges
+	for other := range c.tracked {
+		if other == ch || other.key != ch.key || other.open.Index != ch.open.Index || other.open.BlockSize != ch.open.BlockSize || other.open.ChunkSize != ch.open.ChunkSize {
+			continue
+		}
+		other.mu.Lock()
+		if !other.retired {
+			for _, rg := range other.have {
+				out.Add(rg[0], rg[1])
+			}
+		}
+		other.mu.Unlock()
+	}
+	return out
+}
+
 func (c *committer) untrack(ch *rchunk) {
 	c.mu.Lock()
 	if c.tracked[ch] {

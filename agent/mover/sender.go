@@ -287,6 +287,12 @@ type ssession struct {
 	progressAt atomic.Int64
 	unitsDone  atomic.Int64
 
+	// streamsRunning counts the stream goroutines (runStream) not yet ended;
+	// deliverBy, once set (unix ns), has each of them, as it ends, wait until the
+	// receiver has read what it wrote, up to that time (deliver).
+	streamsRunning sync.WaitGroup
+	deliverBy      atomic.Int64
+
 	workMu      sync.Mutex
 	concurrency atomic.Int32
 	workers     atomic.Int32
@@ -396,6 +402,9 @@ loop:
 		case <-sctx.Done():
 			break loop
 		}
+	}
+	if errors.Is(result, errDrained) {
+		s.deliver(min(deliverLimit, st.stallTimeout()))
 	}
 	s.stop()
 	s.ctrl.Close()
