@@ -165,10 +165,11 @@ func TestMCHandsOnlyFinishedClassesOn(t *testing.T) {
 
 func TestSCRunsOneClassAtATime(t *testing.T) {
 	c, m := mixedCore(t, optimizer.SingleChunk, 0, 0)
-	// Large first (the long tails), with its own concurrency × pipelining: 2 × 2
+	// Large first (the long tails), with its own concurrency × pipelining in files,
+	// 2 × 2 (all three here), and chunks up to the stripe's chunk cap: 2 × 4
 	g := request(t, m, 100)
-	if got := byClass(g.Units); got["Large"] != 4 || got["Small"] != 0 {
-		t.Fatalf("first grant %v, want 4 Large and no Small", got)
+	if got := byClass(g.Units); got["Large"] != 8 || got["Small"] != 0 {
+		t.Fatalf("first grant %v, want 8 Large and no Small", got)
 	}
 	for {
 		m.Done(ok(g.Units...))
@@ -299,6 +300,76 @@ func TestFilesInFlightUnlessTheJobSaysHowMany(t *testing.T) {
 			i := slices.IndexFunc(classes, func(sc contract.SizeClassParam) bool { return sc.Class == "Small" })
 			if i < 0 || classes[i].Concurrency != tc.wantSmall {
 				t.Fatalf("early classes %+v: want Small with concurrency %d", classes, tc.wantSmall)
+			}
+		})
+	}
+}
+
+// TestSCCountsAFilesChunksAsOneSlot: under SC a class's concurrency × pipelining is
+// files in flight (Algorithm 1), however many of a file's chunks a stripe holds; the
+// chunks are bounded by the stripe's chunk cap, two per slot of
+// optimizer.DefaultConcurrency at least. A huge file's class of concurrency 1 held a
+// stripe to two chunks, and its streams idled while the slowest of them brought the
+// last block of the older one (issue 11's four competing flows, twentieth session).
+func TestSCCountsAFilesChunksAsOneSlot(t *testing.T) {
+	const chunkSize = 300 // newCore's
+	for _, tc := range []struct {
+		name        string
+		files       map[string]int
+		concurrency int32 // the Large class's, pipelining 1 (2 leases per slot)
+		wantChunks  int
+		wantFiles   int
+	}{
+		{"one huge file, concurrency 1: the chunk cap, not two chunks", map[string]int{"d/huge": 16 * chunkSize}, 1, 8, 1},
+		{"files of three chunks, concurrency 1: two files' chunks", map[string]int{"d/a": 3 * chunkSize, "d/b": 3 * chunkSize, "d/c": 3 * chunkSize}, 1, 6, 2},
+		{"files of three chunks, concurrency 2: the chunk cap across three files", map[string]int{"d/a": 3 * chunkSize, "d/b": 3 * chunkSize, "d/c": 3 * chunkSize, "d/e": 3 * chunkSize}, 2, 8, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCore(t, tc.files)
+			c.SetParams(ParamsFromDirective(contract.Directive{Mode: contract.ModeTransfer, StreamsPerStripe: 2, Scheduler: string(optimizer.SingleChunk),
+				SizeClasses: []contract.SizeClassParam{{Class: "Large", Pipelining: 1, Parallelism: 2, Concurrency: tc.concurrency}}}, c.Params()))
+			m := c.Join(0)
+			m.Summary(wire.Summary{Last: true})
+			g := request(t, m, 100)
+			files := map[string]bool{}
+			for _, u := range g.Units {
+				if u.Kind != wire.UnitChunk {
+					t.Fatalf("granted %+v, want chunks only", u)
+				}
+				files[string(u.Source)] = true
+			}
+			if len(g.Units) != tc.wantChunks || len(files) != tc.wantFiles {
+				t.Fatalf("granted %d chunks of %d files, want %d of %d", len(g.Units), len(files), tc.wantChunks, tc.wantFiles)
+			}
+			if tc.wantFiles == len(tc.files) {
+				return
+			}
+			// a chunk done frees no file slot while its file has others in flight; the
+			// file's last chunk and its rename done do
+			first := g.Units[0].Source
+			var firstChunks []wire.Unit
+			for _, u := range g.Units {
+				if u.Source == first {
+					firstChunks = append(firstChunks, u)
+				}
+			}
+			m.Done(ok(firstChunks[0]))
+			if g2, ok := c.request(m, 100); ok {
+				for _, u := range g2.Units {
+					if !files[string(u.Source)] {
+						t.Fatalf("one chunk of %s done, %s granted: %d files in flight, want %d", first, u.Source, len(files)+1, tc.wantFiles)
+					}
+				}
+			}
+			m.Done(ok(firstChunks[1:]...))
+			g3, _ := c.request(m, 100)
+			if len(g3.Units) == 1 && g3.Units[0].Kind == wire.UnitFinalize && g3.Units[0].Source == first {
+				// the file's rename holds its slot until it is done
+				m.Done(ok(g3.Units...))
+				g3, _ = c.request(m, 100)
+			}
+			if !slices.ContainsFunc(g3.Units, func(u wire.Unit) bool { return u.Kind == wire.UnitChunk && !files[string(u.Source)] }) {
+				t.Fatalf("every chunk of %s done: granted %+v, want chunks of a file not yet held", first, g3.Units)
 			}
 		})
 	}

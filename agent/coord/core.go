@@ -614,20 +614,36 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 	}
 	var g wire.WorkGrant
 	n = min(n, c.guidedShareLocked()-len(m.leases))
+	// Under SC a class runs alone with Algorithm 1's parameters, whose concurrency
+	// is files in flight: a file of several chunks takes one of its class's slots
+	// however many of its chunks the stripe holds. (MC and ProMC count units: the
+	// channels they move between classes bound what each class has on the wire.)
+	filesBound := c.ch != nil && c.ch.sched == optimizer.SingleChunk
 	perClass := map[string]int{}
+	heldFiles := map[*cfile]bool{}
 	chunks := 0
 	for u := range m.leases {
-		perClass[u.u.Class]++
 		if u.u.Kind == wire.UnitChunk {
 			chunks++
+			if filesBound && heldFiles[u.file] {
+				continue
+			}
+			heldFiles[u.file] = true
 		}
+		perClass[u.u.Class]++
 	}
 	limit := c.leaseLimitsLocked()
-	// Chunks of a class no scheduler bounds (before the plan, or outside every class)
-	// are leased at most two per file slot: a stripe works on Concurrency of them at
-	// once, and one that leased every chunk of a large file would leave nothing for a
-	// stripe that joins later (a probe sample of several stripes, a plan's new stripe).
-	chunkCap := 2 * int(max(c.params.Concurrency, 1))
+	// Chunks are leased at most chunkCap per stripe, whichever class they are in: a
+	// stripe works on them in turn, and one that leased every chunk of a large file
+	// would leave nothing for a stripe that joins later (a probe sample of several
+	// stripes, a plan's new stripe). Two per file slot, and never fewer than for
+	// optimizer.DefaultConcurrency slots: a chunk is verified only once its last
+	// block lands, and a stripe held to the two chunks of one slot (a huge file's
+	// concurrency of 1) waits, all its streams idle, for the slowest stream's last
+	// block of the one before — with four competing flows on issue 11's path, 2 s
+	// at 3 Mbit/s where the same streams at four slots never fell below 550 Mbit/s
+	// (docs/benchmarks.md, twentieth session).
+	chunkCap := 2 * int(max(c.params.Concurrency, optimizer.DefaultConcurrency))
 	var kept []*cunit // looked at and left for later, in order
 	i := 0
 	for ; i < len(c.pending) && len(g.Units) < n && i <= 4*n+64; i++ {
@@ -639,15 +655,20 @@ func (c *Core) request(m *Member, n int) (wire.WorkGrant, bool) {
 			continue
 		}
 		l, bounded := limit[u.u.Class]
-		if (bounded && perClass[u.u.Class] >= l) || (!bounded && u.u.Kind == wire.UnitChunk && chunks >= chunkCap) {
+		isChunk := u.u.Kind == wire.UnitChunk
+		newSlot := !isChunk || !filesBound || !heldFiles[u.file]
+		if (isChunk && chunks >= chunkCap) || (bounded && newSlot && perClass[u.u.Class] >= l) {
 			kept = append(kept, u)
 			continue
 		}
 		c.leaseLocked(u, m)
 		c.pendingByClass[u.u.Class]--
-		perClass[u.u.Class]++
-		if u.u.Kind == wire.UnitChunk {
+		if newSlot {
+			perClass[u.u.Class]++
+		}
+		if isChunk {
 			chunks++
+			heldFiles[u.file] = true
 		}
 		g.Units = append(g.Units, u.u)
 	}
