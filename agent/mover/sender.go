@@ -292,6 +292,7 @@ type ssession struct {
 	// receiver has read what it wrote, up to that time (deliver).
 	streamsRunning sync.WaitGroup
 	deliverBy      atomic.Int64
+	undelivered    atomic.Int32 // streams whose receiver did not close by deliverBy
 
 	workMu      sync.Mutex
 	concurrency atomic.Int32

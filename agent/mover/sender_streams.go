@@ -158,24 +158,32 @@ func (s *ssession) deliver(limit time.Duration) {
 	}
 	s.streams = nil
 	s.mu.Unlock()
+	start := time.Now()
 	s.streamsRunning.Wait()
+	if late := s.undelivered.Load(); late > 0 {
+		s.log.Warn("The receiver did not read what a drained stripe's streams wrote in time; the stripe taking its chunks over sends it", "stripe", s.st.Index, "streams", late, "limit", limit)
+	} else {
+		s.log.Info("A drained stripe's streams delivered what they wrote", "stripe", s.st.Index, "seconds", time.Since(start).Seconds())
+	}
 }
 
 // awaitDelivery closes the stream's sending side and waits, until by, for the
 // receiver to close its side: it does once it has read every frame.
-func awaitDelivery(c *wire.Conn, by time.Time) {
+// It says whether the receiver did.
+func awaitDelivery(c *wire.Conn, by time.Time) bool {
 	tc, ok := c.NetConn().(*net.TCPConn)
 	if !ok || tc.CloseWrite() != nil {
-		return
+		return false
 	}
 	tc.SetReadDeadline(by)
-	io.Copy(io.Discard, tc)
+	_, err := io.Copy(io.Discard, tc)
+	return err == nil
 }
 
 func (s *ssession) runStream(st *stream) {
 	defer func() {
-		if by := s.deliverBy.Load(); by != 0 {
-			awaitDelivery(st.conn, time.Unix(0, by))
+		if by := s.deliverBy.Load(); by != 0 && !awaitDelivery(st.conn, time.Unix(0, by)) {
+			s.undelivered.Add(1)
 		}
 		s.retire(st)
 		st.conn.Close()
