@@ -145,6 +145,9 @@ const deliverLimit = 10 * time.Second
 // file in issue 11's four-flows run, twentieth session). What arrives is written, so
 // the chunks go back to the work source with the receiver holding it (ChunkOpened.Have).
 func (s *ssession) deliver(limit time.Duration) {
+	// written and not yet acknowledged: what the streams still have to bring (the
+	// acknowledged count includes frame headers, so this reads a little low)
+	onItsWay := max(s.st.bytesSent.Load()-s.st.Transport().DeliveredBytes, 0)
 	by := time.Now().Add(limit)
 	s.deliverBy.Store(by.UnixNano())
 	s.mu.Lock()
@@ -163,7 +166,7 @@ func (s *ssession) deliver(limit time.Duration) {
 	if late := s.undelivered.Load(); late > 0 {
 		s.log.Warn("The receiver did not read what a drained stripe's streams wrote in time; the stripe taking its chunks over sends it", "stripe", s.st.Index, "streams", late, "limit", limit)
 	} else {
-		s.log.Info("A drained stripe's streams delivered what they wrote", "stripe", s.st.Index, "seconds", time.Since(start).Seconds())
+		s.log.Info("A drained stripe's streams delivered what they wrote", "stripe", s.st.Index, "bytes", onItsWay, "seconds", time.Since(start).Seconds())
 	}
 }
 
@@ -190,6 +193,15 @@ func (s *ssession) runStream(st *stream) {
 		s.streamsRunning.Done()
 	}()
 	for {
+		// A stream told to quit takes no more frames, even with some waiting (a
+		// select picks at random among ready cases): a drained session's queue is
+		// what its chunks handed over left, which the stripe taking them sends, and
+		// its streams emptying it held the chunks from that stripe for seconds.
+		select {
+		case <-st.quit:
+			return
+		default:
+		}
 		var f *outFrame
 		select {
 		case f = <-s.queue:
