@@ -139,9 +139,10 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 			}
 		}
 	}
-	// and what other copies of the chunk wrote that the journal does not hold yet: a
-	// drained stripe's last blocks, read just before its session ended, are journaled
-	// as it ends, and the stripe taking the chunk over may ask first
+	// Besides what the journal holds, the chunk has what other copies of it wrote and
+	// the journal does not hold yet: a drained stripe's last blocks, read just before
+	// its session ended, are journaled as it ends, and the stripe taking the chunk
+	// over may ask first.
 	for _, rg := range j.commit.writtenElsewhere(c) {
 		c.have.Add(rg[0], rg[1])
 	}

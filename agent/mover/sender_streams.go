@@ -142,7 +142,7 @@ const deliverLimit = 10 * time.Second
 // buffers hold 200 MiB — and the receiver ends a session's streams with its control
 // connection: a drained stripe that closed at once had the receiver drop what was on
 // its way, and the stripe that took its chunks over sent it again (368 MB of a 4 GiB
-// file in issue 11's four-flows run, twentieth session). What arrives is written, so
+// file in the nineteenth session's four-flows run of issue 11's suite). What arrives is written, so
 // the chunks go back to the work source with the receiver holding it (ChunkOpened.Have).
 func (s *ssession) deliver(limit time.Duration) {
 	// written and not yet acknowledged: what the streams still have to bring (the
@@ -171,8 +171,8 @@ func (s *ssession) deliver(limit time.Duration) {
 }
 
 // awaitDelivery closes the stream's sending side and waits, until by, for the
-// receiver to close its side: it does once it has read every frame.
-// It says whether the receiver did.
+// receiver to close its side, which it does once it has read every frame; it says
+// whether the receiver did.
 func awaitDelivery(c *wire.Conn, by time.Time) bool {
 	tc, ok := c.NetConn().(*net.TCPConn)
 	if !ok || tc.CloseWrite() != nil {
@@ -194,9 +194,10 @@ func (s *ssession) runStream(st *stream) {
 	}()
 	for {
 		// A stream told to quit takes no more frames, even with some waiting (a
-		// select picks at random among ready cases): a drained session's queue is
-		// what its chunks handed over left, which the stripe taking them sends, and
-		// its streams emptying it held the chunks from that stripe for seconds.
+		// select picks at random among ready cases): what a drained session's queue
+		// holds belongs to the chunks it handed over, which the stripe taking them
+		// sends, and a quitting stream that sent it would only keep those chunks from
+		// that stripe for longer.
 		select {
 		case <-st.quit:
 			return
