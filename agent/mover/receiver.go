@@ -160,6 +160,10 @@ type rjob struct {
 	// a large file arrive on several streams at once, and each write into the file
 	// takes its lock in the kernel, where the writers that wait spin on the CPU.
 	writeLocks [writeLockCount]sync.Mutex
+
+	// manifests are the manifests being built, by query (sharedManifest).
+	manifestMu sync.Mutex
+	manifests  map[wire.ManifestQuery]*manifestBuild
 }
 
 // writeLockCount is how many write locks a job has: files share one by their name's

@@ -184,6 +184,18 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 	if s.job == nil {
 		return
 	}
+	parts, ok := s.job.sharedManifest(q, s.done, func() []wire.Manifest { return s.buildManifest(q) })
+	if !ok {
+		return
+	}
+	for _, part := range parts {
+		s.send(wire.TypeManifest, part)
+	}
+}
+
+// buildManifest looks at every file the job's journals say is final and returns the
+// manifest's parts, packed when the query asks for it.
+func (s *rsession) buildManifest(q wire.ManifestQuery) []wire.Manifest {
 	j := s.job
 	j.commit.flush() // what is verified is journaled and renamed before it is listed
 	j.state.Refresh()
@@ -195,6 +207,7 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 			states = append(states, fs)
 		}
 	})
+	var parts []wire.Manifest
 	var out wire.Manifest
 	// The manifest is the proof that each file is at its final name: every directory
 	// is resolved afresh from the root for it (one open per directory), not taken from
@@ -250,7 +263,7 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		}
 		out.Files = append(out.Files, mf)
 		if len(out.Files) >= 10000 {
-			s.sendManifestPart(out, q.Packed)
+			parts = append(parts, s.manifestPart(out, q.Packed))
 			out = wire.Manifest{}
 		}
 	}
@@ -258,18 +271,18 @@ func (s *rsession) sendManifest(q wire.ManifestQuery) {
 		out.Debris += removeDebris(fresh, dirName, names)
 	}
 	out.Last = true
-	s.sendManifestPart(out, q.Packed)
+	return append(parts, s.manifestPart(out, q.Packed))
 }
 
-// sendManifestPart sends one part of the manifest, its files packed when the query
-// asked for it (wire.PackManifestFiles).
-func (s *rsession) sendManifestPart(out wire.Manifest, packed bool) {
+// manifestPart is one part of the manifest, its files packed when the query asked for
+// it (wire.PackManifestFiles).
+func (s *rsession) manifestPart(out wire.Manifest, packed bool) wire.Manifest {
 	if packed {
 		if err := out.Pack(); err != nil {
 			s.r.Log.Warn("Could not pack the manifest; sending it as JSON", "err", err.Error())
 		}
 	}
-	s.send(wire.TypeManifest, out)
+	return out
 }
 
 // eachInParallel calls fn(0) … fn(n−1), spread over one goroutine per core (in stretches
