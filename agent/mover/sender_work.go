@@ -46,7 +46,7 @@ func (s *ssession) work() error {
 	// starts more (setConcurrency), one that lowers it lets the extra ones finish the
 	// unit in hand and stop. Once the stripe drains, workers start no new unit; they
 	// still send again what they had started.
-	s.spawnWorker = func(idx int32) {
+	spawn := func(idx int32) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -85,6 +85,11 @@ func (s *ssession) work() error {
 			}
 		}()
 	}
+	// under workMu: a configuration applied as the session starts calls
+	// setConcurrency, which spawns through it
+	s.workMu.Lock()
+	s.spawnWorker = spawn
+	s.workMu.Unlock()
 	drain := s.st.drained()
 	// requests give up when the stripe drains: a source with nothing to hand out keeps
 	// a request waiting
@@ -97,7 +102,12 @@ func (s *ssession) work() error {
 		case <-requests.Done():
 		}
 	}()
-	s.setConcurrency(s.cfg.Concurrency)
+	// the configuration may change under the session from its first moment
+	// (reconfigure writes it under s.mu)
+	s.mu.Lock()
+	concurrency := s.cfg.Concurrency
+	s.mu.Unlock()
+	s.setConcurrency(concurrency)
 	defer func() { close(units); close(stopWorkers); wg.Wait() }()
 	for {
 		select {
@@ -578,6 +588,8 @@ func (s *ssession) setDigest(unit uint64, d []byte) {
 }
 
 func (s *ssession) parallelism(u wire.Unit) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	streams := int(max(s.cfg.Streams, 1))
 	for _, c := range s.cfg.SizeClasses {
 		if c.Class == u.Class && c.Parallelism > 0 {
