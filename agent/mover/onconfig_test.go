@@ -15,16 +15,11 @@ import (
 	"github.com/dtnflow/dtnflow/agent/wire"
 )
 
-// heldRelay forwards connections to addr; while held, a new connection is accepted
-// but not forwarded (its handshake waits) until the hold is lifted. forwarded counts
-// the connections forwarded so far.
-func heldRelay(t *testing.T, addr string) (relay string, hold func(bool), forwarded func() int) {
+// heldRelay is a relay to addr that, while held, accepts a new connection but does
+// not forward it (its handshake waits) until the hold is lifted; forwarded counts the
+// connections forwarded so far.
+func heldRelay(t *testing.T, addr string) (relayAddr string, hold func(bool), forwarded func() int) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	var mu sync.Mutex
 	held, n := false, 0
 	released := make(chan struct{})
@@ -37,37 +32,24 @@ func heldRelay(t *testing.T, addr string) (relay string, hold func(bool), forwar
 		}
 		held = on
 	}
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				mu.Lock()
-				wait := released
-				if !held {
-					wait = nil
-				}
-				mu.Unlock()
-				if wait != nil {
-					<-wait
-				}
-				out, err := net.Dial("tcp", addr)
-				if err != nil {
-					in.Close()
-					return
-				}
-				mu.Lock()
-				n++
-				mu.Unlock()
-				go func() { io.Copy(out, in); out.Close() }()
-				io.Copy(in, out)
-				in.Close()
-			}()
+	waitWhileHeld := func() {
+		mu.Lock()
+		wait := released
+		if !held {
+			wait = nil
 		}
-	}()
-	return ln.Addr().String(), hold, func() int { mu.Lock(); defer mu.Unlock(); return n }
+		mu.Unlock()
+		if wait != nil {
+			<-wait
+		}
+	}
+	count := func(out, in net.Conn) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		io.Copy(out, in)
+	}
+	return relay(t, net.ListenConfig{}, addr, waitWhileHeld, count), hold, func() int { mu.Lock(); defer mu.Unlock(); return n }
 }
 
 // TestOnConfigIsHeardBeforeTheStripeApplies: a stripe tells OnConfig of a new

@@ -142,8 +142,9 @@ const deliverLimit = 10 * time.Second
 // buffers hold 200 MiB — and the receiver ends a session's streams with its control
 // connection: a drained stripe that closed at once had the receiver drop what was on
 // its way, and the stripe that took its chunks over sent it again (368 MB of a 4 GiB
-// file in the nineteenth session's four-flows run of issue 11's suite). What arrives is written, so
-// the chunks go back to the work source with the receiver holding it (ChunkOpened.Have).
+// file in the nineteenth session's four-flows run of issue 11's suite). What arrives
+// is written, so the chunks go back to the work source with the receiver holding it
+// (ChunkOpened.Have).
 func (s *ssession) deliver(limit time.Duration) {
 	// written and not yet acknowledged: what the streams still have to bring (the
 	// acknowledged count includes frame headers, so this reads a little low)

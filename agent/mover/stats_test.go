@@ -70,6 +70,44 @@ func TestStripeReportsBothHostsLimits(t *testing.T) {
 	}
 }
 
+// relay forwards every connection made to its loopback listener (lc's) to addr:
+// beforeDial (nil: none) runs first for each connection, and up (nil: io.Copy)
+// carries the connection's bytes towards addr. The listener closes at the test's end.
+func relay(t *testing.T, lc net.ListenConfig, addr string, beforeDial func(), up func(dst, src net.Conn)) string {
+	t.Helper()
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				if beforeDial != nil {
+					beforeDial()
+				}
+				out, err := net.Dial("tcp", addr)
+				if err != nil {
+					in.Close()
+					return
+				}
+				go func() { io.Copy(in, out); in.Close() }()
+				defer out.Close()
+				if up != nil {
+					up(out, in)
+				} else {
+					io.Copy(out, in)
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
 // slowReader is a TCP relay to addr whose every connection reads from the sender at
 // bitsPerSecond (its socket's receive buffer kept small, so that its TCP acknowledges
 // little beyond what it read): a path slower than the sender's socket buffer, on
@@ -84,45 +122,24 @@ func slowReader(t *testing.T, addr string, bitsPerSecond float64) string {
 		}
 		return serr
 	}}
-	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return relay(t, lc, addr, nil, func(out, in net.Conn) {
+		lim := rate.NewLimiter(rate.Limit(bitsPerSecond/8), 16<<10)
+		buf := make([]byte, 16<<10)
 		for {
-			in, err := ln.Accept()
+			if err := lim.WaitN(context.Background(), len(buf)); err != nil {
+				return
+			}
+			n, err := in.Read(buf)
+			if n > 0 {
+				if _, werr := out.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
 			if err != nil {
 				return
 			}
-			out, err := net.Dial("tcp", addr)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			go func() { io.Copy(in, out); in.Close() }()
-			go func() {
-				defer out.Close()
-				lim := rate.NewLimiter(rate.Limit(bitsPerSecond/8), 16<<10)
-				buf := make([]byte, 16<<10)
-				for {
-					if err := lim.WaitN(context.Background(), len(buf)); err != nil {
-						return
-					}
-					n, err := in.Read(buf)
-					if n > 0 {
-						if _, werr := out.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // TestStripeReportsTheRateThatArrived: a stripe with a 4 MiB socket buffer sends a
