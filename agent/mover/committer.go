@@ -88,7 +88,7 @@ func (c *committer) writtenElsewhere(ch *rchunk) journal.Ranges {
 	defer c.mu.Unlock()
 	var out journal.Ranges
 	for other := range c.tracked {
-		if other == ch || other.key != ch.key || other.open.Index != ch.open.Index || other.open.BlockSize != ch.open.BlockSize || other.open.ChunkSize != ch.open.ChunkSize {
+		if !other.copyOf(ch) {
 			continue
 		}
 		other.mu.Lock()
@@ -100,6 +100,26 @@ func (c *committer) writtenElsewhere(ch *rchunk) journal.Ranges {
 		other.mu.Unlock()
 	}
 	return out
+}
+
+// discardCopies stops the writes of the other copies of ch's chunk and forgets what
+// they wrote: ch failed its digest, and the damaged bytes may be any copy's — a block
+// changed in flight where nothing checks data (HeadersOnly), written by a session that
+// broke before the chunk's end. Counted again (writtenElsewhere), those blocks would be
+// skipped by every resend, and every resend would fail the same way.
+func (c *committer) discardCopies(ch *rchunk) {
+	c.mu.Lock()
+	var copies []*rchunk
+	for other := range c.tracked {
+		if other.copyOf(ch) {
+			copies = append(copies, other)
+		}
+	}
+	c.mu.Unlock()
+	for _, other := range copies {
+		other.retire()
+		other.forget()
+	}
 }
 
 func (c *committer) untrack(ch *rchunk) {

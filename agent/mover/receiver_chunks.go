@@ -293,6 +293,21 @@ func (c *rchunk) retire() {
 	}
 }
 
+// copyOf says c is another copy of o's chunk whose blocks count for o: the same file
+// version, index, chunk size and block size, taken by another session (or another
+// open) before.
+func (c *rchunk) copyOf(o *rchunk) bool {
+	return c != o && c.key == o.key && c.open.Index == o.open.Index && c.open.BlockSize == o.open.BlockSize && c.open.ChunkSize == o.open.ChunkSize
+}
+
+// forget drops what the chunk holds (its blocks are no longer trusted).
+func (c *rchunk) forget() {
+	c.mu.Lock()
+	c.have, c.journal, c.finished, c.ended = nil, nil, false, false
+	clear(c.blockDigests)
+	c.mu.Unlock()
+}
+
 // blockWritten records a block written at its place, with its digest when the job
 // verifies on arrival, and starts the chunk's verification once it is complete.
 func (s *rsession) blockWritten(c *rchunk, idx, n int64, d []byte) {
@@ -337,10 +352,8 @@ func (s *rsession) verifyChunk(c *rchunk) {
 		sum, err := s.chunkDigest(c)
 		if err != nil || !bytes.Equal(sum, c.digest) {
 			metrics.VerifyFailures.Inc()
-			c.mu.Lock()
-			c.have, c.journal, c.finished, c.ended = nil, nil, false, false
-			clear(c.blockDigests)
-			c.mu.Unlock()
+			c.forget()
+			s.job.commit.discardCopies(c)
 			// Forget the journaled blocks too, or a resumed chunk would skip them again.
 			reset := journal.Record{Kind: journal.KindReset, Path: fsname.Path(c.key.Path), Size: c.key.Size, MtimeNs: c.key.MtimeNs, ChunkSize: c.open.ChunkSize, Index: c.open.Index}
 			s.job.journal.Append(reset)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/auth"
 	"github.com/dtnflow/dtnflow/agent/wire"
+	. "github.com/onsi/gomega"
 )
 
 const testSecret = "receiver-test-secret-0123456789"
@@ -467,6 +468,75 @@ func TestReceiverStaleCopyCannotTouchAFinalFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(final); !bytes.Equal(b, content) {
 		t.Error("the final file's content changed")
+	}
+}
+
+// TestReceiverForgetsEveryCopyOfAChunkThatFailedItsDigest: a session wrote every block
+// of a chunk, one of them damaged in flight where nothing checks data (HeadersOnly),
+// and broke before the chunk's end. The next session is told those blocks are there,
+// sends none, and the chunk fails its digest. Every later open must start from
+// nothing: when the broken session's copy still counted, each resend skipped the
+// damaged block and failed the same way until the file failed (TestBitFlipsAnywhere,
+// one run in thirteen).
+func TestReceiverForgetsEveryCopyOfAChunkThatFailedItsDigest(t *testing.T) {
+	addr, dir := startReceiver(t)
+	cfg := wire.Session{Job: "damaged", Checksum: "SHA256", Verify: true, Overwrite: "Always", BlockSize: 1 << 10, ChunkSize: 8 << 10}
+	broken, next := connectWith(t, addr, 111, cfg), connectWith(t, addr, 112, cfg)
+	content := bytes.Repeat([]byte("fedcba9876543210"), 4<<10/16) // 4 KiB: one chunk of four blocks
+	damaged := slices.Clone(content)
+	damaged[2<<10+5] ^= 0x04
+	sum := sha256.Sum256(content)
+	open := func(h *hostile, id uint64) [][2]int64 {
+		h.ctrlW.WriteJSON(wire.TypeChunkOpen, wire.ChunkOpen{ID: id, Path: "f", FileSize: int64(len(content)), Mode: 0o644, MtimeNs: 1e18,
+			Chunks: 1, Index: 0, Offset: 0, Length: int64(len(content)), ChunkSize: 8 << 10, BlockSize: 1 << 10})
+		var op wire.ChunkOpened
+		if err := wire.DecodeJSON(h.expect(wire.TypeChunkOpened), &op); err != nil || op.Error != "" {
+			t.Fatalf("open: %+v %v", op, err)
+		}
+		return op.Have
+	}
+	// send sends the blocks the receiver does not have, as the sender does, and ends
+	// the chunk with the source's digest.
+	send := func(h *hostile, id uint64, data []byte, have [][2]int64) {
+		for b := int64(0); b < 4; b++ {
+			if slices.ContainsFunc(have, func(r [2]int64) bool { return r[0] <= b && b < r[1] }) {
+				continue
+			}
+			if err := h.data.WriteFrame(wire.TypeBlock, wire.BlockMeta{Chunk: id, Offset: uint64(b << 10)}.Put(make([]byte, 32)), data[b<<10:(b+1)<<10]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	end := func(h *hostile, id uint64) wire.Result {
+		h.ctrlW.WriteJSON(wire.TypeChunkEnd, wire.ChunkEnd{ID: id, Blocks: 4, Digest: sum[:]})
+		var res wire.Results
+		if err := wire.DecodeJSON(h.expect(wire.TypeResult), &res); err != nil || len(res.Results) != 1 {
+			t.Fatalf("result: %+v %v", res, err)
+		}
+		return res.Results[0]
+	}
+	send(broken, 1, damaged, open(broken, 1))
+	// The broken session's blocks are written once an open of the next session sees
+	// them all; then that session breaks.
+	var id uint64
+	NewWithT(t).Eventually(func() bool { id++; return slices.Equal(open(next, id), [][2]int64{{0, 4}}) }).
+		WithTimeout(10 * time.Second).WithPolling(5 * time.Millisecond).Should(BeTrue())
+	broken.ctrl.Close()
+	if r := end(next, id); r.OK || !r.Retry {
+		t.Fatalf("a chunk holding a damaged block: %+v, want a retry", r)
+	}
+	var have [][2]int64
+	for attempt := uint64(300); attempt < 303; attempt++ {
+		have = open(next, attempt)
+		send(next, attempt, content, have)
+		if r := end(next, attempt); r.OK {
+			break
+		} else if attempt == 302 {
+			t.Fatalf("three resends after the damaged chunk all failed (the last open said the receiver had %v): %+v", have, r)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "root", "f")); err != nil || !bytes.Equal(b, content) {
+		t.Errorf("final file: %v, same as the source: %v", err, bytes.Equal(b, content))
 	}
 }
 
