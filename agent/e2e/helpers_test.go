@@ -223,10 +223,12 @@ func makeTree(t *testing.T, root string, seed uint64, files []fileSpec) int64 {
 	for i, f := range files {
 		p := filepath.Join(root, f.path)
 		os.MkdirAll(filepath.Dir(p), 0o755)
+		// Random to the last byte: a tail left zero would hide a receiver that drops a
+		// file's last partial word and pads the file to its size.
 		b := make([]byte, f.size)
-		for j := 0; j+8 <= len(b); j += 8 {
+		for j := 0; j < len(b); j += 8 {
 			v := rng.Uint64()
-			for k := 0; k < 8; k++ {
+			for k := 0; k < 8 && j+k < len(b); k++ {
 				b[j+k] = byte(v >> (8 * k))
 			}
 		}
