@@ -59,6 +59,10 @@ type committer struct {
 
 	mu      sync.Mutex
 	tracked map[*rchunk]bool
+	// blocksMu orders the journal's block records with the resets of chunks that
+	// failed their digest: a record of blocks read before a reset and appended after
+	// it would make the next open skip the damaged blocks again.
+	blocksMu sync.Mutex
 }
 
 func newCommitter(r *Receiver, j *rjob) *committer {
@@ -387,21 +391,43 @@ func (c *committer) journalBlocks() {
 		chunks = append(chunks, ch)
 	}
 	c.mu.Unlock()
-	var recs []journal.Record
+	type synced struct {
+		ch     *rchunk
+		have   journal.Ranges
+		resets int
+	}
+	var done []synced
 	for _, ch := range chunks {
 		ch.mu.Lock()
 		f := ch.f
 		have := append(journal.Ranges(nil), ch.have...)
 		fresh := have.Count() > ch.journal.Count()
+		resets := ch.resets
 		ch.mu.Unlock()
 		if !fresh || f == nil || fdatasync(f) != nil {
 			continue
 		}
+		done = append(done, synced{ch, have, resets})
+	}
+	if len(done) == 0 {
+		return
+	}
+	c.blocksMu.Lock()
+	defer c.blocksMu.Unlock()
+	var recs []journal.Record
+	for _, d := range done {
+		ch := d.ch
 		ch.mu.Lock()
-		ch.journal = have
+		reset := ch.resets != d.resets
+		if !reset {
+			ch.journal = d.have
+		}
 		ch.mu.Unlock()
+		if reset {
+			continue // its blocks were forgotten while they were synced
+		}
 		recs = append(recs, journal.Record{Kind: journal.KindBlocks, Path: fsname.Path(ch.key.Path), Size: ch.key.Size, MtimeNs: ch.key.MtimeNs,
-			ChunkSize: ch.open.ChunkSize, Index: ch.open.Index, BlockSize: ch.open.BlockSize, Ranges: have})
+			ChunkSize: ch.open.ChunkSize, Index: ch.open.Index, BlockSize: ch.open.BlockSize, Ranges: d.have})
 	}
 	if len(recs) == 0 {
 		return
@@ -410,4 +436,18 @@ func (c *committer) journalBlocks() {
 	if c.j.journal.Sync() == nil {
 		c.j.state.Apply(recs...)
 	}
+}
+
+// resetChunk forgets a chunk that failed its digest — its blocks, every other copy's,
+// and the journal's record of them — so that the next open starts from nothing.
+func (c *committer) resetChunk(ch *rchunk) {
+	c.blocksMu.Lock()
+	defer c.blocksMu.Unlock()
+	ch.forget()
+	c.discardCopies(ch)
+	// The journal too, or a resumed chunk would skip the blocks again.
+	reset := journal.Record{Kind: journal.KindReset, Path: fsname.Path(ch.key.Path), Size: ch.key.Size, MtimeNs: ch.key.MtimeNs, ChunkSize: ch.open.ChunkSize, Index: ch.open.Index}
+	c.j.journal.Append(reset)
+	c.j.journal.Sync()
+	c.j.state.Apply(reset)
 }

@@ -70,6 +70,9 @@ type rchunk struct {
 	// blockDigests are the digests of the blocks that arrived in this session, by
 	// index, when the job verifies on arrival (nil otherwise).
 	blockDigests [][]byte
+	// resets counts forget calls: the committer journals the blocks it synced only if
+	// none came in between.
+	resets int
 }
 
 func (c *rchunk) release() {
@@ -305,6 +308,7 @@ func (c *rchunk) forget() {
 	c.mu.Lock()
 	c.have, c.journal, c.finished, c.ended = nil, nil, false, false
 	clear(c.blockDigests)
+	c.resets++
 	c.mu.Unlock()
 }
 
@@ -352,13 +356,7 @@ func (s *rsession) verifyChunk(c *rchunk) {
 		sum, err := s.chunkDigest(c)
 		if err != nil || !bytes.Equal(sum, c.digest) {
 			metrics.VerifyFailures.Inc()
-			c.forget()
-			s.job.commit.discardCopies(c)
-			// Forget the journaled blocks too, or a resumed chunk would skip them again.
-			reset := journal.Record{Kind: journal.KindReset, Path: fsname.Path(c.key.Path), Size: c.key.Size, MtimeNs: c.key.MtimeNs, ChunkSize: c.open.ChunkSize, Index: c.open.Index}
-			s.job.journal.Append(reset)
-			s.job.journal.Sync()
-			s.job.state.Apply(reset)
+			s.job.commit.resetChunk(c)
 			s.result(wire.Result{Chunk: c.open.ID, Retry: true, Error: "end-to-end digest mismatch on " + fsname.Show(c.key.Path)})
 			return
 		}
