@@ -215,6 +215,38 @@ type fileSpec struct {
 	mode os.FileMode
 }
 
+// site is a dataset written under src and a receiver serving dst, for the tests that
+// send one dataset several ways.
+type site struct{ src, dst, key, addr string }
+
+func newSite(t *testing.T, seed uint64, files []fileSpec) site {
+	t.Helper()
+	dir := t.TempDir()
+	s := site{src: filepath.Join(dir, "src"), dst: filepath.Join(dir, "dst")}
+	os.MkdirAll(s.dst, 0o755)
+	makeTree(t, s.src, seed, files)
+	s.key = writeSecret(t, dir, "key", secret)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", s.dst, "--secret-file", s.key)
+	s.addr = recv.waitListening()
+	return s
+}
+
+// sendAll empties the destination (the receiver keeps its root open: empty it, do not
+// replace it), sends sub with the extra flags, and checks that the job ends Complete
+// with its nfiles files, each the source's, and nothing else.
+func (s site) sendAll(t *testing.T, sub string, nfiles int, extra ...string) {
+	t.Helper()
+	emptyDir(t, s.dst)
+	send := start(t, nil, sendArgs(s.addr, s.src, s.key, append(extra, sub)...)...)
+	if err := send.wait(120 * time.Second); err != nil {
+		t.Fatalf("send: %v\n%s", err, send.output())
+	}
+	assertSameTree(t, s.src, s.dst, sub)
+	if want := fmt.Sprintf("Complete: %d files", nfiles); !strings.Contains(send.stdoutText(), want) {
+		t.Errorf("summary %q, want %q", send.stdoutText(), want)
+	}
+}
+
 // makeTree writes random files under root and returns their total size.
 func makeTree(t *testing.T, root string, seed uint64, files []fileSpec) int64 {
 	t.Helper()

@@ -89,25 +89,11 @@ func TestHostileNames(t *testing.T) {
 		}
 		files = append(files, fileSpec{path: dir + "/" + n, size: size})
 	}
-	dir := t.TempDir()
-	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-	os.MkdirAll(dst, 0o755)
-	makeTree(t, src, seed, files)
-	key := writeSecret(t, dir, "key", secret)
-	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
-	addr := recv.waitListening()
+	s := newSite(t, seed, files)
 	for _, extra := range [][]string{{"--stripes", "2", "--streams", "3"}, {"--concurrency", "1", "--streams", "1", "--pipelining", "1", "--job", "serial"}} {
 		t.Run(strings.Join(extra, " "), func(t *testing.T) {
-			emptyDir(t, dst) // the receiver keeps its root open: empty it, do not replace it
-			send := start(t, nil, sendArgs(addr, src, key, append(extra, "h")...)...)
-			if err := send.wait(120 * time.Second); err != nil {
-				t.Fatalf("send: %v\n%s", err, send.output())
-			}
-			assertSameTree(t, src, dst, "h")
-			if want := fmt.Sprintf("Complete: %d files", len(files)); !strings.Contains(send.stdoutText(), want) {
-				t.Errorf("want %q, got %q", want, send.stdoutText())
-			}
-			again := start(t, nil, sendArgs(addr, src, key, append(extra, "h")...)...)
+			s.sendAll(t, "h", len(files), extra...)
+			again := start(t, nil, sendArgs(s.addr, s.src, s.key, append(extra, "h")...)...)
 			if err := again.wait(60 * time.Second); err != nil {
 				t.Fatalf("second send: %v\n%s", err, again.output())
 			}

@@ -3,8 +3,6 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,13 +34,7 @@ func TestSizesAtEveryBoundary(t *testing.T) {
 		// A whole number of chunks and blocks, then a few bytes either way.
 		add(rng.IntN(5)*chunk + rng.IntN(chunk/block+1)*block + rng.IntN(17) - 8)
 	}
-	dir := t.TempDir()
-	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-	os.MkdirAll(dst, 0o755)
-	makeTree(t, src, seed, files)
-	key := writeSecret(t, dir, "key", secret)
-	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
-	addr := recv.waitListening()
+	s := newSite(t, seed, files)
 	for i, mode := range [][]string{
 		{"--in-flight", "Authenticated", "--verify-mode", "ReadBack"},
 		{"--in-flight", "Checksum", "--verify-mode", "OnArrival"},
@@ -51,16 +43,7 @@ func TestSizesAtEveryBoundary(t *testing.T) {
 		{"--in-flight", "Encrypted", "--verify-mode", "OnArrival"},
 	} {
 		t.Run(strings.Join(mode, " "), func(t *testing.T) {
-			emptyDir(t, dst)
-			args := append(sendArgs(addr, src, key, "--streams", "3", "--job", fmt.Sprintf("sizes%d", i)), mode...)
-			send := start(t, nil, append(args, "b")...)
-			if err := send.wait(60 * time.Second); err != nil {
-				t.Fatalf("send: %v\n%s", err, send.output())
-			}
-			assertSameTree(t, src, dst, "b")
-			if want := fmt.Sprintf("Complete: %d files", len(files)); !strings.Contains(send.stdoutText(), want) {
-				t.Errorf("summary %q, want %q", send.stdoutText(), want)
-			}
+			s.sendAll(t, "b", len(files), append([]string{"--streams", "3", "--job", fmt.Sprintf("sizes%d", i)}, mode...)...)
 		})
 	}
 }
