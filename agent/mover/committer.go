@@ -61,7 +61,8 @@ type committer struct {
 	tracked map[*rchunk]bool
 	// blocksMu orders the journal's block records with the resets of chunks that
 	// failed their digest: a record of blocks read before a reset and appended after
-	// it would make the next open skip the damaged blocks again.
+	// it would make the next open skip the damaged blocks again. A reset waits for a
+	// round of records and their syncs (it is rare; the records come every 100 ms).
 	blocksMu sync.Mutex
 }
 
@@ -391,43 +392,25 @@ func (c *committer) journalBlocks() {
 		chunks = append(chunks, ch)
 	}
 	c.mu.Unlock()
-	type synced struct {
-		ch     *rchunk
-		have   journal.Ranges
-		resets int
-	}
-	var done []synced
+	// Held from the read of a chunk's blocks to their record: a reset (resetChunk)
+	// comes wholly before or wholly after.
+	c.blocksMu.Lock()
+	defer c.blocksMu.Unlock()
+	var recs []journal.Record
 	for _, ch := range chunks {
 		ch.mu.Lock()
 		f := ch.f
 		have := append(journal.Ranges(nil), ch.have...)
 		fresh := have.Count() > ch.journal.Count()
-		resets := ch.resets
 		ch.mu.Unlock()
 		if !fresh || f == nil || fdatasync(f) != nil {
 			continue
 		}
-		done = append(done, synced{ch, have, resets})
-	}
-	if len(done) == 0 {
-		return
-	}
-	c.blocksMu.Lock()
-	defer c.blocksMu.Unlock()
-	var recs []journal.Record
-	for _, d := range done {
-		ch := d.ch
 		ch.mu.Lock()
-		reset := ch.resets != d.resets
-		if !reset {
-			ch.journal = d.have
-		}
+		ch.journal = have
 		ch.mu.Unlock()
-		if reset {
-			continue // its blocks were forgotten while they were synced
-		}
 		recs = append(recs, journal.Record{Kind: journal.KindBlocks, Path: fsname.Path(ch.key.Path), Size: ch.key.Size, MtimeNs: ch.key.MtimeNs,
-			ChunkSize: ch.open.ChunkSize, Index: ch.open.Index, BlockSize: ch.open.BlockSize, Ranges: d.have})
+			ChunkSize: ch.open.ChunkSize, Index: ch.open.Index, BlockSize: ch.open.BlockSize, Ranges: have})
 	}
 	if len(recs) == 0 {
 		return

@@ -70,9 +70,6 @@ type rchunk struct {
 	// blockDigests are the digests of the blocks that arrived in this session, by
 	// index, when the job verifies on arrival (nil otherwise).
 	blockDigests [][]byte
-	// resets counts forget calls: the committer journals the blocks it synced only if
-	// none came in between.
-	resets int
 }
 
 func (c *rchunk) release() {
@@ -308,7 +305,6 @@ func (c *rchunk) forget() {
 	c.mu.Lock()
 	c.have, c.journal, c.finished, c.ended = nil, nil, false, false
 	clear(c.blockDigests)
-	c.resets++
 	c.mu.Unlock()
 }
 

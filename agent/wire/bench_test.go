@@ -68,12 +68,12 @@ func BenchmarkLargeFrames(b *testing.B) {
 	keys := Keys{MAC: bytes.Repeat([]byte{7}, 32)}
 	data := make([]byte, 1<<20)
 	meta := BlockMeta{Chunk: 1}.Put(make([]byte, 32))
-	var wire bytes.Buffer
-	w := newWriter(&wire, newFrameSealer(keys))
+	var stream bytes.Buffer
+	w := newWriter(&stream, newFrameSealer(keys))
 	for range 16 {
 		w.WriteFrame(TypeBlock, meta, data)
 	}
-	frames := wire.Bytes()
+	frames := stream.Bytes()
 	b.Run("write", func(b *testing.B) {
 		// Into a buffer, as a socket copies what it is given.
 		var out bytes.Buffer
