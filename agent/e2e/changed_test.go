@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -52,8 +53,10 @@ func TestSourceChangedWhileRead(t *testing.T) {
 	}
 }
 
-// TestSourceErrorsSkip is TestSourceChangedWhileRead with --source-errors Skip, and a
-// second hostile file that vanishes after it was listed: both are skipped and named,
+// TestSourceErrorsSkip is TestSourceChangedWhileRead with --source-errors Skip, a
+// second hostile file that vanishes after it was listed, and a third that a FIFO takes
+// the place of (an open of it for reading would wait for a writer forever, and the job
+// with it): all three are skipped and named,
 // the file that stayed readable arrives verified, and the job ends partially complete
 // (exit code 3) — not as a verified copy of the listing, and not as a failure.
 func TestSourceErrorsSkip(t *testing.T) {
@@ -61,12 +64,13 @@ func TestSourceErrorsSkip(t *testing.T) {
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 	os.MkdirAll(dst, 0o755)
 	const size = 8 << 20
-	makeTree(t, src, 37, []fileSpec{{path: "c/big.bin", size: size}, {path: "c/gone.txt", size: 300}, {path: "c/small.txt", size: 100}})
+	makeTree(t, src, 37, []fileSpec{{path: "c/big.bin", size: size}, {path: "c/fifo.txt", size: 200}, {path: "c/gone.txt", size: 300}, {path: "c/small.txt", size: 100}})
 	key := writeSecret(t, dir, "key", secret)
 	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
 	addr := recv.waitListening()
 	// One file at a time, the large one first, at 16 Mbit/s: 4 s for big.bin, during
-	// which gone.txt (listed, not yet opened) is removed and big.bin rewritten.
+	// which gone.txt (listed, not yet opened) is removed, fifo.txt replaced by a FIFO and
+	// big.bin rewritten.
 	send := start(t, nil, "send", "--to", addr, "--root", src, "--secret-file", key, "--retry-for", "30s",
 		"--block-size", "128K", "--max-rate", "16M", "--streams", "1", "--concurrency", "1", "--source-errors", "Skip", "c")
 	pollUntil(t, 30*time.Second, "a quarter of big.bin received", func() bool { return send.exited() || receivedBytes(t, addr) >= size/4 })
@@ -74,6 +78,12 @@ func TestSourceErrorsSkip(t *testing.T) {
 		t.Fatalf("the transfer ended before the source could be changed:\n%s", send.output())
 	}
 	if err := os.Remove(filepath.Join(src, "c/gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(src, "c/fifo.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(src, "c/fifo.txt"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.OpenFile(filepath.Join(src, "c/big.bin"), os.O_WRONLY|os.O_APPEND, 0)
@@ -90,7 +100,8 @@ func TestSourceErrorsSkip(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
 		t.Fatalf("exit %v, want code 3 (partially complete):\n%s", err, out)
 	}
-	for _, want := range []string{"partially complete", "2 files skipped at the source", "c/big.bin: source file changed", "c/gone.txt: opening source"} {
+	for _, want := range []string{"partially complete", "3 files skipped at the source", "c/big.bin: source file changed", "c/gone.txt: opening source",
+		"c/fifo.txt: opening source c/fifo.txt: not a regular file (a FIFO)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the output does not say %q:\n%s", want, out)
 		}
@@ -100,7 +111,7 @@ func TestSourceErrorsSkip(t *testing.T) {
 	if err != nil || string(got) != string(want) {
 		t.Errorf("c/small.txt did not arrive as at the source (%v)", err)
 	}
-	for _, p := range []string{"c/big.bin", "c/gone.txt"} {
+	for _, p := range []string{"c/big.bin", "c/fifo.txt", "c/gone.txt"} {
 		if _, err := os.Stat(filepath.Join(dst, p)); err == nil {
 			t.Errorf("skipped %s was made final at the destination", p)
 		}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io/fs"
 	"path"
 	"strings"
 	"syscall"
@@ -111,4 +112,22 @@ func describeWriteError(op, p string, err error) string {
 		return fmt.Sprintf("destination is full: no space left on device %s %s; free space and run the job again to resume (verified data is kept)", op, fsname.Show(p))
 	}
 	return fmt.Sprintf("%s %s: %s", op, fsname.Show(p), fsname.Message(err))
+}
+
+// notRegular says what is at a name where a regular file was expected.
+func notRegular(m fs.FileMode) error {
+	kind := "not a file"
+	switch {
+	case m.IsDir():
+		kind = "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a FIFO"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	case m&fs.ModeDevice != 0:
+		kind = "a device"
+	case m&fs.ModeSymlink != 0:
+		kind = "a symlink"
+	}
+	return fmt.Errorf("not a regular file (%s)", kind)
 }

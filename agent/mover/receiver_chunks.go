@@ -168,6 +168,9 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		}
 	}
 	f, err := r.Root.OpenFile(c.tmp, os.O_RDWR|os.O_CREATE, 0o600)
+	if err == nil {
+		err = ownTemporary(f)
+	}
 	if err != nil {
 		failOS(fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(c.tmp), err))), err)
 		return

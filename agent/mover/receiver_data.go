@@ -194,6 +194,9 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 			f, err = dir.openFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 		}
 	}
+	if err == nil {
+		err = ownTemporary(f)
+	}
 	if err != nil {
 		res.Error = fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(tmp), err)))
 		res.Fatal, res.Retry = isFatal(err), isTransient(err)
@@ -305,15 +308,15 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest, data []byte, presumed
 	case "Never":
 		return false, fmt.Sprintf("destination file exists: %s (overwrite: Never)", fsname.Show(key.Path))
 	default: // IfDifferent
-		if fi.Size() != key.Size || len(srcDigest) == 0 && data == nil {
-			return false, ""
+		if !fi.Mode().IsRegular() || fi.Size() != key.Size || len(srcDigest) == 0 && data == nil {
+			return false, "" // not the file whatever it holds (a FIFO, a symlink): the rename replaces it
 		}
 		if len(srcDigest) == 0 {
 			h, _ := NewDigest(s.cfg.Checksum)
 			h.Write(data)
 			srcDigest = h.Sum(nil)
 		}
-		f, err := r.Root.Open(key.Path)
+		f, _, err := openRegularAt(r.Root, key.Path)
 		if err != nil {
 			return false, ""
 		}
@@ -333,6 +336,22 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest, data []byte, presumed
 	}
 }
 
+// ownTemporary checks that a temporary file just opened is a regular file, and closes
+// it when it is not. The name is the receiver's own, but another writer of the
+// destination can put something else there first: a write into a FIFO waits, once its
+// buffer is full, for a reader that never comes, and the rename would make the FIFO
+// the file.
+func ownTemporary(f *os.File) error {
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = notRegular(fi.Mode())
+	}
+	if err != nil {
+		f.Close()
+	}
+	return err
+}
+
 // redoRename finishes a rename that a crash interrupted after its journal record; it
 // reports whether the file is now at its final name with the right size.
 func (s *rsession) redoRename(key journal.Key) bool {
@@ -347,8 +366,8 @@ func (s *rsession) redoRename(key journal.Key) bool {
 			return false
 		}
 	}
-	fi, err := r.Root.Stat(key.Path)
-	return err == nil && fi.Size() == key.Size
+	fi, err := r.Root.Lstat(key.Path)
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == key.Size
 }
 
 func fs2mode(fs *journal.FileState) fs.FileMode {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	_ "io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -634,5 +636,107 @@ func TestReceiverFilesThatAppearInADirectoryItMade(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReceiverReplacesWhatIsNotARegularFile: at a file's destination name, in a
+// directory that was there before (so the receiver looks), another writer left what is
+// not a regular file: a FIFO where an empty file goes, and a symlink where a file of
+// six bytes goes, the symlink's own size six and its target holding those same six
+// bytes. Neither is the file: IfDifferent and Always end with a regular file holding
+// the source's bytes, mode and mtime (the symlink's target left as it was), and Never
+// refuses, naming the path. Nothing may open the FIFO: a read of it waits for a writer
+// that never comes, and the session would hang.
+func TestReceiverReplacesWhatIsNotARegularFile(t *testing.T) {
+	for _, policy := range []string{"Never", "IfDifferent", "Always"} {
+		t.Run(policy, func(t *testing.T) {
+			addr, dir := startReceiver(t)
+			root := filepath.Join(dir, "root")
+			os.MkdirAll(filepath.Join(root, "old"), 0o755)
+			if err := syscall.Mkfifo(filepath.Join(root, "old", "empty"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			six := []byte("ABCDEF")
+			os.WriteFile(filepath.Join(root, "old", "target"), six, 0o600)
+			os.Symlink("target", filepath.Join(root, "old", "link")) // len("target") == len(six)
+			h := connectWith(t, addr, 1, wire.Session{Job: "odd-" + policy, Checksum: "SHA256", Overwrite: policy, BlockSize: 1 << 20, ChunkSize: 1 << 20})
+			const mtime = 1_700_000_000_987_654_321
+			for unit, f := range []struct {
+				path string
+				data []byte
+			}{{"old/empty", nil}, {"old/link", six}} {
+				sum := sha256.Sum256(f.data)
+				meta, _ := wire.FileMeta{Unit: uint64(unit + 1), Size: uint64(len(f.data)), Mode: 0o640, MtimeNs: mtime, Path: f.path, Digest: sum[:]}.Append(nil)
+				if err := h.data.WriteFrame(wire.TypeFile, meta, f.data); err != nil {
+					t.Fatal(err)
+				}
+				var res wire.Results
+				if err := wire.DecodeJSON(h.expect(wire.TypeResult), &res); err != nil || len(res.Results) != 1 {
+					t.Fatalf("%s: results %+v %v", f.path, res, err)
+				}
+				r := res.Results[0]
+				fi, err := os.Lstat(filepath.Join(root, f.path))
+				if policy == "Never" {
+					if r.OK || !strings.Contains(r.Error, "destination file exists: "+f.path) {
+						t.Errorf("%s under Never: %+v, want a refusal naming it", f.path, r)
+					}
+					if err != nil || fi.Mode().IsRegular() {
+						t.Errorf("%s under Never: %v %v, want what another writer left", f.path, fi, err)
+					}
+					continue
+				}
+				b, _ := os.ReadFile(filepath.Join(root, f.path))
+				if !r.OK || r.Skipped || err != nil || !fi.Mode().IsRegular() || !bytes.Equal(b, f.data) || fi.Mode().Perm() != 0o640 || fi.ModTime().UnixNano() != mtime {
+					t.Errorf("%s under %s: result %+v, at its name %v (%v) holding %q; want a regular file with the source's bytes, mode and mtime", f.path, policy, r, fi, err, b)
+				}
+			}
+			if b, _ := os.ReadFile(filepath.Join(root, "old", "target")); !bytes.Equal(b, six) {
+				t.Errorf("the symlink's target was changed: %q", b)
+			}
+		})
+	}
+}
+
+// TestReceiverRefusesAFIFOAtItsTemporaryName: a temporary name is the receiver's own,
+// but another writer of the destination can put a FIFO there first. A write into it
+// waits, once the pipe's buffer is full, for a reader that never comes; a rename would
+// make the FIFO the file. The small file (larger than a pipe's buffer) and the chunk
+// both fail at once, naming the temporary name and what is in the way, and the FIFOs
+// stay FIFOs.
+func TestReceiverRefusesAFIFOAtItsTemporaryName(t *testing.T) {
+	addr, dir := startReceiver(t)
+	root := filepath.Join(dir, "root")
+	const job = "fifo-job"
+	os.MkdirAll(filepath.Join(root, "new"), 0o755)
+	for _, p := range []string{"new/small", "new/large"} {
+		if err := syscall.Mkfifo(filepath.Join(root, TempName(p, job)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := connectWith(t, addr, 1, wire.Session{Job: job, Checksum: "SHA256", Overwrite: "Always", BlockSize: 1 << 20, ChunkSize: 1 << 20})
+	data := bytes.Repeat([]byte("fifo"), 50<<10) // 200 KiB, beyond a pipe's 64 KiB
+	meta, _ := wire.FileMeta{Unit: 1, Size: uint64(len(data)), Mode: 0o640, MtimeNs: 1e18, Path: "new/small"}.Append(nil)
+	if err := h.data.WriteFrame(wire.TypeFile, meta, data); err != nil {
+		t.Fatal(err)
+	}
+	var res wire.Results
+	if err := wire.DecodeJSON(h.expect(wire.TypeResult), &res); err != nil || len(res.Results) != 1 {
+		t.Fatalf("results %+v %v", res, err)
+	}
+	if r := res.Results[0]; r.OK || !strings.Contains(r.Error, TempName("new/small", job)) || !strings.Contains(r.Error, "not a regular file (a FIFO)") {
+		t.Errorf("a small file whose temporary name holds a FIFO: %+v, want a failure naming both", r)
+	}
+	h.ctrlW.WriteJSON(wire.TypeChunkOpen, wire.ChunkOpen{ID: 2, Path: "new/large", FileSize: 4 << 20, Mode: 0o640, MtimeNs: 1e18, Index: 0, Chunks: 4, Length: 1 << 20, ChunkSize: 1 << 20, BlockSize: 1 << 20})
+	var op wire.ChunkOpened
+	if err := wire.DecodeJSON(h.expect(wire.TypeChunkOpened), &op); err != nil || !strings.Contains(op.Error, TempName("new/large", job)) || !strings.Contains(op.Error, "not a regular file (a FIFO)") {
+		t.Errorf("a chunk whose temporary name holds a FIFO: %+v %v, want a failure naming both", op, err)
+	}
+	for _, p := range []string{"new/small", "new/large"} {
+		if fi, err := os.Lstat(filepath.Join(root, TempName(p, job))); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+			t.Errorf("%s's temporary name: %v %v, want the FIFO left as it was", p, fi, err)
+		}
+		if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
+			t.Errorf("%s was made final", p)
+		}
 	}
 }

@@ -321,14 +321,9 @@ func (s *ssession) openSource(u wire.Unit) (*os.File, error) {
 	if err != nil {
 		return nil, sourceError(fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err)))
 	}
-	f, err := dir.openFile(base, os.O_RDONLY, 0)
+	f, fi, err := dir.openRegular(base)
 	if err != nil {
 		return nil, sourceError(fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err)))
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, sourceError(err)
 	}
 	if fi.Size() != u.Size || fi.ModTime().UnixNano() != u.MtimeNs {
 		f.Close()

@@ -115,6 +115,67 @@ func (d *cachedDir) openFile(name string, flag int, perm os.FileMode) (*os.File,
 	return d.Root.OpenFile(name, flag, perm)
 }
 
+// openRegular opens name in d for reading only if it is a regular file, and returns
+// what it found there. The open does not wait (O_NONBLOCK): a FIFO put at a name that
+// was listed as a file, or left at a destination name, would wait in open(2) for a
+// writer that never comes, and the session with it. The flag is cleared before anything
+// reads the file — it means nothing to a regular file, but os.NewFile would take a
+// non-blocking descriptor to Go's poller, at three more system calls per file.
+func (d *cachedDir) openRegular(name string) (*os.File, os.FileInfo, error) {
+	if !oneName(name) || !d.descriptor() {
+		return openRegularAt(d.Root, name)
+	}
+	fd, err := unix.Openat(int(d.file.Fd()), name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	runtime.KeepAlive(d.file)
+	if err != nil {
+		return openRegularAt(d.Root, name) // a symlink, followed while it stays in the root; or why it fails
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
+		unix.Close(fd)
+		return nil, nil, err
+	}
+	return regularOnly(os.NewFile(uintptr(fd), d.Name()+"/"+name))
+}
+
+// openRegularAt is openRegular for any path under root, resolved by the os.Root.
+func openRegularAt(root *os.Root, name string) (*os.File, os.FileInfo, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := setBlocking(f); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return regularOnly(f)
+}
+
+// regularOnly returns f and what it is when it is a regular file, else closes it.
+func regularOnly(f *os.File) (*os.File, os.FileInfo, error) {
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = notRegular(fi.Mode())
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// setBlocking clears O_NONBLOCK on f's descriptor.
+func setBlocking(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetNonblock(int(fd), false) }); err != nil {
+		return err
+	}
+	return serr
+}
+
 // rename renames from to to, both names in d, with one renameat on the directory's
 // descriptor (os.Root.Rename stats the target first, to refuse replacing a directory,
 // which renameat refuses too: EISDIR). A failure goes to the os.Root, which tries
