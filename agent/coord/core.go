@@ -245,6 +245,23 @@ func New(o Options, p Params) (*Core, error) {
 			if o.DestPath != "" && o.DestPath != "." {
 				dest = path.Join(o.DestPath, f.Path)
 			}
+			if len(dest) > wire.MaxPath {
+				// Said now, naming the file, rather than by the frame it could not be
+				// sent in (small files) or not at all (chunks, whose paths os.Root
+				// resolves one name at a time).
+				why := fmt.Sprintf("its destination path is %d bytes long, and a path may be at most %d (the kernel's PATH_MAX)", len(dest), wire.MaxPath)
+				if o.SourceErrors != contract.SourceErrorsSkip {
+					return fmt.Errorf("source %s refused: %s", fsname.Show(f.Path), why)
+				}
+				c.dataset.Files++
+				c.dataset.Bytes += f.Size
+				c.filesSkipped++
+				o.Log.Warn("Skipping a file that failed at the source", "path", fsname.Show(f.Path), "err", why)
+				if len(c.skippedFiles) < contract.MaxFailedFiles {
+					c.skippedFiles = append(c.skippedFiles, contract.FailedFile{Path: fsname.Show(f.Path), Error: why})
+				}
+				return nil
+			}
 			cf := &cfile{f: f, dest: dest, chunksDone: map[int32]bool{}, chunkDigests: map[int32]string{}}
 			if f.Size > o.BlockSize {
 				cf.chunks = int32((f.Size + o.ChunkSize - 1) / o.ChunkSize)

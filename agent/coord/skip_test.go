@@ -1,6 +1,10 @@
 package coord
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -146,5 +150,61 @@ func TestSourceErrorsOption(t *testing.T) {
 	o.SourceErrors = "Ignore"
 	if _, err := New(o, Params{}); err == nil || !strings.Contains(err.Error(), "--source-errors") {
 		t.Errorf("--source-errors Ignore: %v, want refused", err)
+	}
+}
+
+// TestPathsLongerThanAPathMayBe: a file whose destination path is longer than
+// wire.MaxPath (the kernel's PATH_MAX; Linux holds deeper trees) cannot be named in a
+// frame. It is refused at the listing, naming it, under Fail, and skipped and listed
+// under Skip, the rest of the job going on; never a job that fails later by a frame's
+// error, or a chunked file that arrives where a small one would not.
+func TestPathsLongerThanAPathMayBe(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	root.MkdirAll("d", 0o755)
+	root.WriteFile("d/short", []byte("short"), 0o644)
+	deep, name := []string{"d"}, strings.Repeat("n", 250)
+	for len(strings.Join(deep, "/")) <= wire.MaxPath-len("out/")-len("/leaf") { // one name more than fits
+		deep = append(deep, name)
+	}
+	r := root
+	for _, n := range deep {
+		r.Mkdir(n, 0o755)
+		next, err := r.OpenRoot(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer next.Close()
+		r = next
+	}
+	if err := r.WriteFile("leaf", []byte("deep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Join(append(deep, "leaf"), "/")
+	if n := len("out/" + long); n <= wire.MaxPath || n > wire.MaxPath+len(name)+1 {
+		t.Fatalf("the tree's destination path is %d bytes, want just beyond %d", n, wire.MaxPath)
+	}
+	opts := func(sourceErrors string) Options {
+		return Options{Root: root, Paths: []string{"d"}, DestPath: "out", Job: "j", Checksum: "SHA256", Verify: true,
+			BlockSize: 100, ChunkSize: 300, SourceErrors: sourceErrors, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	}
+	why := fmt.Sprintf("its destination path is %d bytes long, and a path may be at most %d", len("out/"+long), wire.MaxPath)
+	if _, err := New(opts(""), Params{Streams: 1}); err == nil || !strings.Contains(err.Error(), long) || !strings.Contains(err.Error(), why) {
+		t.Fatalf("under Fail: %v; want a refusal naming the path and why", err)
+	}
+	c, err := New(opts(contract.SourceErrorsSkip), Params{Streams: 1})
+	if err != nil {
+		t.Fatalf("under Skip: %v", err)
+	}
+	rep := c.Report()
+	if rep.FilesTotal != 2 || rep.FilesSkipped != 1 || len(rep.SkippedFiles) != 1 || rep.SkippedFiles[0].Path != long || !strings.Contains(rep.SkippedFiles[0].Error, why) {
+		t.Fatalf("under Skip: %d files, %d skipped %+v; want the deep one skipped and listed", rep.FilesTotal, rep.FilesSkipped, rep.SkippedFiles)
+	}
+	if len(c.files) != 1 || c.files[0].dest != "out/d/short" {
+		t.Fatalf("files to send %v, want only out/d/short", c.files)
 	}
 }
