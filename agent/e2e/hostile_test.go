@@ -6,9 +6,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // hostileNames generates file names that are legal on Linux and hard on a data mover:
@@ -205,5 +208,41 @@ func TestConnectionFlood(t *testing.T) {
 		return metric(t, raddr, `dtnflow_agent_connections_refused_total{reason="busy"}`) >= 50
 	}) {
 		t.Errorf("connections beyond the pending limit were not refused: %v", metric(t, raddr, `dtnflow_agent_connections_refused_total{reason="busy"}`))
+	}
+}
+
+// TestMtimesBeyondWhatNanosecondsHold: frames and journals carry a file's mtime as
+// int64 nanoseconds, which span 1677-09-21 to 2262-04-11; a file system holds times
+// beyond (ext4 to 2446; a clock set wrong writes them). A time beyond the span used to
+// reach the destination as another instant and fail the final check. Small and chunked
+// files with such times, and with times inside the span (before 1970 too), now end
+// Complete: each destination mtime is the source's where the span holds it, else the
+// nearest instant it holds; and a second run finds everything done.
+func TestMtimesBeyondWhatNanosecondsHold(t *testing.T) {
+	times := []time.Time{
+		time.Date(2400, 1, 2, 3, 4, 5, 6, time.UTC),
+		time.Date(1650, 6, 1, 0, 0, 0, 0, time.UTC), // ext4 keeps 1901-12-13 of it: inside the span
+		time.Date(1960, 1, 1, 0, 0, 0, 123456789, time.UTC),
+		time.Date(2262, 4, 11, 23, 47, 16, 854775807, time.UTC), // the span's last instant
+		time.Date(2262, 4, 11, 23, 47, 16, 854775808, time.UTC), // one nanosecond beyond
+	}
+	var files []fileSpec
+	for i := range times {
+		files = append(files, fileSpec{path: fmt.Sprintf("m/small%d", i), size: 1000 + i}, fileSpec{path: fmt.Sprintf("m/large%d", i), size: 3<<20 + i})
+	}
+	s := newSite(t, 23, files)
+	for i, tm := range times {
+		for _, f := range []string{"small", "large"} {
+			// Not os.Chtimes: it passes the time on as UnixNano, undefined beyond the span.
+			ts := unix.Timespec{Sec: tm.Unix(), Nsec: int64(tm.Nanosecond())}
+			if err := unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(s.src, "m", f+strconv.Itoa(i)), []unix.Timespec{ts, ts}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.sendAll(t, "m", len(files)) // mtimes as nearestInSpan says
+	again := start(t, nil, sendArgs(s.addr, s.src, s.key, "m")...)
+	if err := again.wait(60 * time.Second); err != nil || !strings.Contains(again.stdoutText(), "this run sent 0 bytes") {
+		t.Errorf("a second run of the finished job: %v %q\n%s", err, again.stdoutText(), again.output())
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"sort"
 	"strings"
+	"time"
 )
 
 // JournalDir is the directory at the top of a root that holds receivers' journals
@@ -57,6 +59,26 @@ func Explain(p string, err error) error {
 	return err
 }
 
+// MtimeNs is fi's modification time in nanoseconds since the epoch, the form every
+// frame and journal record carries it in. An int64 of nanoseconds spans 1677-09-21 to
+// 2262-04-11; a file system can hold times beyond (ext4 to 2446, and a clock set wrong
+// writes them), where time.UnixNano's result is undefined — a different instant,
+// which the destination then got and the final check found changed. Such a time is
+// carried as the nearest instant the span holds, the same at every reading of the
+// file, and the destination file gets that instant.
+func MtimeNs(fi fs.FileInfo) int64 {
+	t := fi.ModTime()
+	switch {
+	case t.Before(minMtime):
+		return math.MinInt64
+	case t.After(maxMtime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+var minMtime, maxMtime = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
+
 // File is a regular file found by Walk.
 type File struct {
 	Path    string // relative to the root
@@ -83,7 +105,7 @@ func Walk(root *os.Root, rel string, fn func(File) error, skipped func(path, why
 			skipped(rel, "not a regular file")
 			return nil
 		}
-		return fn(File{Path: rel, Size: fi.Size(), Mode: fi.Mode().Perm(), MtimeNs: fi.ModTime().UnixNano()})
+		return fn(File{Path: rel, Size: fi.Size(), Mode: fi.Mode().Perm(), MtimeNs: MtimeNs(fi)})
 	}
 	return walkDir(root, rel, fn, skipped)
 }
@@ -121,7 +143,7 @@ func walkDir(root *os.Root, dir string, fn func(File) error, skipped func(path, 
 				skipped(p, "not a regular file")
 				continue
 			}
-			if err := fn(File{Path: p, Size: fi.Size(), Mode: fi.Mode().Perm(), MtimeNs: fi.ModTime().UnixNano()}); err != nil {
+			if err := fn(File{Path: p, Size: fi.Size(), Mode: fi.Mode().Perm(), MtimeNs: MtimeNs(fi)}); err != nil {
 				return err
 			}
 		case e.IsDir():
@@ -133,7 +155,7 @@ func walkDir(root *os.Root, dir string, fn func(File) error, skipped func(path, 
 			if err != nil {
 				return fmt.Errorf("stat %q: %w", p, err)
 			}
-			if err := fn(File{Path: p, Size: fi.Size(), Mode: fi.Mode().Perm(), MtimeNs: fi.ModTime().UnixNano()}); err != nil {
+			if err := fn(File{Path: p, Size: fi.Size(), Mode: fi.Mode().Perm(), MtimeNs: MtimeNs(fi)}); err != nil {
 				return err
 			}
 		default:

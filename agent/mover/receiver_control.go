@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dtnflow/dtnflow/agent/fsname"
+	"github.com/dtnflow/dtnflow/agent/fsroot"
 	"github.com/dtnflow/dtnflow/agent/journal"
 	"github.com/dtnflow/dtnflow/agent/metrics"
 	"github.com/dtnflow/dtnflow/agent/wire"
@@ -250,8 +251,8 @@ func (s *rsession) buildManifest(q wire.ManifestQuery) []wire.Manifest {
 			mf.Problem = "missing at its final name: " + fsname.Message(err)
 		case !fi.Mode().IsRegular():
 			mf.Problem = "not a regular file at its final name"
-		case fi.Size() != k.Size || fi.ModTime().UnixNano() != k.MtimeNs:
-			mf.Problem = fmt.Sprintf("at its final name with size %d and mtime %d, journaled %d and %d (changed since, or another version)", fi.Size(), fi.ModTime().UnixNano(), k.Size, k.MtimeNs)
+		case fi.Size() != k.Size || fsroot.MtimeNs(fi) != k.MtimeNs:
+			mf.Problem = fmt.Sprintf("at its final name with size %d and mtime %d, journaled %d and %d (changed since, or another version)", fi.Size(), fsroot.MtimeNs(fi), k.Size, k.MtimeNs)
 		}
 		if mf.Problem == "" {
 			dirName, _ := split(k.Path)

@@ -325,7 +325,7 @@ func (s *ssession) openSource(u wire.Unit) (*os.File, error) {
 	if err != nil {
 		return nil, sourceError(fsroot.Explain(src, fmt.Errorf("opening source %s: %w", fsname.Show(src), err)))
 	}
-	if fi.Size() != u.Size || fi.ModTime().UnixNano() != u.MtimeNs {
+	if fi.Size() != u.Size || fsroot.MtimeNs(fi) != u.MtimeNs {
 		f.Close()
 		return nil, &SourceError{Err: fmt.Errorf("source file changed since it was listed: %s", fsname.Show(src))}
 	}
@@ -341,7 +341,7 @@ func stillListed(f *os.File, u wire.Unit) error {
 	if err != nil {
 		return sourceError(err)
 	}
-	if fi.Size() != u.Size || fi.ModTime().UnixNano() != u.MtimeNs {
+	if fi.Size() != u.Size || fsroot.MtimeNs(fi) != u.MtimeNs {
 		return &SourceError{Err: fmt.Errorf("source file changed while it was read: %s", fsname.Show(string(u.Source)))}
 	}
 	return nil
