@@ -255,11 +255,7 @@ func New(o Options, p Params) (*Core, error) {
 				}
 				c.dataset.Files++
 				c.dataset.Bytes += f.Size
-				c.filesSkipped++
-				o.Log.Warn("Skipping a file that failed at the source", "path", fsname.Show(f.Path), "err", why)
-				if len(c.skippedFiles) < contract.MaxFailedFiles {
-					c.skippedFiles = append(c.skippedFiles, contract.FailedFile{Path: fsname.Show(f.Path), Error: why})
-				}
+				c.listSkippedLocked(f.Path, why)
 				return nil
 			}
 			cf := &cfile{f: f, dest: dest, chunksDone: map[int32]bool{}, chunkDigests: map[int32]string{}}
@@ -276,10 +272,53 @@ func New(o Options, p Params) (*Core, error) {
 			return nil, err
 		}
 	}
+	if err := c.refuseTemporaryNames(); err != nil {
+		return nil, err
+	}
 	c.dataset.Buckets = histogram(c.files)
 	c.setParamsLocked(p)
 	c.cfg.Mode = contract.ModeTransfer
 	return c, nil
+}
+
+// refuseTemporaryNames finds the listed files whose destination name is the temporary
+// name another listed file is written under until it is verified (mover.TempName: a
+// hidden name ending in .dtnpart, fixed by the job's name and the file's). Both would
+// be written through one file at the destination, and the final check would find one
+// of them holding the other's bytes, at every run. Such a file — most likely the debris
+// of an interrupted copy, copied on — is refused under Fail, naming it, and skipped and
+// listed under Skip; a job of another name writes under other temporary names.
+func (c *Core) refuseTemporaryNames() error {
+	if !slices.ContainsFunc(c.files, func(f *cfile) bool { return mover.IsTempName(f.dest) }) {
+		return nil // the usual dataset: no name of ours, nothing to compare
+	}
+	clash := map[*cfile]string{}
+	for _, f := range c.files {
+		tmp := mover.TempName(f.dest, c.opts.Job)
+		if other := c.byDest[tmp]; other != nil && other != f {
+			clash[other] = fmt.Sprintf("its destination name is the temporary name that %s is written under in job %q (give the job another name to move both)",
+				fsname.Show(f.f.Path), c.opts.Job)
+		}
+	}
+	if len(clash) == 0 {
+		return nil
+	}
+	if c.opts.SourceErrors != contract.SourceErrorsSkip {
+		for _, f := range c.files {
+			if why, ok := clash[f]; ok {
+				return fmt.Errorf("source %s refused: %s", fsname.Show(f.f.Path), why)
+			}
+		}
+	}
+	c.files = slices.DeleteFunc(c.files, func(f *cfile) bool {
+		why, ok := clash[f]
+		if ok {
+			delete(c.byDest, f.dest)
+			c.listSkippedLocked(f.f.Path, why)
+		}
+		return ok
+	})
+	return nil
 }
 
 func histogram(files []*cfile) []contract.SizeBucket {
@@ -851,12 +890,7 @@ func (c *Core) skipLocked(u *cunit, why string) {
 		return
 	}
 	f.skipped = true
-	c.filesSkipped++
-	name := fsname.Show(f.f.Path)
-	c.log.Warn("Skipping a file that failed at the source", "path", name, "err", why)
-	if len(c.skippedFiles) < contract.MaxFailedFiles {
-		c.skippedFiles = append(c.skippedFiles, contract.FailedFile{Path: name, Error: why})
-	}
+	c.listSkippedLocked(f.f.Path, why)
 	kept := c.pending[:0]
 	for _, p := range c.pending {
 		if p.file == f {
@@ -868,6 +902,17 @@ func (c *Core) skipLocked(u *cunit, why string) {
 	}
 	clear(c.pending[len(kept):])
 	c.pending = kept
+}
+
+// listSkippedLocked counts a file skipped at the source and keeps it, with why, for the
+// report while the list has room.
+func (c *Core) listSkippedLocked(path, why string) {
+	c.filesSkipped++
+	name := fsname.Show(path)
+	c.log.Warn("Skipping a file that failed at the source", "path", name, "err", why)
+	if len(c.skippedFiles) < contract.MaxFailedFiles {
+		c.skippedFiles = append(c.skippedFiles, contract.FailedFile{Path: name, Error: why})
+	}
 }
 
 // listFailureLocked keeps a failed file for the report while the list has room.

@@ -5,10 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
+	"github.com/dtnflow/dtnflow/agent/mover"
 	"github.com/dtnflow/dtnflow/agent/wire"
 )
 
@@ -188,10 +191,7 @@ func TestPathsLongerThanAPathMayBe(t *testing.T) {
 	if n := len("out/" + long); n <= wire.MaxPath || n > wire.MaxPath+len(name)+1 {
 		t.Fatalf("the tree's destination path is %d bytes, want just beyond %d", n, wire.MaxPath)
 	}
-	opts := func(sourceErrors string) Options {
-		return Options{Root: root, Paths: []string{"d"}, DestPath: "out", Job: "j", Checksum: "SHA256", Verify: true,
-			BlockSize: 100, ChunkSize: 300, SourceErrors: sourceErrors, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	}
+	opts := func(sourceErrors string) Options { return listingOptions(root, sourceErrors) }
 	why := fmt.Sprintf("its destination path is %d bytes long, and a path may be at most %d", len("out/"+long), wire.MaxPath)
 	if _, err := New(opts(""), Params{Streams: 1}); err == nil || !strings.Contains(err.Error(), long) || !strings.Contains(err.Error(), why) {
 		t.Fatalf("under Fail: %v; want a refusal naming the path and why", err)
@@ -206,5 +206,57 @@ func TestPathsLongerThanAPathMayBe(t *testing.T) {
 	}
 	if len(c.files) != 1 || c.files[0].dest != "out/d/short" {
 		t.Fatalf("files to send %v, want only out/d/short", c.files)
+	}
+}
+
+// listingOptions are a job of root's directory d into out, named j.
+func listingOptions(root *os.Root, sourceErrors string) Options {
+	return Options{Root: root, Paths: []string{"d"}, DestPath: "out", Job: "j", Checksum: "SHA256", Verify: true,
+		BlockSize: 100, ChunkSize: 300, SourceErrors: sourceErrors, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// TestSourceNamesThatAreTemporaryNames: a source file named as the temporary file that
+// another file of the job is written under until verified (mover.TempName: the debris
+// of an interrupted copy, copied on) would be written through the same destination
+// file as that one, and each run would fail with one holding the other's bytes. It is
+// refused at the listing under Fail, naming it, and skipped and listed under Skip; a
+// name that only looks like a temporary name, and the same names in a job of another
+// name, are moved as any file.
+func TestSourceNamesThatAreTemporaryNames(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	root.MkdirAll("d/sub", 0o755)
+	debris := "d/sub/" + path.Base(mover.TempName("out/d/sub/f1", "j"))
+	lookalike := "d/sub/.f2.00000000000000000000000000000000.dtnpart"
+	for _, p := range []string{"d/sub/f1", debris, "d/sub/f2", lookalike} {
+		root.WriteFile(p, []byte(p), 0o644)
+	}
+	why := `its destination name is the temporary name that d/sub/f1 is written under in job "j"`
+	if _, err := New(listingOptions(root, ""), Params{Streams: 1}); err == nil || !strings.Contains(err.Error(), "source "+debris+" refused: "+why) {
+		t.Fatalf("under Fail: %v; want a refusal naming %s and why", err, debris)
+	}
+	c, err := New(listingOptions(root, contract.SourceErrorsSkip), Params{Streams: 1})
+	if err != nil {
+		t.Fatalf("under Skip: %v", err)
+	}
+	rep := c.Report()
+	if rep.FilesTotal != 4 || rep.FilesSkipped != 1 || len(rep.SkippedFiles) != 1 || rep.SkippedFiles[0].Path != debris || !strings.Contains(rep.SkippedFiles[0].Error, why) {
+		t.Fatalf("under Skip: %d files, %d skipped %+v; want %s skipped and listed", rep.FilesTotal, rep.FilesSkipped, rep.SkippedFiles, debris)
+	}
+	var dests []string
+	for _, f := range c.files {
+		dests = append(dests, f.dest)
+	}
+	if want := []string{"out/d/sub/" + path.Base(lookalike), "out/d/sub/f1", "out/d/sub/f2"}; !slices.Equal(dests, want) || c.byDest["out/"+debris] != nil {
+		t.Fatalf("files to send %v, want %v", dests, want)
+	}
+	other := listingOptions(root, "")
+	other.Job = "another job"
+	if c, err := New(other, Params{Streams: 1}); err != nil || len(c.files) != 4 {
+		t.Fatalf("in a job of another name: %v; want all four files to send", err)
 	}
 }
