@@ -313,8 +313,9 @@ func nearestInSpan(t time.Time) time.Time {
 	return t
 }
 
-// tree lists the regular files under root/sub with digest, mode and mtime; it fails
-// the test on a leftover temporary file.
+// tree lists the regular files under root/sub with digest, mode and mtime. A name
+// shaped as our temporary files is listed as any other: a source may hold one (the
+// hostile names do), and at a destination it is a file the source does not have.
 func tree(t *testing.T, root, sub string) map[string]treeEntry {
 	t.Helper()
 	out := map[string]treeEntry{}
@@ -327,10 +328,6 @@ func tree(t *testing.T, root, sub string) map[string]treeEntry {
 			return filepath.SkipDir
 		}
 		if d.IsDir() {
-			return nil
-		}
-		if strings.HasPrefix(d.Name(), ".") && strings.HasSuffix(d.Name(), ".dtnpart") {
-			t.Errorf("temporary file left behind: %s", p)
 			return nil
 		}
 		b, err := os.ReadFile(p)
@@ -367,7 +364,7 @@ func assertSameTree(t *testing.T, src, dst, sub string) {
 	}
 	for p := range b {
 		if _, ok := a[p]; !ok {
-			t.Errorf("unexpected file at the destination: %q", p)
+			t.Errorf("unexpected file at the destination: %q (a temporary file left behind: %v)", p, strings.HasSuffix(p, ".dtnpart"))
 		}
 	}
 	if len(a) == 0 {

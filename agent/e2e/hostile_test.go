@@ -17,8 +17,9 @@ import (
 // hostileNames generates file names that are legal on Linux and hard on a data mover:
 // random bytes (anything but '/' and NUL, invalid UTF-8 included), names of 255 bytes,
 // groups sharing a prefix longer than any cut a temporary name could make, newlines,
-// pairs that differ only in an invalid byte or only in case, a name that ends like our
-// temporary files and one that starts like our journal directory. Every name is unique.
+// pairs that differ only in an invalid byte or only in case, names that end like our
+// temporary files or are shaped as them, and one that starts like our journal
+// directory. Every name is unique.
 func hostileNames(rng *rand.Rand) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -65,6 +66,7 @@ func hostileNames(rng *rand.Rand) []string {
 	add("case.bin")
 	add("CASE.BIN")
 	add("looks.like.ours.dtnpart")
+	add(".looks.like.ours.0123456789abcdef0123456789abcdef.dtnpart") // shaped as TempName's, and no file's
 	add(".dtnflowrc")
 	add("-starts-with-dash")
 	add(" space ")
