@@ -96,6 +96,9 @@ func Walk(root *os.Root, rel string, fn func(File) error, skipped func(path, why
 	if err != nil {
 		return err
 	}
+	if rel == JournalDir || strings.HasPrefix(rel, JournalDir+"/") {
+		return fmt.Errorf("path %q refused: %s/ holds the receivers' journals, never data", rel, JournalDir)
+	}
 	fi, err := root.Stat(rel)
 	if err != nil {
 		return Explain(rel, err)

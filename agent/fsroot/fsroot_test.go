@@ -62,3 +62,33 @@ func TestWalkRefusesSymlinkOutside(t *testing.T) {
 		t.Fatalf("walk over an escaping symlink: %v; want an escape error naming d/evil", err)
 	}
 }
+
+// TestWalkLeavesTheJournalsOut: .dtnflow at the top of a root holds receivers'
+// journals when the root is also a destination. A walk of the root skips it, saying
+// so; a walk asked for it, however the path is written, is refused; a .dtnflow deeper
+// down, and names that only begin like it, are data.
+func TestWalkLeavesTheJournalsOut(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{".dtnflow/job-1/r.log", "d/.dtnflow/x", ".dtnflowrc"} {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755)
+		os.WriteFile(filepath.Join(dir, p), []byte(p), 0o644)
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got, skipped []string
+	collect := func(f File) error { got = append(got, f.Path); return nil }
+	if err := Walk(r, ".", collect, func(p, why string) { skipped = append(skipped, p+": "+why) }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != ".dtnflowrc,d/.dtnflow/x" || len(skipped) != 1 || !strings.HasPrefix(skipped[0], ".dtnflow: ") {
+		t.Fatalf("a walk of the root found %v, skipped %v", got, skipped)
+	}
+	for _, p := range []string{".dtnflow", "./.dtnflow/job-1", ".//.dtnflow/job-1/r.log"} {
+		if err := Walk(r, p, collect, func(string, string) {}); err == nil || !strings.Contains(err.Error(), "holds the receivers' journals") {
+			t.Errorf("a walk of %q: %v; want a refusal", p, err)
+		}
+	}
+}

@@ -95,13 +95,16 @@ type TransferJobSpec struct {
 }
 
 // RelativePath is a path under an endpoint's storage root: it has no leading '/', no
-// '..' segment and no NUL character (which no file name holds, and which would end the
-// path early wherever it is passed to the C library).
+// '..' segment, no NUL character (which no file name holds, and which would end the
+// path early wherever it is passed to the C library), and it does not lie in .dtnflow
+// at the top of the root, where receivers keep their journals (an agent refuses to
+// write there, and would send the journals as data).
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=4096
 // +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="must be relative to the endpoint's storage root (no leading '/')"
 // +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="must not contain a '..' segment"
 // +kubebuilder:validation:XValidation:rule=`!self.contains('\u0000')`,message="must not contain a NUL character"
+// +kubebuilder:validation:XValidation:rule="!(self in ['.dtnflow', './.dtnflow'] || self.startsWith('.dtnflow/') || self.startsWith('./.dtnflow/'))",message="must not lie in .dtnflow at the top of the storage root, where receivers keep their journals"
 type RelativePath string
 
 // TransferSource is the side a job reads from.

@@ -102,6 +102,8 @@ func relativePathCases(what string, put func(o object, path string), field strin
 		row("ending in ..", "runs/..", "rule", "must not contain a '..' segment"),
 		row("with a NUL", "runs/0427\x00/etc/passwd", "rule", "must not contain a NUL character"),
 		row("that is only a NUL", "\x00", "rule", "must not contain a NUL character"),
+		row("naming the journals", ".dtnflow", "rule", "must not lie in .dtnflow at the top of the storage root, where receivers keep their journals"),
+		row("in the journals", "./.dtnflow/job-1", "rule", "must not lie in .dtnflow at the top of the storage root, where receivers keep their journals"),
 	}
 }
 
@@ -262,6 +264,10 @@ func transferJobCreateTable() validationTable {
 			{"dots that are not a .. segment", func(o object) {
 				set(o, "spec.source.paths", []any{"a..b", "..hidden", "runs/.../x", "./runs", "runs/."})
 				set(o, "spec.destination.path", "x..")
+			}},
+			{".dtnflow anywhere but at the top, and names that only begin like it", func(o object) {
+				set(o, "spec.source.paths", []any{"runs/.dtnflow", ".dtnflowrc", ".dtnflow-old/x", "x/./.dtnflow"})
+				set(o, "spec.destination.path", "incoming/.dtnflow")
 			}},
 			{"every Fixed figure at its maximum, within limits at theirs", func(o object) {
 				set(o, "spec.tuning.mode", "Fixed")
