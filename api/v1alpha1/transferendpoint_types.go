@@ -150,6 +150,7 @@ type EndpointStorage struct {
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="spec.storage.hostPath must be an absolute path"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="spec.storage.hostPath must not contain a '..' segment"
 	// +kubebuilder:validation:XValidation:rule=`!self.contains('\u0000')`,message="spec.storage.hostPath must not contain a NUL character"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[/.]+$')",message="spec.storage.hostPath must name a directory below /: a storage root of / would give every job the node's whole file system"
 	// +required
 	HostPath string `json:"hostPath"`
 

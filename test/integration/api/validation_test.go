@@ -43,6 +43,9 @@ func boundCases(field string, prepare func(object), low int64, high *int64) []va
 
 func upTo(n int64) *int64 { return &n }
 
+// rootHostPath is the refusal of a storage root of /.
+const rootHostPath = "spec.storage.hostPath must name a directory below /: a storage root of / would give every job the node's whole file system"
+
 // storageOwner gives an endpoint a valid storage owner, for the rows that break it.
 func storageOwner(o object) { set(o, "spec.storage.owner", object{"user": 3001, "group": 3001}) }
 
@@ -355,6 +358,10 @@ func transferEndpointCreateTable() validationTable {
 					check: "rule", field: "spec.storage.hostPath", want: "spec.storage.hostPath must not contain a '..' segment"},
 				{name: "hostPath with a NUL", mutate: func(o object) { set(o, "spec.storage.hostPath", "/srv/dtn\x00/etc") },
 					check: "rule", field: "spec.storage.hostPath", want: "spec.storage.hostPath must not contain a NUL character"},
+				{name: "hostPath /", mutate: func(o object) { set(o, "spec.storage.hostPath", "/") },
+					check: "rule", field: "spec.storage.hostPath", want: rootHostPath},
+				{name: "hostPath / written otherwise", mutate: func(o object) { set(o, "spec.storage.hostPath", "//./") },
+					check: "rule", field: "spec.storage.hostPath", want: rootHostPath},
 				required("spec.nicBitsPerSecond", nil),
 				required("spec.storage.owner.user", storageOwner),
 				required("spec.storage.owner.group", storageOwner),
