@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -113,5 +116,40 @@ func TestDestinationDirectoriesChangedBetweenRuns(t *testing.T) {
 	// What was moved aside is left as it was: nothing written into it again.
 	if a, b := tree(t, src, "data/small/d1"), tree(t, dir, "moved-d1"); len(a) != len(b) {
 		t.Errorf("the directory moved aside holds %d files, it had %d", len(b), len(a))
+	}
+}
+
+// TestAnotherVersionRenamedOntoAFinalFile: after a job, another writer renames its own
+// version of two files — same size, same mtime, other bytes — onto their final names
+// (a second job writing the same tree, a restore). Size and mtime cannot tell; the
+// inode each final record keeps does. The next run sends both again, ends Complete with
+// the source's bytes, and only what was replaced is sent.
+func TestAnotherVersionRenamedOntoAFinalFile(t *testing.T) {
+	files := []fileSpec{{path: "v/small.txt", size: 5000}, {path: "v/large.bin", size: 3 << 20}, {path: "v/kept.txt", size: 7000}}
+	s := newSite(t, 41, files)
+	s.sendAll(t, "v", len(files))
+	for _, p := range []string{"v/small.txt", "v/large.bin"} {
+		fi, err := os.Stat(filepath.Join(s.src, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := filepath.Join(s.dst, "v", "other-version")
+		if err := os.WriteFile(other, bytes.Repeat([]byte{'X'}, int(fi.Size())), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(other, fi.ModTime(), fi.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(other, filepath.Join(s.dst, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := start(t, nil, sendArgs(s.addr, s.src, s.key, "v")...)
+	if err := again.wait(60 * time.Second); err != nil {
+		t.Fatalf("the run after the replacement: %v\n%s", err, again.output())
+	}
+	assertSameTree(t, s.src, s.dst, "v")
+	if want := fmt.Sprintf("this run sent %d bytes", 5000+3<<20); !strings.Contains(again.stdoutText(), want) {
+		t.Errorf("summary %q, want %q: the two replaced files and nothing else", again.stdoutText(), want)
 	}
 }

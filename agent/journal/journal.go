@@ -79,6 +79,10 @@ type Record struct {
 	// Run is the run of the job that wrote a final record (R), so that the end of
 	// that run can tell what it made final.
 	Run string `json:"run,omitempty"`
+	// Ino is the final file's inode (R; 0: not known, from an older receiver). A file
+	// another writer renamed onto the name since — another job's version of the same
+	// size and mtime — is another inode.
+	Ino uint64 `json:"ino,omitempty"`
 }
 
 // Key returns the record's file key.
@@ -154,6 +158,7 @@ type FileState struct {
 	Mode      uint32
 	Digest    string
 	Run       string // the run that made it final
+	Ino       uint64 // the final file's inode, 0 when not known (Record.Ino)
 	ChunkSize int64
 	Chunks    map[int32]*ChunkState
 }
@@ -263,9 +268,9 @@ func (s *State) apply(r Record) {
 	}
 	switch r.Kind {
 	case KindFinal:
-		fs.Final, fs.Mode, fs.Digest, fs.Run = true, r.Mode, r.Digest, r.Run
+		fs.Final, fs.Mode, fs.Digest, fs.Run, fs.Ino = true, r.Mode, r.Digest, r.Run, r.Ino
 	case KindLost:
-		fs.Final, fs.Digest, fs.Run, fs.ChunkSize = false, "", "", 0
+		fs.Final, fs.Digest, fs.Run, fs.ChunkSize, fs.Ino = false, "", "", 0, 0
 		fs.Chunks = map[int32]*ChunkState{}
 	case KindReset:
 		if fs.ChunkSize == r.ChunkSize {

@@ -29,11 +29,13 @@ type commitItem struct {
 	key                journal.Key
 	mode               uint32
 	digest             string
-	bytes              int64
-	chunkOnly          bool // record the chunk as verified (C)
-	finalize           bool // record the file as final (R) and rename it
-	openReply          *wire.ChunkOpened
-	flushed            chan struct{}
+	// ino is the temporary file's inode, which the final name takes (0: look it up).
+	ino       uint64
+	bytes     int64
+	chunkOnly bool // record the chunk as verified (C)
+	finalize  bool // record the file as final (R) and rename it
+	openReply *wire.ChunkOpened
+	flushed   chan struct{}
 	// claimed is the small file's path claimed in the job (rjob.claim), released once
 	// the item is committed or failed.
 	claimed string
@@ -248,7 +250,7 @@ func (c *committer) commit(batch []*commitItem) {
 		}
 		if it.finalize {
 			r := base
-			r.Kind, r.Mode, r.Run = journal.KindFinal, it.mode, it.session.cfg.Run
+			r.Kind, r.Mode, r.Run, r.Ino = journal.KindFinal, it.mode, it.session.cfg.Run, c.inodeOf(it)
 			if it.chunk == nil || it.chunk.open.Chunks == 1 {
 				r.Digest = it.digest
 			}
@@ -293,6 +295,23 @@ func (c *committer) commit(batch []*commitItem) {
 		results[it.session] = append(results[it.session], res)
 	}
 	c.send(results, items)
+}
+
+// inodeOf is the inode of the temporary file an item renames to its final name.
+func (c *committer) inodeOf(it *commitItem) uint64 {
+	switch {
+	case !c.r.keepsInodes():
+		return 0
+	case it.ino != 0:
+		return it.ino
+	case it.chunk != nil && it.chunk.ino != 0:
+		return it.chunk.ino
+	}
+	fi, err := c.r.Root.Lstat(it.tmp) // a file of several chunks: one look per file
+	if err != nil {
+		return 0 // unknown: the final check compares size and mtime only
+	}
+	return c.r.finalInode(fi)
 }
 
 // retireCopies stops every other copy of the chunks of a file about to take its final

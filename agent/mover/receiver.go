@@ -50,6 +50,9 @@ type Receiver struct {
 
 	sinkOnce sync.Once
 	devNull  *os.File
+
+	inodesOnce sync.Once
+	inodesKept bool
 }
 
 // sink is /dev/null, where memory-to-memory data goes (nil if it cannot be opened).

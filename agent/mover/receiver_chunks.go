@@ -48,6 +48,7 @@ type rchunk struct {
 	key     journal.Key
 	tmp     string
 	f       *os.File
+	ino     uint64 // f's inode
 	nblocks int64
 	// writeLock is held while a block goes into the file (rjob.writeLock).
 	writeLock *sync.Mutex
@@ -168,8 +169,9 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		}
 	}
 	f, err := r.Root.OpenFile(c.tmp, os.O_RDWR|os.O_CREATE, 0o600)
+	var ino uint64
 	if err == nil {
-		err = ownTemporary(f)
+		ino, err = ownTemporary(f)
 	}
 	if err != nil {
 		failOS(fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(c.tmp), err))), err)
@@ -178,7 +180,7 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 	if fi, err := f.Stat(); err == nil && fi.Size() > m.FileSize {
 		f.Truncate(m.FileSize) // left over from another version of the file
 	}
-	c.f = f
+	c.f, c.ino = f, ino
 	s.mu.Lock()
 	s.chunks[m.ID] = c
 	s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -253,6 +254,8 @@ func (s *rsession) buildManifest(q wire.ManifestQuery) []wire.Manifest {
 			mf.Problem = "not a regular file at its final name"
 		case fi.Size() != k.Size || fsroot.MtimeNs(fi) != k.MtimeNs:
 			mf.Problem = fmt.Sprintf("at its final name with size %d and mtime %d, journaled %d and %d (changed since, or another version)", fi.Size(), fsroot.MtimeNs(fi), k.Size, k.MtimeNs)
+		case !sameFile(fi, fs):
+			mf.Problem = "at its final name is another file of the same size and mtime (inode " + strconv.FormatUint(inode(fi), 10) + ", journaled " + strconv.FormatUint(fs.Ino, 10) + "): another writer's version replaced it"
 		}
 		if mf.Problem == "" {
 			dirName, _ := split(k.Path)

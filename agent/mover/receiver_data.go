@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/dtnflow/dtnflow/agent/fsname"
@@ -194,8 +195,9 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 			f, err = dir.openFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 		}
 	}
+	var ino uint64
 	if err == nil {
-		err = ownTemporary(f)
+		ino, err = ownTemporary(f)
 	}
 	if err != nil {
 		res.Error = fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(tmp), err)))
@@ -233,7 +235,7 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	committing = true
 	s.job.commit.add(&commitItem{
 		session: s, unit: m.Unit, file: f, tmp: tmp, final: p, key: key, dir: dir, tmpBase: tmpBase, finalBase: base,
-		mode: m.Mode, digest: digest, bytes: int64(len(data)), finalize: true, claimed: p,
+		mode: m.Mode, digest: digest, ino: ino, bytes: int64(len(data)), finalize: true, claimed: p,
 	})
 }
 
@@ -326,7 +328,7 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest, data []byte, presumed
 		if readBack(f, 0, key.Size, buf, h) != nil || !bytes.Equal(h.Sum(nil), srcDigest) {
 			return false, ""
 		}
-		rec := journal.Record{Kind: journal.KindFinal, Path: fsname.Path(key.Path), Size: key.Size, MtimeNs: key.MtimeNs, Mode: uint32(fi.Mode().Perm()), Digest: hex.EncodeToString(srcDigest), Run: s.cfg.Run}
+		rec := journal.Record{Kind: journal.KindFinal, Path: fsname.Path(key.Path), Size: key.Size, MtimeNs: key.MtimeNs, Mode: uint32(fi.Mode().Perm()), Digest: hex.EncodeToString(srcDigest), Run: s.cfg.Run, Ino: r.finalInode(fi)}
 		j.journal.Append(rec)
 		if j.journal.Sync() != nil {
 			return false, "" // not journaled, so not proven final: write it (its journaling says why it fails)
@@ -337,19 +339,35 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest, data []byte, presumed
 }
 
 // ownTemporary checks that a temporary file just opened is a regular file, and closes
-// it when it is not. The name is the receiver's own, but another writer of the
-// destination can put something else there first: a write into a FIFO waits, once its
-// buffer is full, for a reader that never comes, and the rename would make the FIFO
-// the file.
-func ownTemporary(f *os.File) error {
+// it when it is not; it returns the file's inode, which its final name will have. The
+// name is the receiver's own, but another writer of the destination can put something
+// else there first: a write into a FIFO waits, once its buffer is full, for a reader
+// that never comes, and the rename would make the FIFO the file.
+func ownTemporary(f *os.File) (uint64, error) {
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
 		err = notRegular(fi.Mode())
 	}
 	if err != nil {
 		f.Close()
+		return 0, err
 	}
-	return err
+	return inode(fi), nil
+}
+
+// inode is a file's inode number (0 where the system says none).
+func inode(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
+
+// sameFile says whether fi is the file a final record describes: the record's inode
+// when it has one (another writer's file renamed onto the name since — another job's
+// version of the same size and mtime — is another inode).
+func sameFile(fi fs.FileInfo, st *journal.FileState) bool {
+	return st == nil || st.Ino == 0 || inode(fi) == st.Ino
 }
 
 // redoRename finishes a rename that a crash interrupted after its journal record; it
@@ -367,7 +385,7 @@ func (s *rsession) redoRename(key journal.Key) bool {
 		}
 	}
 	fi, err := r.Root.Lstat(key.Path)
-	return err == nil && fi.Mode().IsRegular() && fi.Size() == key.Size
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == key.Size && sameFile(fi, s.job.state.File(key))
 }
 
 func fs2mode(fs *journal.FileState) fs.FileMode {

@@ -295,13 +295,13 @@ func TestReceiverRefusesImpossibleChunks(t *testing.T) {
 
 // TestReceiverManifest: the manifest lists every final file with its digest and says
 // which this run made final; a final file removed or changed at the destination is
-// named with the problem; a temporary file left next to a final one is removed and
-// counted.
+// named with the problem — replaced by another writer's file of the same size and mtime
+// too; a temporary file left next to a final one is removed and counted.
 func TestReceiverManifest(t *testing.T) {
 	addr, dir := startReceiver(t)
 	h := connect(t, addr) // job evil-job, no run id
 	root := filepath.Join(dir, "root")
-	for i, name := range []string{"keep", "gone", "changed", "sub/moved"} {
+	for i, name := range []string{"keep", "gone", "changed", "sub/moved", "swapped"} {
 		data := []byte("content of " + name)
 		meta, _ := wire.FileMeta{Unit: uint64(i + 1), Size: uint64(len(data)), Mode: 0o644, MtimeNs: 1e18, Path: name}.Append(nil)
 		h.data.WriteFrame(wire.TypeFile, meta, data)
@@ -315,6 +315,13 @@ func TestReceiverManifest(t *testing.T) {
 	// A directory the session opened, moved away from its name: its file is not at its
 	// final name any more, whatever handle the session still holds.
 	os.Rename(filepath.Join(root, "sub"), filepath.Join(root, "sub.old"))
+	// Another writer's version, same size and mtime, renamed onto a final name.
+	other := filepath.Join(root, "other-version")
+	os.WriteFile(other, []byte("CONTENT OF SWAPPED"), 0o644)
+	os.Chtimes(other, time.Unix(0, 1e18), time.Unix(0, 1e18))
+	if err := os.Rename(other, filepath.Join(root, "swapped")); err != nil {
+		t.Fatal(err)
+	}
 	debris := filepath.Join(root, TempName("keep", "evil-job"))
 	os.WriteFile(debris, []byte("a second copy"), 0o600)
 
@@ -362,6 +369,9 @@ func TestReceiverManifest(t *testing.T) {
 	}
 	if f := got["sub/moved"]; !strings.Contains(f.Problem, "missing at its final name") {
 		t.Errorf("sub/moved, its directory moved away: %+v", f)
+	}
+	if f := got["swapped"]; !strings.Contains(f.Problem, "another writer's version replaced it") {
+		t.Errorf("swapped, another file of its size and mtime renamed onto it: %+v", f)
 	}
 	if m.Debris != 1 {
 		t.Errorf("debris %d, want 1", m.Debris)

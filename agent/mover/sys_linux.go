@@ -1,6 +1,7 @@
 package mover
 
 import (
+	"io/fs"
 	"os"
 	"runtime"
 	"strconv"
@@ -161,6 +162,34 @@ func regularOnly(f *os.File) (*os.File, os.FileInfo, error) {
 		return nil, nil, err
 	}
 	return f, fi, nil
+}
+
+// keepsInodes says whether the root's file system keeps a file's inode number for as
+// long as the file exists, so that a final record can name the file by it (sameFile).
+// A FUSE file system may number a file anew each time the kernel looks it up: there a
+// final file would seem replaced at every look, and final records keep no inode.
+func (r *Receiver) keepsInodes() bool {
+	r.inodesOnce.Do(func() {
+		f, err := r.Root.Open(".")
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		var st unix.Statfs_t
+		if unix.Fstatfs(int(f.Fd()), &st) == nil {
+			r.inodesKept = st.Type != unix.FUSE_SUPER_MAGIC
+		}
+	})
+	return r.inodesKept
+}
+
+// finalInode is what a final record keeps of fi's inode: 0 where the file system does
+// not keep inode numbers.
+func (r *Receiver) finalInode(fi fs.FileInfo) uint64 {
+	if !r.keepsInodes() {
+		return 0
+	}
+	return inode(fi)
 }
 
 // setBlocking clears O_NONBLOCK on f's descriptor.
