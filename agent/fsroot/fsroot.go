@@ -13,6 +13,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -48,12 +49,17 @@ func Clean(p string, allowRoot bool) (string, error) {
 	return c, nil
 }
 
+// escapes says whether an os.Root error is its refusal of a path leading outside.
+func escapes(err error) bool {
+	return strings.Contains(err.Error(), "escapes from parent") || errors.Is(err, ErrEscape)
+}
+
 // Explain turns an os.Root error into one that names the path and says why.
 func Explain(p string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if strings.Contains(err.Error(), "escapes from parent") || errors.Is(err, ErrEscape) {
+	if escapes(err) {
 		return fmt.Errorf("path %q refused: a symlink leads outside the root: %w", p, ErrEscape)
 	}
 	return err
@@ -90,7 +96,8 @@ type File struct {
 // Walk lists the regular files at or under rel, in lexical order. Symlinks to files
 // under the root are followed (the file's content is moved); a symlink that leads
 // outside the root is an error naming it; symlinked directories are not descended
-// (they could loop) and are reported by skipped.
+// (they could loop), and symlinks to nothing (a dangling link, a loop), like anything
+// that is not a regular file, are reported by skipped.
 func Walk(root *os.Root, rel string, fn func(File) error, skipped func(path, why string)) error {
 	rel, err := Clean(rel, true)
 	if err != nil {
@@ -135,7 +142,16 @@ func walkDir(root *os.Root, dir string, fn func(File) error, skipped func(path, 
 		switch {
 		case e.Type()&fs.ModeSymlink != 0:
 			fi, err := root.Stat(p)
-			if err != nil {
+			switch {
+			case err == nil:
+			case errors.Is(err, fs.ErrNotExist) && !escapes(err):
+				// Nothing to move, and nothing lost: a link left behind by what it named.
+				skipped(p, "a symlink to nothing (its target does not exist)")
+				continue
+			case errors.Is(err, syscall.ELOOP):
+				skipped(p, "a symlink loop")
+				continue
+			default:
 				return Explain(p, err)
 			}
 			if fi.IsDir() {

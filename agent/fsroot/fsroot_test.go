@@ -92,3 +92,37 @@ func TestWalkLeavesTheJournalsOut(t *testing.T) {
 		}
 	}
 }
+
+// TestWalkSkipsSymlinksToNothing: a dangling symlink (what it named was removed) or a
+// loop holds no data: the walk skips it, saying why, and lists the rest — it used to
+// fail the whole listing ("statat d/dangling: no such file or directory"), under
+// SourceErrors=Skip too. A symlink leading outside the root is still refused, whether
+// or not its target exists.
+func TestWalkSkipsSymlinksToNothing(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	os.MkdirAll(filepath.Join(root, "d"), 0o755)
+	os.WriteFile(filepath.Join(root, "d", "ok.dat"), []byte("x"), 0o644)
+	os.Symlink("gone", filepath.Join(root, "d", "dangling"))
+	os.Symlink("loop", filepath.Join(root, "d", "loop"))
+	os.Symlink("ping", filepath.Join(root, "d", "pong"))
+	os.Symlink("pong", filepath.Join(root, "d", "ping"))
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got, skipped []string
+	collect := func(f File) error { got = append(got, f.Path); return nil }
+	if err := Walk(r, "d", collect, func(p, why string) { skipped = append(skipped, p+": "+why) }); err != nil {
+		t.Fatalf("walk: %v", err)
+	}
+	want := []string{"d/dangling: a symlink to nothing (its target does not exist)", "d/loop: a symlink loop", "d/ping: a symlink loop", "d/pong: a symlink loop"}
+	if strings.Join(got, ",") != "d/ok.dat" || strings.Join(skipped, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("walk found %v, skipped\n%s", got, strings.Join(skipped, "\n"))
+	}
+	os.Symlink("../../nowhere", filepath.Join(root, "d", "out"))
+	if err := Walk(r, "d", collect, func(string, string) {}); !errors.Is(err, ErrEscape) || !strings.Contains(err.Error(), "d/out") {
+		t.Fatalf("a dangling symlink leading outside: %v; want an escape error naming d/out", err)
+	}
+}
