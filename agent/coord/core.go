@@ -267,7 +267,8 @@ func New(o Options, p Params) (*Core, error) {
 			c.dataset.Files++
 			c.dataset.Bytes += f.Size
 			return nil
-		}, func(p, why string) { o.Log.Warn("Skipping a source path", "path", fsname.Show(p), "reason", why) })
+		}, func(p, why string) { o.Log.Warn("Skipping a source path", "path", fsname.Show(p), "reason", why) },
+			c.unreadableAtListing)
 		if err != nil {
 			return nil, err
 		}
@@ -279,6 +280,20 @@ func New(o Options, p Params) (*Core, error) {
 	c.setParamsLocked(p)
 	c.cfg.Mode = contract.ModeTransfer
 	return c, nil
+}
+
+// unreadableAtListing decides about a source directory the listing cannot read, or an
+// entry it cannot look at (permission denied, gone since its directory was read):
+// under SourceErrors=Fail the job is refused, naming it; under Skip it is skipped and
+// listed as one entry — nothing under it is known, so nothing under it is counted —
+// and the job ends PartiallyComplete at best.
+func (c *Core) unreadableAtListing(p string, err error) error {
+	if c.opts.SourceErrors != contract.SourceErrorsSkip {
+		return fmt.Errorf("source %s cannot be read: %w", fsname.Show(p), err)
+	}
+	c.dataset.Files++ // the entry, counted as the skipped file it stands for
+	c.listSkippedLocked(p, fmt.Sprintf("cannot be read (%v): nothing under it is listed", err))
+	return nil
 }
 
 // refuseTemporaryNames finds the listed files whose destination name is the temporary
@@ -355,7 +370,7 @@ func ListDataset(root *os.Root, paths []string) (contract.Dataset, error) {
 				files = append(files, &cfile{f: f})
 			}
 			return nil
-		}, func(string, string) {})
+		}, func(string, string) {}, func(string, error) error { return nil }) // a summary: what can be read
 		if err != nil {
 			return contract.Dataset{}, err
 		}

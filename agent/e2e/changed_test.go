@@ -117,3 +117,55 @@ func TestSourceErrorsSkip(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreadableSourceDirectory: an agent runs as its storage's owner, and a dataset
+// can hold a directory that owner may not read (another user's, mode 0700). Under
+// --source-errors Fail the job is refused naming it; under Skip the directory is
+// skipped and listed, the rest arrives verified, and the job ends partially complete —
+// it used to fail under Skip too ("openat t/private: permission denied"). The sender
+// runs as nobody (setpriv), which needs root.
+func TestUnreadableSourceDirectory(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if os.Geteuid() != 0 || err != nil {
+		t.Skip("needs root and setpriv to run the sender as another user")
+	}
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir, filepath.Dir(agentBin)} {
+		os.Chmod(d, 0o755) // nobody reaches the tree and the binary
+	}
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 43, []fileSpec{{path: "t/pub/a.txt", size: 3000}, {path: "t/private/secret.txt", size: 200}})
+	if err := os.Chmod(filepath.Join(src, "t", "private"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := writeSecret(t, dir, "key", secret)
+	os.Chown(key, 65534, 65534)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	addr := recv.waitListening()
+	asNobody := func(policy string) (*proc, int) {
+		args := append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", agentBin}, withMetricsAddr(sendArgs(addr, src, key, "--source-errors", policy, "t"))...)
+		p := startCmd(t, nil, exec.Command(setpriv, args...))
+		err := p.wait(60 * time.Second)
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return p, exit.ExitCode()
+		}
+		return p, 0
+	}
+	if p, code := asNobody("Fail"); code != 1 || !strings.Contains(p.output(), "source t/private cannot be read") || !strings.Contains(p.output(), "permission denied") {
+		t.Fatalf("under Fail: exit %d, want 1 and a refusal naming t/private:\n%s", code, p.output())
+	}
+	p, code := asNobody("Skip")
+	if code != 3 || !strings.Contains(p.output(), "1 files skipped at the source") || !strings.Contains(p.output(), "t/private: cannot be read") {
+		t.Fatalf("under Skip: exit %d, want 3 (partially complete) naming t/private:\n%s", code, p.output())
+	}
+	got, err := os.ReadFile(filepath.Join(dst, "t/pub/a.txt"))
+	want, _ := os.ReadFile(filepath.Join(src, "t/pub/a.txt"))
+	if err != nil || string(got) != string(want) {
+		t.Errorf("t/pub/a.txt did not arrive as at the source (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "t/private")); err == nil {
+		t.Error("something of the unreadable directory was made at the destination")
+	}
+}

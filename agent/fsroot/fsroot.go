@@ -98,7 +98,12 @@ type File struct {
 // outside the root is an error naming it; symlinked directories are not descended
 // (they could loop), and symlinks to nothing (a dangling link, a loop), like anything
 // that is not a regular file, are reported by skipped.
-func Walk(root *os.Root, rel string, fn func(File) error, skipped func(path, why string)) error {
+//
+// A directory that cannot be listed, or an entry that cannot be looked at (permission
+// denied, gone since its directory was read), is given to unreadable with the error:
+// when it returns nil the walk goes on without it, else its error ends the walk. A nil
+// unreadable ends the walk with the error.
+func Walk(root *os.Root, rel string, fn func(File) error, skipped func(path, why string), unreadable func(path string, err error) error) error {
 	rel, err := Clean(rel, true)
 	if err != nil {
 		return err
@@ -110,6 +115,7 @@ func Walk(root *os.Root, rel string, fn func(File) error, skipped func(path, why
 	if err != nil {
 		return Explain(rel, err)
 	}
+	w := &walker{root: root, fn: fn, skipped: skipped, unreadable: unreadable}
 	if !fi.IsDir() {
 		if !fi.Mode().IsRegular() {
 			skipped(rel, "not a regular file")
@@ -117,18 +123,36 @@ func Walk(root *os.Root, rel string, fn func(File) error, skipped func(path, why
 		}
 		return fn(File{Path: rel, Size: fi.Size(), Mode: fi.Mode().Perm(), MtimeNs: MtimeNs(fi)})
 	}
-	return walkDir(root, rel, fn, skipped)
+	return w.dir(rel)
 }
 
-func walkDir(root *os.Root, dir string, fn func(File) error, skipped func(path, why string)) error {
+type walker struct {
+	root       *os.Root
+	fn         func(File) error
+	skipped    func(path, why string)
+	unreadable func(path string, err error) error
+}
+
+// cannot hands a path the walk could not read to unreadable; a path leading outside
+// the root is always an error.
+func (w *walker) cannot(p string, err error) error {
+	err = Explain(p, err)
+	if w.unreadable == nil || errors.Is(err, ErrEscape) {
+		return err
+	}
+	return w.unreadable(p, err)
+}
+
+func (w *walker) dir(dir string) error {
+	root, fn, skipped := w.root, w.fn, w.skipped
 	d, err := root.Open(dir)
 	if err != nil {
-		return Explain(dir, err)
+		return w.cannot(dir, err)
 	}
 	entries, err := d.ReadDir(-1)
 	d.Close()
 	if err != nil {
-		return fmt.Errorf("listing %q: %w", dir, err)
+		return w.cannot(dir, fmt.Errorf("listing %q: %w", dir, err))
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	for _, e := range entries {
@@ -152,7 +176,10 @@ func walkDir(root *os.Root, dir string, fn func(File) error, skipped func(path, 
 				skipped(p, "a symlink loop")
 				continue
 			default:
-				return Explain(p, err)
+				if err := w.cannot(p, err); err != nil {
+					return err
+				}
+				continue
 			}
 			if fi.IsDir() {
 				skipped(p, "symlinked directory not followed")
@@ -166,13 +193,16 @@ func walkDir(root *os.Root, dir string, fn func(File) error, skipped func(path, 
 				return err
 			}
 		case e.IsDir():
-			if err := walkDir(root, p, fn, skipped); err != nil {
+			if err := w.dir(p); err != nil {
 				return err
 			}
 		case e.Type().IsRegular():
 			fi, err := e.Info()
 			if err != nil {
-				return fmt.Errorf("stat %q: %w", p, err)
+				if err := w.cannot(p, fmt.Errorf("stat %q: %w", p, err)); err != nil {
+					return err
+				}
+				continue
 			}
 			if err := fn(File{Path: p, Size: fi.Size(), Mode: fi.Mode().Perm(), MtimeNs: MtimeNs(fi)}); err != nil {
 				return err

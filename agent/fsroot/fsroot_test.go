@@ -50,14 +50,14 @@ func TestWalkRefusesSymlinkOutside(t *testing.T) {
 	defer r.Close()
 	var got []string
 	collect := func(f File) error { got = append(got, f.Path); return nil }
-	if err := Walk(r, "d", collect, func(string, string) {}); err != nil {
+	if err := Walk(r, "d", collect, func(string, string) {}, nil); err != nil {
 		t.Fatalf("walk inside: %v", err)
 	}
 	if strings.Join(got, ",") != "d/inside,d/ok.dat" {
 		t.Fatalf("walk found %v", got)
 	}
 	os.Symlink("../../secret", filepath.Join(root, "d", "evil"))
-	err = Walk(r, "d", collect, func(string, string) {})
+	err = Walk(r, "d", collect, func(string, string) {}, nil)
 	if !errors.Is(err, ErrEscape) || !strings.Contains(err.Error(), "d/evil") {
 		t.Fatalf("walk over an escaping symlink: %v; want an escape error naming d/evil", err)
 	}
@@ -80,14 +80,14 @@ func TestWalkLeavesTheJournalsOut(t *testing.T) {
 	defer r.Close()
 	var got, skipped []string
 	collect := func(f File) error { got = append(got, f.Path); return nil }
-	if err := Walk(r, ".", collect, func(p, why string) { skipped = append(skipped, p+": "+why) }); err != nil {
+	if err := Walk(r, ".", collect, func(p, why string) { skipped = append(skipped, p+": "+why) }, nil); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(got, ",") != ".dtnflowrc,d/.dtnflow/x" || len(skipped) != 1 || !strings.HasPrefix(skipped[0], ".dtnflow: ") {
 		t.Fatalf("a walk of the root found %v, skipped %v", got, skipped)
 	}
 	for _, p := range []string{".dtnflow", "./.dtnflow/job-1", ".//.dtnflow/job-1/r.log"} {
-		if err := Walk(r, p, collect, func(string, string) {}); err == nil || !strings.Contains(err.Error(), "holds the receivers' journals") {
+		if err := Walk(r, p, collect, func(string, string) {}, nil); err == nil || !strings.Contains(err.Error(), "holds the receivers' journals") {
 			t.Errorf("a walk of %q: %v; want a refusal", p, err)
 		}
 	}
@@ -114,7 +114,7 @@ func TestWalkSkipsSymlinksToNothing(t *testing.T) {
 	defer r.Close()
 	var got, skipped []string
 	collect := func(f File) error { got = append(got, f.Path); return nil }
-	if err := Walk(r, "d", collect, func(p, why string) { skipped = append(skipped, p+": "+why) }); err != nil {
+	if err := Walk(r, "d", collect, func(p, why string) { skipped = append(skipped, p+": "+why) }, nil); err != nil {
 		t.Fatalf("walk: %v", err)
 	}
 	want := []string{"d/dangling: a symlink to nothing (its target does not exist)", "d/loop: a symlink loop", "d/ping: a symlink loop", "d/pong: a symlink loop"}
@@ -122,7 +122,7 @@ func TestWalkSkipsSymlinksToNothing(t *testing.T) {
 		t.Fatalf("walk found %v, skipped\n%s", got, strings.Join(skipped, "\n"))
 	}
 	os.Symlink("../../nowhere", filepath.Join(root, "d", "out"))
-	if err := Walk(r, "d", collect, func(string, string) {}); !errors.Is(err, ErrEscape) || !strings.Contains(err.Error(), "d/out") {
+	if err := Walk(r, "d", collect, func(string, string) {}, nil); !errors.Is(err, ErrEscape) || !strings.Contains(err.Error(), "d/out") {
 		t.Fatalf("a dangling symlink leading outside: %v; want an escape error naming d/out", err)
 	}
 }
