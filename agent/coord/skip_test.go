@@ -162,12 +162,7 @@ func TestSourceErrorsOption(t *testing.T) {
 // under Skip, the rest of the job going on; never a job that fails later by a frame's
 // error, or a chunked file that arrives where a small one would not.
 func TestPathsLongerThanAPathMayBe(t *testing.T) {
-	dir := t.TempDir()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := tempRoot(t)
 	root.MkdirAll("d", 0o755)
 	root.WriteFile("d/short", []byte("short"), 0o644)
 	deep, name := []string{"d"}, strings.Repeat("n", 250)
@@ -223,12 +218,7 @@ func listingOptions(root *os.Root, sourceErrors string) Options {
 // name that only looks like a temporary name, and the same names in a job of another
 // name, are moved as any file.
 func TestSourceNamesThatAreTemporaryNames(t *testing.T) {
-	dir := t.TempDir()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := tempRoot(t)
 	root.MkdirAll("d/sub", 0o755)
 	debris := "d/sub/" + path.Base(mover.TempName("out/d/sub/f1", "j"))
 	lookalike := "d/sub/.f2.00000000000000000000000000000000.dtnpart"
@@ -259,4 +249,15 @@ func TestSourceNamesThatAreTemporaryNames(t *testing.T) {
 	if c, err := New(other, Params{Streams: 1}); err != nil || len(c.files) != 4 {
 		t.Fatalf("in a job of another name: %v; want all four files to send", err)
 	}
+}
+
+// tempRoot is an empty directory opened as a root, closed at the test's end.
+func tempRoot(t *testing.T) *os.Root {
+	t.Helper()
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root
 }

@@ -73,21 +73,15 @@ func TestWalkLeavesTheJournalsOut(t *testing.T) {
 		os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755)
 		os.WriteFile(filepath.Join(dir, p), []byte(p), 0o644)
 	}
-	r, err := os.OpenRoot(dir)
-	if err != nil {
+	r, w := walkTo(t, dir)
+	if err := Walk(r, ".", w.file, w.skip, nil); err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	var got, skipped []string
-	collect := func(f File) error { got = append(got, f.Path); return nil }
-	if err := Walk(r, ".", collect, func(p, why string) { skipped = append(skipped, p+": "+why) }, nil); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(got, ",") != ".dtnflowrc,d/.dtnflow/x" || len(skipped) != 1 || !strings.HasPrefix(skipped[0], ".dtnflow: ") {
-		t.Fatalf("a walk of the root found %v, skipped %v", got, skipped)
+	if strings.Join(w.got, ",") != ".dtnflowrc,d/.dtnflow/x" || len(w.skipped) != 1 || !strings.HasPrefix(w.skipped[0], ".dtnflow: ") {
+		t.Fatalf("a walk of the root found %v, skipped %v", w.got, w.skipped)
 	}
 	for _, p := range []string{".dtnflow", "./.dtnflow/job-1", ".//.dtnflow/job-1/r.log"} {
-		if err := Walk(r, p, collect, func(string, string) {}, nil); err == nil || !strings.Contains(err.Error(), "holds the receivers' journals") {
+		if err := Walk(r, p, w.file, w.skip, nil); err == nil || !strings.Contains(err.Error(), "holds the receivers' journals") {
 			t.Errorf("a walk of %q: %v; want a refusal", p, err)
 		}
 	}
@@ -107,22 +101,33 @@ func TestWalkSkipsSymlinksToNothing(t *testing.T) {
 	os.Symlink("loop", filepath.Join(root, "d", "loop"))
 	os.Symlink("ping", filepath.Join(root, "d", "pong"))
 	os.Symlink("pong", filepath.Join(root, "d", "ping"))
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var got, skipped []string
-	collect := func(f File) error { got = append(got, f.Path); return nil }
-	if err := Walk(r, "d", collect, func(p, why string) { skipped = append(skipped, p+": "+why) }, nil); err != nil {
+	r, w := walkTo(t, root)
+	if err := Walk(r, "d", w.file, w.skip, nil); err != nil {
 		t.Fatalf("walk: %v", err)
 	}
 	want := []string{"d/dangling: a symlink to nothing (its target does not exist)", "d/loop: a symlink loop", "d/ping: a symlink loop", "d/pong: a symlink loop"}
-	if strings.Join(got, ",") != "d/ok.dat" || strings.Join(skipped, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("walk found %v, skipped\n%s", got, strings.Join(skipped, "\n"))
+	if strings.Join(w.got, ",") != "d/ok.dat" || strings.Join(w.skipped, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("walk found %v, skipped\n%s", w.got, strings.Join(w.skipped, "\n"))
 	}
 	os.Symlink("../../nowhere", filepath.Join(root, "d", "out"))
-	if err := Walk(r, "d", collect, func(string, string) {}, nil); !errors.Is(err, ErrEscape) || !strings.Contains(err.Error(), "d/out") {
+	if err := Walk(r, "d", w.file, w.skip, nil); !errors.Is(err, ErrEscape) || !strings.Contains(err.Error(), "d/out") {
 		t.Fatalf("a dangling symlink leading outside: %v; want an escape error naming d/out", err)
 	}
+}
+
+// walked is what a walk gave its callbacks.
+type walked struct{ got, skipped []string }
+
+func (w *walked) file(f File) error     { w.got = append(w.got, f.Path); return nil }
+func (w *walked) skip(path, why string) { w.skipped = append(w.skipped, path+": "+why) }
+
+// walkTo opens dir as a root, closed at the test's end, and a record of a walk.
+func walkTo(t *testing.T, dir string) (*os.Root, *walked) {
+	t.Helper()
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r, &walked{}
 }
