@@ -20,6 +20,7 @@ import (
 // are checked against hack/deps.txt like any other.
 var knownDynamic = map[string]knownCommand{
 	"agent/e2e/helpers_test.go: agentBin":                                                    {why: "the dtnflow-agent the test builds"},
+	"agent/e2e/changed_test.go: agentBin":                                                    {why: "the dtnflow-agent the test builds, run as another user by setpriv"},
 	"agent/wire/gmac_test.go: os.Args[0]":                                                    {why: "the package's own test binary, run again in FIPS 140-3 mode"},
 	"optimizer/imports_test.go: goBin":                                                       {why: "go, found by exec.LookPath(\"go\") (scanned)"},
 	"test/bench/peers/main.go: *agent":                                                       {why: "the dtnflow-agent make bench-peers builds"},
