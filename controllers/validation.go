@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"fmt"
+	"path"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +24,7 @@ const (
 	ReasonDestinationReadOnly   = "DestinationReadOnly"
 	ReasonExternalSourceRefused = "ExternalSourceUnsupported"
 	ReasonNoReadyNodes          = "NoReadyNodes"
+	ReasonDestinationInSource   = "DestinationInsideSource"
 )
 
 // jobProblem is why a job cannot run now: a condition reason and a message naming the
@@ -68,6 +71,11 @@ func validateJob(job *dtnflowv1alpha1.TransferJob, in jobEndpoints) *jobProblem 
 			return &jobProblem{Reason: ReasonNamespaceNotAllowed, Message: msg, Blocking: true}
 		}
 	}
+	if i, ok := destinationInsideSource(job); ok {
+		return &jobProblem{Reason: ReasonDestinationInSource, Blocking: true,
+			Message: fmt.Sprintf("spec.destination.path: %q lies in spec.source.paths[%d] %q on the same TransferEndpoint %q: every run would copy again what the runs before copied into it, one level deeper",
+				job.Spec.Destination.Path, i, job.Spec.Source.Paths[i], job.Spec.Destination.Endpoint)}
+	}
 	if in.Destination.Spec.Storage.ReadOnly {
 		return &jobProblem{Reason: ReasonDestinationReadOnly, Blocking: true,
 			Message: fmt.Sprintf("spec.destination.endpoint: TransferEndpoint %q has spec.storage.readOnly set and can only be a source", job.Spec.Destination.Endpoint)}
@@ -85,6 +93,30 @@ func validateJob(job *dtnflowv1alpha1.TransferJob, in jobEndpoints) *jobProblem 
 			Message: fmt.Sprintf("spec.destination.endpoint: TransferEndpoint %q has no Ready, schedulable node matching its spec.nodeSelector", job.Spec.Destination.Endpoint)}
 	}
 	return nil
+}
+
+// destinationInsideSource finds the source path a job's destination lies in, on one
+// endpoint: a file lands at the destination path joined with its path under the root,
+// so with a destination at or under a source path (or a source path of the whole
+// root), the next run lists the copies too and copies them one level deeper — a
+// scheduled or re-applied job fills the storage. A destination at the root puts each
+// file on itself, which copies nothing again.
+func destinationInsideSource(job *dtnflowv1alpha1.TransferJob) (int, bool) {
+	src, dst := job.Spec.Source, job.Spec.Destination
+	if src.Endpoint != dst.Endpoint || src.Site != dst.Site {
+		return 0, false
+	}
+	d := path.Clean(string(dst.Path))
+	if d == "." || d == "" {
+		return 0, false
+	}
+	for i, p := range src.Paths {
+		s := path.Clean(string(p))
+		if s == "." || d == s || strings.HasPrefix(d, s+"/") {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // namespaceAllowed says whether an endpoint's namespaceSelector selects ns. A nil

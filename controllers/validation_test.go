@@ -1,11 +1,14 @@
 package controllers
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 )
 
 func TestValidateJob(t *testing.T) {
@@ -90,6 +93,55 @@ func TestValidateJob(t *testing.T) {
 			}
 			if prob == nil || prob.Reason != tc.wantReason || prob.Blocking != tc.wantBlocking || !strings.Contains(prob.Message, tc.wantInMsg) {
 				t.Fatalf("problem %+v; want reason %s, blocking %v, message containing %q", prob, tc.wantReason, tc.wantBlocking, tc.wantInMsg)
+			}
+		})
+	}
+}
+
+// TestValidateJobRefusesADestinationInsideItsSource: on one endpoint, a destination at
+// or under a source path (or under a source of the whole root) would take every run's
+// copies into the next run's listing; the job is stopped before any pod, naming both
+// fields. Other endpoints, other sites, a destination at the root, and paths that only
+// share a prefix are fine.
+func TestValidateJobRefusesADestinationInsideItsSource(t *testing.T) {
+	tests := []struct {
+		name      string
+		endpoint  string // the destination's; the source is site-a
+		site      string // the destination's; the source's is ""
+		paths     []dtnflowv1alpha1.RelativePath
+		dest      dtnflowv1alpha1.RelativePath
+		wantIndex int // -1: no problem
+	}{
+		{"under a source path", "site-a", "", []dtnflowv1alpha1.RelativePath{"other", "runs"}, "runs/copy", 1},
+		{"the source path itself", "site-a", "", []dtnflowv1alpha1.RelativePath{"runs"}, "runs", 0},
+		{"written otherwise", "site-a", "", []dtnflowv1alpha1.RelativePath{"./runs/"}, "runs//0427/./copy", 0},
+		{"a source of the whole root", "site-a", "", []dtnflowv1alpha1.RelativePath{"."}, "copy", 0},
+		{"a prefix that is not a directory", "site-a", "", []dtnflowv1alpha1.RelativePath{"runs"}, "runs-copy", -1},
+		{"the source inside the destination", "site-a", "", []dtnflowv1alpha1.RelativePath{"data/runs"}, "data", -1},
+		{"the root as destination", "site-a", "", []dtnflowv1alpha1.RelativePath{"runs"}, "", -1},
+		{"another endpoint", "site-b", "", []dtnflowv1alpha1.RelativePath{"runs"}, "runs/copy", -1},
+		{"another site's endpoint of that name", "site-a", "lab-2", []dtnflowv1alpha1.RelativePath{"runs"}, "runs/copy", -1},
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "physics"}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			job := testJob()
+			job.Spec.Source.Endpoint, job.Spec.Source.Paths = "site-a", tc.paths
+			job.Spec.Destination.Endpoint, job.Spec.Destination.Site, job.Spec.Destination.Path = tc.endpoint, tc.site, tc.dest
+			ep := testEndpoint(tc.endpoint, "/srv/x", "")
+			in := jobEndpoints{Source: testEndpoint("site-a", "/srv/a", ""), Destination: ep, Namespace: ns,
+				SourceNodes: []nodeView{{Name: "n1", Ready: true}}, DestinationNodes: []nodeView{{Name: "n1", Ready: true}}}
+			in.Source.Spec.NamespaceSelector, in.Destination.Spec.NamespaceSelector = &metav1.LabelSelector{}, &metav1.LabelSelector{}
+			prob := validateJob(job, in)
+			if tc.wantIndex < 0 {
+				if prob != nil {
+					t.Fatalf("unexpected problem %+v", prob)
+				}
+				return
+			}
+			want := fmt.Sprintf("spec.destination.path: %q lies in spec.source.paths[%d] %q", tc.dest, tc.wantIndex, tc.paths[tc.wantIndex])
+			if prob == nil || prob.Reason != ReasonDestinationInSource || !prob.Blocking || !strings.Contains(prob.Message, want) {
+				t.Fatalf("problem %+v; want %s, blocking, naming %q", prob, ReasonDestinationInSource, want)
 			}
 		})
 	}
