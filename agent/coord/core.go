@@ -249,14 +249,7 @@ func New(o Options, p Params) (*Core, error) {
 				// Said now, naming the file, rather than by the frame it could not be
 				// sent in (small files) or not at all (chunks, whose paths os.Root
 				// resolves one name at a time).
-				why := fmt.Sprintf("its destination path is %d bytes long, and a path may be at most %d (the kernel's PATH_MAX)", len(dest), wire.MaxPath)
-				if o.SourceErrors != contract.SourceErrorsSkip {
-					return fmt.Errorf("source %s refused: %s", fsname.Show(f.Path), why)
-				}
-				c.dataset.Files++
-				c.dataset.Bytes += f.Size
-				c.listSkippedLocked(f.Path, why)
-				return nil
+				return c.refuseAtListing(f.Path, f.Size, fmt.Errorf("its destination path is %d bytes long, and a path may be at most %d (the kernel's PATH_MAX)", len(dest), wire.MaxPath))
 			}
 			cf := &cfile{f: f, dest: dest, chunksDone: map[int32]bool{}, chunkDigests: map[int32]string{}}
 			if f.Size > o.BlockSize {
@@ -268,7 +261,9 @@ func New(o Options, p Params) (*Core, error) {
 			c.dataset.Bytes += f.Size
 			return nil
 		}, func(p, why string) { o.Log.Warn("Skipping a source path", "path", fsname.Show(p), "reason", why) },
-			c.unreadableAtListing)
+			// a directory it cannot list, an entry it cannot look at: nothing under it is
+			// known, so it counts as one entry
+			func(p string, err error) error { return c.refuseAtListing(p, 0, fmt.Errorf("cannot be read: %w", err)) })
 		if err != nil {
 			return nil, err
 		}
@@ -282,17 +277,17 @@ func New(o Options, p Params) (*Core, error) {
 	return c, nil
 }
 
-// unreadableAtListing decides about a source directory the listing cannot read, or an
-// entry it cannot look at (permission denied, gone since its directory was read):
-// under SourceErrors=Fail the job is refused, naming it; under Skip it is skipped and
-// listed as one entry — nothing under it is known, so nothing under it is counted —
-// and the job ends PartiallyComplete at best.
-func (c *Core) unreadableAtListing(p string, err error) error {
+// refuseAtListing decides about a source entry the listing found and the job cannot
+// move (size bytes of it; why says what is wrong): under SourceErrors=Fail the job is
+// refused, naming it; under Skip it is counted, skipped and listed, and the job ends
+// PartiallyComplete at best.
+func (c *Core) refuseAtListing(p string, size int64, why error) error {
 	if c.opts.SourceErrors != contract.SourceErrorsSkip {
-		return fmt.Errorf("source %s cannot be read: %w", fsname.Show(p), err)
+		return fmt.Errorf("source %s refused: %w", fsname.Show(p), why)
 	}
-	c.dataset.Files++ // the entry, counted as the skipped file it stands for
-	c.listSkippedLocked(p, fmt.Sprintf("cannot be read (%v): nothing under it is listed", err))
+	c.dataset.Files++
+	c.dataset.Bytes += size
+	c.listSkippedLocked(p, why.Error())
 	return nil
 }
 

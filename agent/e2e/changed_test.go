@@ -152,7 +152,7 @@ func TestUnreadableSourceDirectory(t *testing.T) {
 		}
 		return p, 0
 	}
-	if p, code := asNobody("Fail"); code != 1 || !strings.Contains(p.output(), "source t/private cannot be read") || !strings.Contains(p.output(), "permission denied") {
+	if p, code := asNobody("Fail"); code != 1 || !strings.Contains(p.output(), "source t/private refused: cannot be read") || !strings.Contains(p.output(), "permission denied") {
 		t.Fatalf("under Fail: exit %d, want 1 and a refusal naming t/private:\n%s", code, p.output())
 	}
 	p, code := asNobody("Skip")

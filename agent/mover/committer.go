@@ -311,7 +311,7 @@ func (c *committer) inodeOf(it *commitItem) uint64 {
 	if err != nil {
 		return 0 // unknown: the final check compares size and mtime only
 	}
-	return c.r.finalInode(fi)
+	return inode(fi)
 }
 
 // retireCopies stops every other copy of the chunks of a file about to take its final

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path"
@@ -169,18 +170,18 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		}
 	}
 	f, err := r.Root.OpenFile(c.tmp, os.O_RDWR|os.O_CREATE, 0o600)
-	var ino uint64
+	var fi fs.FileInfo
 	if err == nil {
-		ino, err = ownTemporary(f)
+		f, fi, err = regularOnly(f) // another writer may have put a FIFO at our name
 	}
 	if err != nil {
 		failOS(fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(c.tmp), err))), err)
 		return
 	}
-	if fi, err := f.Stat(); err == nil && fi.Size() > m.FileSize {
+	if fi.Size() > m.FileSize {
 		f.Truncate(m.FileSize) // left over from another version of the file
 	}
-	c.f, c.ino = f, ino
+	c.f, c.ino = f, inode(fi)
 	s.mu.Lock()
 	s.chunks[m.ID] = c
 	s.mu.Unlock()

@@ -195,9 +195,9 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 			f, err = dir.openFile(tmpBase, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 		}
 	}
-	var ino uint64
+	var tmpInfo fs.FileInfo
 	if err == nil {
-		ino, err = ownTemporary(f)
+		f, tmpInfo, err = regularOnly(f) // another writer may have put a FIFO at our name
 	}
 	if err != nil {
 		res.Error = fsname.Message(fsroot.Explain(p, fmt.Errorf("creating %s: %w", fsname.Show(tmp), err)))
@@ -235,7 +235,7 @@ func (s *rsession) smallFile(m wire.FileMeta, data []byte) {
 	committing = true
 	s.job.commit.add(&commitItem{
 		session: s, unit: m.Unit, file: f, tmp: tmp, final: p, key: key, dir: dir, tmpBase: tmpBase, finalBase: base,
-		mode: m.Mode, digest: digest, ino: ino, bytes: int64(len(data)), finalize: true, claimed: p,
+		mode: m.Mode, digest: digest, ino: inode(tmpInfo), bytes: int64(len(data)), finalize: true, claimed: p,
 	})
 }
 
@@ -336,23 +336,6 @@ func (s *rsession) alreadyDone(key journal.Key, srcDigest, data []byte, presumed
 		j.state.Apply(rec)
 		return true, ""
 	}
-}
-
-// ownTemporary checks that a temporary file just opened is a regular file, and closes
-// it when it is not; it returns the file's inode, which its final name will have. The
-// name is the receiver's own, but another writer of the destination can put something
-// else there first: a write into a FIFO waits, once its buffer is full, for a reader
-// that never comes, and the rename would make the FIFO the file.
-func ownTemporary(f *os.File) (uint64, error) {
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = notRegular(fi.Mode())
-	}
-	if err != nil {
-		f.Close()
-		return 0, err
-	}
-	return inode(fi), nil
 }
 
 // inode is a file's inode number (0 where the system says none).

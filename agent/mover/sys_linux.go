@@ -151,7 +151,11 @@ func openRegularAt(root *os.Root, name string) (*os.File, os.FileInfo, error) {
 	return regularOnly(f)
 }
 
-// regularOnly returns f and what it is when it is a regular file, else closes it.
+// regularOnly returns f and what it is when it is a regular file, else closes it. It
+// also checks the receiver's temporary files as they are opened: the names are the
+// receiver's own, but another writer of the destination can put something else there
+// first — a write into a FIFO waits, once its buffer is full, for a reader that never
+// comes, and the rename would make the FIFO the file.
 func regularOnly(f *os.File) (*os.File, os.FileInfo, error) {
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
