@@ -235,6 +235,14 @@ type Report struct {
 	// with why.
 	FilesSkipped int64        `json:"filesSkipped,omitempty"`
 	SkippedFiles []FailedFile `json:"skippedFiles,omitempty"`
+	// EntriesNotMoved counts the entries under the source paths that hold no file the
+	// job moves — a symlinked directory (not followed), a symlink to nothing, a FIFO, a
+	// socket, a device — and so are not at the destination whatever the outcome;
+	// NotMoved lists the first MaxFailedFiles of them with why. They do not make a job
+	// partial: what a job moves is the regular files it lists (README, "What is not a
+	// plain file"); this says which entries that left out.
+	EntriesNotMoved int64        `json:"entriesNotMoved,omitempty"`
+	NotMoved        []FailedFile `json:"notMoved,omitempty"`
 	// BitsPerSecond is the aggregate rate over the last report interval.
 	BitsPerSecond int64 `json:"bitsPerSecond"`
 	// CoordinatorMillicores is the CPU the coordinator's process used over its latest

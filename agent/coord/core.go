@@ -122,6 +122,11 @@ type Core struct {
 	// with why; filesSkipped counts them all.
 	skippedFiles []contract.FailedFile
 	filesSkipped int64
+	// notMoved are the first contract.MaxFailedFiles entries the listing found that
+	// are not files it moves (Report.NotMoved), with why; entriesNotMoved counts
+	// them all, each once however many source paths reach it.
+	notMoved        []contract.FailedFile
+	entriesNotMoved int64
 
 	files  []*cfile
 	byDest map[string]*cfile
@@ -260,7 +265,12 @@ func New(o Options, p Params) (*Core, error) {
 			c.dataset.Files++
 			c.dataset.Bytes += f.Size
 			return nil
-		}, func(p, why string) { o.Log.Warn("Skipping a source path", "path", fsname.Show(p), "reason", why) },
+		}, func(p, why string) {
+			if !seen[p] {
+				seen[p] = true
+				c.listNotMoved(p, why)
+			}
+		},
 			// a directory it cannot list, an entry it cannot look at: nothing under it is
 			// known, so it counts as one entry
 			func(p string, err error) error { return c.refuseAtListing(p, 0, fmt.Errorf("cannot be read: %w", err)) })
@@ -925,6 +935,17 @@ func (c *Core) listSkippedLocked(path, why string) {
 	}
 }
 
+// listNotMoved counts an entry of the listing that is not a file the job moves and
+// keeps it, with why, for the report while the list has room.
+func (c *Core) listNotMoved(path, why string) {
+	c.entriesNotMoved++
+	name := fsname.Show(path)
+	c.log.Warn("Not moving a source entry", "path", name, "reason", why)
+	if len(c.notMoved) < contract.MaxFailedFiles {
+		c.notMoved = append(c.notMoved, contract.FailedFile{Path: name, Error: why})
+	}
+}
+
 // listFailureLocked keeps a failed file for the report while the list has room.
 func (c *Core) listFailureLocked(f contract.FailedFile) {
 	if len(c.failedFiles) < contract.MaxFailedFiles {
@@ -1006,7 +1027,8 @@ func (c *Core) Report() contract.Report {
 		FilesDone: c.filesDone, FilesTotal: c.dataset.Files, Probe: c.probe, ChannelMoves: c.moves,
 		RecentMoves: append([]contract.ChannelMove(nil), c.recentMoves...), Classes: c.classReportLocked(time.Now()),
 		FilesFailed: c.filesFailed + c.rejected, FailedFiles: slices.Clone(c.failedFiles),
-		FilesSkipped: c.filesSkipped, SkippedFiles: slices.Clone(c.skippedFiles)}
+		FilesSkipped: c.filesSkipped, SkippedFiles: slices.Clone(c.skippedFiles),
+		EntriesNotMoved: c.entriesNotMoved, NotMoved: slices.Clone(c.notMoved)}
 	if c.ch != nil {
 		r.Scheduler = string(c.ch.sched) // "" when static
 	}

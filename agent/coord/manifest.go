@@ -96,7 +96,7 @@ func (c *Core) finishCheckLocked() {
 			// listing: never Complete
 			c.phase = contract.PhasePartiallyComplete
 		}
-		c.log.Info("Job finished", "phase", c.phase, "files", c.filesDone, "bytes", c.bytesDone, "skipped", c.filesSkipped)
+		c.log.Info("Job finished", "phase", c.phase, "files", c.filesDone, "bytes", c.bytesDone, "skipped", c.filesSkipped, "notMoved", c.entriesNotMoved)
 		return
 	}
 	shown := make([]string, 0, 5)

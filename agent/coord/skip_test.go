@@ -13,6 +13,7 @@ import (
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/mover"
 	"github.com/dtnflow/dtnflow/agent/wire"
+	"golang.org/x/sys/unix"
 )
 
 // runWithSourceFailure runs a job of the small files d/a and d/b and the chunked file
@@ -260,4 +261,63 @@ func tempRoot(t *testing.T) *os.Root {
 	}
 	t.Cleanup(func() { root.Close() })
 	return root
+}
+
+// TestEntriesThatAreNotFilesAreReported: what the listing finds under the source paths
+// and does not move — a symlinked directory, a symlink to nothing, a symlink loop, a
+// FIFO — is counted and listed with why in the report (the job's status.notMoved), each
+// once although two source paths reach it, and the list stops at MaxFailedFiles while
+// the count goes on. None of it makes the job partial or refuses it, under Fail as
+// under Skip: the regular files are the job.
+func TestEntriesThatAreNotFilesAreReported(t *testing.T) {
+	root := tempRoot(t)
+	root.MkdirAll("d/sub/real", 0o755)
+	root.WriteFile("d/sub/real/f", []byte("f"), 0o644)
+	root.WriteFile("d/a", []byte("a"), 0o644)
+	for _, l := range [][2]string{{"real", "d/sub/linked"}, {"nothing", "d/sub/dangling"}, {"loop", "d/sub/loop"}} {
+		if err := root.Symlink(l[0], l[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mkfifo(path.Join(root.Name(), "d/fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []contract.FailedFile{
+		{Path: "d/fifo", Error: "not a regular file"},
+		{Path: "d/sub/dangling", Error: "a symlink to nothing (its target does not exist)"},
+		{Path: "d/sub/linked", Error: "symlinked directory not followed"},
+		{Path: "d/sub/loop", Error: "a symlink loop"},
+	}
+	for _, sourceErrors := range []string{"", contract.SourceErrorsSkip} {
+		opts := listingOptions(root, sourceErrors)
+		opts.Paths = []string{"d", "d/sub"}
+		c, err := New(opts, Params{Streams: 1})
+		if err != nil {
+			t.Fatalf("sourceErrors %q: %v", sourceErrors, err)
+		}
+		rep := c.Report()
+		if rep.FilesTotal != 2 || rep.FilesSkipped != 0 || rep.EntriesNotMoved != int64(len(want)) || !slices.Equal(rep.NotMoved, want) {
+			t.Fatalf("sourceErrors %q: %d files, %d skipped, %d not moved %+v; want 2 files and not moved %+v",
+				sourceErrors, rep.FilesTotal, rep.FilesSkipped, rep.EntriesNotMoved, rep.NotMoved, want)
+		}
+	}
+
+	many := tempRoot(t)
+	many.MkdirAll("d", 0o755)
+	many.WriteFile("d/file", []byte("file"), 0o644)
+	n := contract.MaxFailedFiles + 7
+	for i := range n {
+		if err := many.Symlink("nothing", fmt.Sprintf("d/l%02d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := New(listingOptions(many, ""), Params{Streams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := c.Report()
+	if rep.EntriesNotMoved != int64(n) || len(rep.NotMoved) != contract.MaxFailedFiles || rep.NotMoved[0].Path != "d/l00" || rep.FilesTotal != 1 {
+		t.Fatalf("%d not moved, %d listed (first %+v), %d files; want %d, %d listed from d/l00, 1 file",
+			rep.EntriesNotMoved, len(rep.NotMoved), rep.NotMoved[:min(1, len(rep.NotMoved))], rep.FilesTotal, n, contract.MaxFailedFiles)
+	}
 }

@@ -118,6 +118,41 @@ func TestSourceErrorsSkip(t *testing.T) {
 	}
 }
 
+// TestEntriesThatAreNotFilesAreNamed: a dataset holding, beside its files, a symlinked
+// directory and a FIFO ends Complete with every regular file verified, and the summary
+// names the two entries it did not move and why; neither is at the destination.
+func TestEntriesThatAreNotFilesAreNamed(t *testing.T) {
+	s := newSite(t, 41, []fileSpec{{path: "d/a.txt", size: 300}, {path: "d/real/f.bin", size: 200 << 10}})
+	if err := os.Symlink("real", filepath.Join(s.src, "d/linked")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(s.src, "d/fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	send := start(t, nil, sendArgs(s.addr, s.src, s.key, "d")...)
+	if err := send.wait(60 * time.Second); err != nil {
+		t.Fatalf("send: %v\n%s", err, send.output())
+	}
+	out := send.stdoutText()
+	for _, want := range []string{"Complete: 2 files", "Not moved: 2 entries at the source are not files: d/fifo: not a regular file; d/linked: symlinked directory not followed\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the summary does not say %q:\n%s", want, out)
+		}
+	}
+	for _, p := range []string{"d/a.txt", "d/real/f.bin"} {
+		got, err := os.ReadFile(filepath.Join(s.dst, p))
+		want, _ := os.ReadFile(filepath.Join(s.src, p))
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s did not arrive as at the source (%v)", p, err)
+		}
+	}
+	for _, p := range []string{"d/linked", "d/fifo"} {
+		if _, err := os.Lstat(filepath.Join(s.dst, p)); err == nil {
+			t.Errorf("%s, not moved, is at the destination", p)
+		}
+	}
+}
+
 // TestUnreadableSourceDirectory: an agent runs as its storage's owner, and a dataset
 // can hold a directory that owner may not read (another user's, mode 0700). Under
 // --source-errors Fail the job is refused naming it; under Skip the directory is

@@ -124,6 +124,9 @@ func sendOutcome(phase contract.Phase, core *coord.Core, ls *localStripes, start
 		integrity, stalls := mover.Repairs()
 		fmt.Printf("Complete: %d files, %d bytes in %.2fs (%s); this run sent %d bytes, %d of them again; %d integrity failures and %d stalls repaired\n",
 			rep.FilesDone, rep.BytesTotal, el, coord.HumanRate(int64(float64(rep.BytesTotal)*8/max(el, 1e-3))), sent, core.Resent(sent), integrity, stalls)
+		if msg := notMovedLine(rep); msg != "" {
+			fmt.Println(msg)
+		}
 		return nil
 	case contract.PhasePartiallyComplete:
 		return partiallyComplete(rep)
@@ -134,6 +137,28 @@ func sendOutcome(phase contract.Phase, core *coord.Core, ls *localStripes, start
 		return err
 	}
 	return fmt.Errorf("stopped before the job finished (%d of %d files done)", rep.FilesDone, rep.FilesTotal)
+}
+
+// notMovedLine names the source entries the job did not move because they are not
+// files (a symlinked directory, a FIFO, …); "" when there were none.
+func notMovedLine(rep contract.Report) string {
+	if rep.EntriesNotMoved == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Not moved: %d entries at the source are not files: %s", rep.EntriesNotMoved, listFiles(rep.NotMoved, rep.EntriesNotMoved))
+}
+
+// listFiles joins files, saying how many more count holds.
+func listFiles(files []contract.FailedFile, count int64) string {
+	shown := make([]string, 0, len(files))
+	for _, f := range files {
+		shown = append(shown, f.String())
+	}
+	msg := strings.Join(shown, "; ")
+	if n := count - int64(len(files)); n > 0 {
+		msg += fmt.Sprintf("; and %d more", n)
+	}
+	return msg
 }
 
 // errPartial is the error of a standalone job that ended PartiallyComplete: main exits
@@ -147,14 +172,10 @@ const exitPartial = 3
 
 // partiallyComplete says what a job that skipped files moved and which it skipped.
 func partiallyComplete(rep contract.Report) error {
-	files := make([]string, 0, len(rep.SkippedFiles))
-	for _, f := range rep.SkippedFiles {
-		files = append(files, f.String())
-	}
 	msg := fmt.Sprintf("partially complete: %d files verified at the destination; %d files skipped at the source (--source-errors Skip): %s",
-		rep.FilesDone, rep.FilesSkipped, strings.Join(files, "; "))
-	if n := rep.FilesSkipped - int64(len(files)); n > 0 {
-		msg += fmt.Sprintf("; and %d more", n)
+		rep.FilesDone, rep.FilesSkipped, listFiles(rep.SkippedFiles, rep.FilesSkipped))
+	if nm := notMovedLine(rep); nm != "" {
+		msg += "\n" + nm
 	}
 	return &errPartial{msg: msg}
 }
