@@ -134,6 +134,7 @@ func (r *TransferJobReconciler) reconcileJob(ctx context.Context, p *pass) error
 	if rep := obs.report; rep != nil {
 		p.st.FailedFiles = failedFilesFrom(p.st.FailedFiles, rep)
 		p.st.SkippedFiles = skippedFilesFrom(p.st.SkippedFiles, rep)
+		p.st.NotMoved = notMovedFrom(p.st.NotMoved, rep)
 		switch rep.Phase {
 		case contract.PhaseComplete, contract.PhasePartiallyComplete:
 			return r.complete(ctx, p)
@@ -680,6 +681,9 @@ func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 		p.bytesMoved -= prev.BytesDone
 	}
 	msg := fmt.Sprintf("%d files, %d bytes at the destination and verified; %s on average", p.st.Progress.FilesDone, p.st.Progress.BytesDone, formatRate(p.st.Progress.AverageBitsPerSecond))
+	if nm := notMovedMessage(p.st.Progress, p.st.NotMoved); nm != "" {
+		msg += "; " + nm
+	}
 	eventType, eventReason := corev1.EventTypeNormal, ReasonComplete
 	if rep.Phase == contract.PhasePartiallyComplete {
 		msg = partialMessage(p.st.Progress, p.st.SkippedFiles) + "; " + msg

@@ -100,6 +100,7 @@ func progressFrom(prev *dtnflowv1alpha1.TransferProgress, rep *contract.Report, 
 		p.FilesDone = max(p.FilesDone, rep.FilesDone)
 		p.FilesFailed = max(p.FilesFailed, rep.FilesFailed)
 		p.FilesSkipped = max(p.FilesSkipped, rep.FilesSkipped)
+		p.EntriesNotMoved = max(p.EntriesNotMoved, rep.EntriesNotMoved)
 		if rep.BytesTotal > 0 || rep.FilesTotal > 0 {
 			p.BytesTotal, p.FilesTotal = rep.BytesTotal, rep.FilesTotal
 		}
@@ -308,6 +309,15 @@ func skippedFilesFrom(prev []dtnflowv1alpha1.FailedFile, rep *contract.Report) [
 	return unionFiles(prev, rep.SkippedFiles)
 }
 
+// notMovedFrom is failedFilesFrom for the source entries that are not files the job
+// moves (status.notMoved).
+func notMovedFrom(prev []dtnflowv1alpha1.FailedFile, rep *contract.Report) []dtnflowv1alpha1.FailedFile {
+	if rep == nil {
+		return prev
+	}
+	return unionFiles(prev, rep.NotMoved)
+}
+
 func unionFiles(prev []dtnflowv1alpha1.FailedFile, files []contract.FailedFile) []dtnflowv1alpha1.FailedFile {
 	if len(files) == 0 {
 		return prev
@@ -338,6 +348,26 @@ func partialMessage(prog *dtnflowv1alpha1.TransferProgress, skipped []dtnflowv1a
 	}
 	if len(skipped) > 1 {
 		msg += "; status.skippedFiles lists them"
+	}
+	return msg
+}
+
+// notMovedMessage says how many source entries a finished job did not move because
+// they are not files, naming the first; "" when there are none.
+func notMovedMessage(prog *dtnflowv1alpha1.TransferProgress, notMoved []dtnflowv1alpha1.FailedFile) string {
+	n := int64(len(notMoved))
+	if prog != nil {
+		n = max(n, prog.EntriesNotMoved)
+	}
+	if n == 0 {
+		return ""
+	}
+	msg := fmt.Sprintf("%d entries at the source are not files and were not moved", n)
+	if len(notMoved) > 0 {
+		msg += fmt.Sprintf(", the first %s: %s", notMoved[0].Path, notMoved[0].Error)
+	}
+	if len(notMoved) > 1 {
+		msg += "; status.notMoved lists them"
 	}
 	return msg
 }

@@ -278,6 +278,32 @@ func TestPartialOutcome(t *testing.T) {
 	}
 }
 
+// TestNotMovedMessage: a finished job's message says how many source entries were not
+// files and were not moved, naming the first, and nothing when there were none.
+func TestNotMovedMessage(t *testing.T) {
+	one := []dtnflowv1alpha1.FailedFile{{Path: "runs/latest", Error: "symlinked directory not followed"}}
+	two := append(slices.Clone(one), dtnflowv1alpha1.FailedFile{Path: "runs/pipe", Error: "not a regular file"})
+	for _, tc := range []struct {
+		name     string
+		prog     *dtnflowv1alpha1.TransferProgress
+		notMoved []dtnflowv1alpha1.FailedFile
+		want     string
+	}{
+		{"none", &dtnflowv1alpha1.TransferProgress{FilesDone: 3}, nil, ""},
+		{"no progress yet", nil, nil, ""},
+		{"one", &dtnflowv1alpha1.TransferProgress{EntriesNotMoved: 1}, one,
+			"1 entries at the source are not files and were not moved, the first runs/latest: symlinked directory not followed"},
+		{"more than listed", &dtnflowv1alpha1.TransferProgress{EntriesNotMoved: 31}, two,
+			"31 entries at the source are not files and were not moved, the first runs/latest: symlinked directory not followed; status.notMoved lists them"},
+		{"listed, count not yet in progress", nil, two,
+			"2 entries at the source are not files and were not moved, the first runs/latest: symlinked directory not followed; status.notMoved lists them"},
+	} {
+		if got := notMovedMessage(tc.prog, tc.notMoved); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestFailedFilesFrom(t *testing.T) {
 	ff := func(paths ...string) []contract.FailedFile {
 		var out []contract.FailedFile
@@ -314,6 +340,9 @@ func TestFailedFilesFrom(t *testing.T) {
 	}
 	if got := paths(skippedFilesFrom(first, &contract.Report{FailedFiles: ff("x"), SkippedFiles: ff("b", "s")})); !slices.Equal(got, []string{"a", "b", "s"}) {
 		t.Errorf("skipped files are taken from the report's own list: %v", got)
+	}
+	if got := paths(notMovedFrom(first, &contract.Report{SkippedFiles: ff("x"), NotMoved: ff("a", "n")})); !slices.Equal(got, []string{"a", "b", "n"}) {
+		t.Errorf("entries not moved are taken from the report's own list: %v", got)
 	}
 	bounded := failedFilesFrom(second, &contract.Report{FailedFiles: ff(many...)})
 	if len(bounded) != contract.MaxFailedFiles || bounded[3].Path != "f000" {

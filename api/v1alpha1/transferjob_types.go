@@ -537,6 +537,17 @@ type TransferJobStatus struct {
 	// +optional
 	SkippedFiles []FailedFile `json:"skippedFiles,omitempty"`
 
+	// notMoved lists the first 20 entries under the source paths that are not files
+	// the job moves, each with why: a symlinked directory (not followed: it could loop
+	// or lead to a tree listed twice), a symlink to nothing, a FIFO, a socket, a
+	// device. They are not at the destination; a Complete job moved every regular
+	// file its paths hold, and this says what else they held.
+	// progress.entriesNotMoved counts them all.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	NotMoved []FailedFile `json:"notMoved,omitempty"`
+
 	// agentFailures counts agent pods that failed or vanished; it is compared with
 	// spec.backoffLimit.
 	// +optional
@@ -1110,6 +1121,12 @@ type TransferProgress struct {
 	// the source (spec.sourceErrors Skip); status.skippedFiles lists the first of them.
 	// +optional
 	FilesSkipped int64 `json:"filesSkipped,omitempty"`
+
+	// entriesNotMoved is the number of entries under the source paths that hold no
+	// file the job moves (a symlinked directory, which is not followed; a symlink to
+	// nothing; a FIFO, socket or device); status.notMoved lists the first of them.
+	// +optional
+	EntriesNotMoved int64 `json:"entriesNotMoved,omitempty"`
 
 	// percent is bytesDone as a percentage of bytesTotal, rounded down.
 	// +kubebuilder:validation:Minimum=0

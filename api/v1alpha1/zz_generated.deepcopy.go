@@ -1203,6 +1203,11 @@ func (in *TransferJobStatus) DeepCopyInto(out *TransferJobStatus) {
 		*out = make([]FailedFile, len(*in))
 		copy(*out, *in)
 	}
+	if in.NotMoved != nil {
+		in, out := &in.NotMoved, &out.NotMoved
+		*out = make([]FailedFile, len(*in))
+		copy(*out, *in)
+	}
 	if in.StartTime != nil {
 		in, out := &in.StartTime, &out.StartTime
 		*out = (*in).DeepCopy()

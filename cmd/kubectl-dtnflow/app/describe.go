@@ -144,15 +144,16 @@ func describe(w io.Writer, job *dtnflowv1alpha1.TransferJob, events []eventsv1.E
 	describeEvents(w, events, evErr, now)
 }
 
-// describeFailedFiles lists the files that failed in this run, and those skipped at the
-// source, with why.
+// describeFailedFiles lists the files that failed in this run, those skipped at the
+// source and the source entries that are not files the job moves, with why.
 func describeFailedFiles(w io.Writer, st *dtnflowv1alpha1.TransferJobStatus) {
-	var failed, skipped int64
+	var failed, skipped, notMoved int64
 	if st.Progress != nil {
-		failed, skipped = st.Progress.FilesFailed, st.Progress.FilesSkipped
+		failed, skipped, notMoved = st.Progress.FilesFailed, st.Progress.FilesSkipped, st.Progress.EntriesNotMoved
 	}
 	describeFileList(w, "Failed files", st.FailedFiles, failed)
 	describeFileList(w, "Skipped at the source", st.SkippedFiles, skipped)
+	describeFileList(w, "Not moved (not files)", st.NotMoved, notMoved)
 }
 
 func describeFileList(w io.Writer, title string, files []dtnflowv1alpha1.FailedFile, count int64) {

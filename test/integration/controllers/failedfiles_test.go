@@ -98,3 +98,37 @@ func TestSkippedSourceFilesEndPartiallyComplete(t *testing.T) {
 		g.Expect(listAgents(g, job).all).To(BeEmpty())
 	})
 }
+
+// TestEntriesNotMovedAreInTheCompleteJob: the source entries the coordinator did not
+// move because they are not files (a symlinked directory, a FIFO) stay in a Complete
+// job's status — counted in progress.entriesNotMoved, listed in status.notMoved, and
+// named in the Complete condition's message — so that its user sees what the paths
+// held beyond the files moved.
+func TestEntriesNotMovedAreInTheCompleteJob(t *testing.T) {
+	clk := newClock()
+	startManager(t, clk, managerOptions{})
+	src, dst := newSite(t, "src", siteOptions{}), newSite(t, "dst", siteOptions{})
+	ns := createNamespace(t, nil)
+	spec := jobSpec(src, dst)
+	spec.Tuning = dtnflowv1alpha1.TransferTuning{Mode: dtnflowv1alpha1.TuningFixed, Fixed: &dtnflowv1alpha1.FixedTuning{Nodes: 1, StripesPerNode: 1, StreamsPerStripe: 4, Concurrency: 2, Pipelining: 8}}
+	job := createJob(t, ns, "holds-links", spec)
+	startTransfer(t, job)
+
+	notMoved := []contract.FailedFile{{Path: "runs/latest", Error: "symlinked directory not followed"}, {Path: "runs/ctl.fifo", Error: "not a regular file"}}
+	eventually(t, func(g Gomega) {
+		if getJob(g, job).Status.State != dtnflowv1alpha1.StateComplete {
+			report(g, job, contract.Report{Generation: directive(g, job).Generation, Phase: contract.PhaseComplete, Time: clk.Now(),
+				BytesDone: 40 << 20, BytesTotal: 40 << 20, FilesDone: 40, FilesTotal: 40, EntriesNotMoved: 2, NotMoved: notMoved})
+		}
+		j := getJob(g, job)
+		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StateComplete))
+		c := condition(j, dtnflowv1alpha1.ConditionComplete)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(controllers.ReasonVerified))
+		g.Expect(c.Message).To(HavePrefix("40 files, 41943040 bytes at the destination and verified; "))
+		g.Expect(c.Message).To(HaveSuffix("; 2 entries at the source are not files and were not moved, the first runs/latest: symlinked directory not followed; status.notMoved lists them"))
+		g.Expect(j.Status.NotMoved).To(Equal([]dtnflowv1alpha1.FailedFile{{Path: notMoved[0].Path, Error: notMoved[0].Error}, {Path: notMoved[1].Path, Error: notMoved[1].Error}}))
+		g.Expect(j.Status.Progress.EntriesNotMoved).To(Equal(int64(2)))
+		g.Expect(j.Status.Progress.FilesSkipped).To(BeZero())
+	})
+}

@@ -309,10 +309,13 @@ func partiallyComplete(st *dtnflowv1alpha1.TransferJobStatus) {
 	st.SkippedFiles = []dtnflowv1alpha1.FailedFile{{Path: "runs/0427/raw/b18.dat", Error: "source file changed while it was read: runs/0427/raw/b18.dat"}}
 	st.Conditions = append(st.Conditions, metav1.Condition{Type: dtnflowv1alpha1.ConditionPartiallyComplete, Status: metav1.ConditionTrue,
 		Reason: controllers.ReasonSourceFilesSkipped, Message: "23 files skipped at the source (spec.sourceErrors: Skip)", LastTransitionTime: *at(200)})
+	st.Progress.EntriesNotMoved = 4
+	st.NotMoved = []dtnflowv1alpha1.FailedFile{{Path: "runs/latest", Error: "symlinked directory not followed"}}
 }
 
 // TestDescribePartiallyComplete: describe says why a job is PartiallyComplete and lists
-// the files it skipped at the source; get shows the state.
+// the files it skipped at the source and the entries it did not move; get shows the
+// state.
 func TestDescribePartiallyComplete(t *testing.T) {
 	ns := namespace(t)
 	job := createJob(t, ns, "run-0432")
@@ -322,7 +325,8 @@ func TestDescribePartiallyComplete(t *testing.T) {
 		t.Fatalf("describe: %+v", r)
 	}
 	for _, want := range []string{"PartiallyComplete", "Because:       SourceFilesSkipped: 23 files skipped at the source",
-		"Skipped at the source (23; the first 1):", "  runs/0427/raw/b18.dat: source file changed while it was read"} {
+		"Skipped at the source (23; the first 1):", "  runs/0427/raw/b18.dat: source file changed while it was read",
+		"Not moved (not files) (4; the first 1):", "  runs/latest: symlinked directory not followed"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("describe lacks %q:\n%s", want, r.out)
 		}
