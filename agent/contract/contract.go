@@ -42,6 +42,7 @@ package contract
 import (
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Annotation keys on the coordinator pod.
@@ -300,6 +301,36 @@ type FailedFile struct {
 }
 
 func (f FailedFile) String() string { return f.Path + ": " + f.Error }
+
+// MaxFailedPath and MaxFailedError bound a FailedFile's path and error as a report
+// carries them (the API's FailedFile keeps the same), and MaxError a report's Error. A
+// report travels in one annotation of the coordinator's pod, and a pod's annotations
+// may hold 256 KiB in all: unbounded, three lists of twenty paths of 4096 bytes, shown
+// with escapes (up to four bytes for each), would not fit, the report would never be
+// written and the job never heard to end.
+const (
+	MaxFailedPath  = 1024
+	MaxFailedError = 512
+	MaxError       = 4096
+)
+
+// Bounded is f cut to MaxFailedPath and MaxFailedError (Cut).
+func (f FailedFile) Bounded() FailedFile {
+	return FailedFile{Path: Cut(f.Path, MaxFailedPath), Error: Cut(f.Error, MaxFailedError)}
+}
+
+// Cut cuts s to at most n bytes, ending in "..." when cut, at a rune boundary (a
+// string cut inside a UTF-8 sequence would not be valid UTF-8, which the API refuses).
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
 
 // Dataset summarises the files to move: totals and a histogram by size, enough for the
 // planner's size classes without listing every file.

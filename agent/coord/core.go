@@ -931,7 +931,7 @@ func (c *Core) listSkippedLocked(path, why string) {
 	name := fsname.Show(path)
 	c.log.Warn("Skipping a file that failed at the source", "path", name, "err", why)
 	if len(c.skippedFiles) < contract.MaxFailedFiles {
-		c.skippedFiles = append(c.skippedFiles, contract.FailedFile{Path: name, Error: why})
+		c.skippedFiles = append(c.skippedFiles, contract.FailedFile{Path: name, Error: why}.Bounded())
 	}
 }
 
@@ -942,14 +942,14 @@ func (c *Core) listNotMoved(path, why string) {
 	name := fsname.Show(path)
 	c.log.Warn("Not moving a source entry", "path", name, "reason", why)
 	if len(c.notMoved) < contract.MaxFailedFiles {
-		c.notMoved = append(c.notMoved, contract.FailedFile{Path: name, Error: why})
+		c.notMoved = append(c.notMoved, contract.FailedFile{Path: name, Error: why}.Bounded())
 	}
 }
 
 // listFailureLocked keeps a failed file for the report while the list has room.
 func (c *Core) listFailureLocked(f contract.FailedFile) {
 	if len(c.failedFiles) < contract.MaxFailedFiles {
-		c.failedFiles = append(c.failedFiles, f)
+		c.failedFiles = append(c.failedFiles, f.Bounded())
 	}
 }
 
@@ -1022,7 +1022,7 @@ func (c *Core) Report() contract.Report {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ds := c.dataset
-	r := contract.Report{Generation: c.generation, Phase: c.phase, Time: time.Now().UTC(), Error: c.errMsg, Dataset: &ds,
+	r := contract.Report{Generation: c.generation, Phase: c.phase, Time: time.Now().UTC(), Error: contract.Cut(c.errMsg, contract.MaxError), Dataset: &ds,
 		Samples: append([]contract.Sample(nil), c.samples...), BytesDone: c.bytesDone, BytesTotal: c.dataset.Bytes,
 		FilesDone: c.filesDone, FilesTotal: c.dataset.Files, Probe: c.probe, ChannelMoves: c.moves,
 		RecentMoves: append([]contract.ChannelMove(nil), c.recentMoves...), Classes: c.classReportLocked(time.Now()),

@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/mover"
@@ -197,7 +199,8 @@ func TestPathsLongerThanAPathMayBe(t *testing.T) {
 		t.Fatalf("under Skip: %v", err)
 	}
 	rep := c.Report()
-	if rep.FilesTotal != 2 || rep.FilesSkipped != 1 || len(rep.SkippedFiles) != 1 || rep.SkippedFiles[0].Path != long || !strings.Contains(rep.SkippedFiles[0].Error, why) {
+	// listed as far as the report's bound: the first MaxFailedPath bytes of it
+	if rep.FilesTotal != 2 || rep.FilesSkipped != 1 || len(rep.SkippedFiles) != 1 || rep.SkippedFiles[0].Path != contract.Cut(long, contract.MaxFailedPath) || !strings.Contains(rep.SkippedFiles[0].Error, why) {
 		t.Fatalf("under Skip: %d files, %d skipped %+v; want the deep one skipped and listed", rep.FilesTotal, rep.FilesSkipped, rep.SkippedFiles)
 	}
 	if len(c.files) != 1 || c.files[0].dest != "out/d/short" {
@@ -319,5 +322,78 @@ func TestEntriesThatAreNotFilesAreReported(t *testing.T) {
 	if rep.EntriesNotMoved != int64(n) || len(rep.NotMoved) != contract.MaxFailedFiles || rep.NotMoved[0].Path != "d/l00" || rep.FilesTotal != 1 {
 		t.Fatalf("%d not moved, %d listed (first %+v), %d files; want %d, %d listed from d/l00, 1 file",
 			rep.EntriesNotMoved, len(rep.NotMoved), rep.NotMoved[:min(1, len(rep.NotMoved))], rep.FilesTotal, n, contract.MaxFailedFiles)
+	}
+}
+
+// TestReportsOfHostileNamesFitAnAnnotation: a report travels in one annotation of the
+// coordinator's pod, and a pod's annotations hold at most 256 KiB. A dataset deep in
+// directories of long names that are not UTF-8 (shown with four bytes of escape for
+// each), whose files all fail — some at the source (skipped), the rest at the
+// destination with errors naming them — beside as many entries that are not files,
+// still gives a report of at most 128 KiB, each listed path and error within the API's
+// bounds, and an error message within MaxError.
+func TestReportsOfHostileNamesFitAnAnnotation(t *testing.T) {
+	root := tempRoot(t)
+	name := strings.Repeat("\xfe\x80", 125)
+	deep := "d"
+	for len(deep)+len(name)+1 < wire.MaxPath-len("out/")-len("/f00") {
+		deep += "/" + name
+	}
+	if err := root.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n := contract.MaxFailedFiles + 5
+	for i := range n {
+		root.WriteFile(fmt.Sprintf("%s/f%02d", deep, i), []byte("x"), 0o644)
+		if err := root.Symlink("nothing", fmt.Sprintf("%s/l%02d", deep, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := New(listingOptions(root, contract.SourceErrorsSkip), Params{Streams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetPhase(contract.PhaseTransferring)
+	m := c.Join(0)
+	m.Summary(wire.Summary{Last: true})
+	for i := 0; ; i++ {
+		g, ok := c.request(m, 1)
+		if !ok || g.Finished || g.Manifest || len(g.Units) == 0 {
+			break
+		}
+		var rs []wire.UnitResult
+		for _, u := range g.Units {
+			shown := fmt.Sprintf("%q", string(u.Dest))
+			r := wire.UnitResult{ID: u.ID, Error: "writing " + shown + ": no space left on device; " + shown}
+			if i%2 == 0 {
+				r = wire.UnitResult{ID: u.ID, Error: "source file changed while it was read: " + shown, Source: true}
+			}
+			rs = append(rs, r)
+		}
+		m.Done(rs)
+	}
+	rep := c.Report()
+	if rep.Phase != contract.PhaseFailed || rep.FilesFailed == 0 || rep.FilesSkipped == 0 || rep.EntriesNotMoved != int64(n) {
+		t.Fatalf("phase %s, %d failed, %d skipped, %d not moved; want Failed with files failed, skipped and %d not moved", rep.Phase, rep.FilesFailed, rep.FilesSkipped, rep.EntriesNotMoved, n)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 128<<10 {
+		t.Errorf("the report is %d bytes, want at most %d", len(b), 128<<10)
+	}
+	for _, list := range [][]contract.FailedFile{rep.FailedFiles, rep.SkippedFiles, rep.NotMoved} {
+		if len(list) == 0 {
+			t.Fatal("a list is empty")
+		}
+		for _, f := range list {
+			if len(f.Path) > contract.MaxFailedPath || len(f.Error) > contract.MaxFailedError || !utf8.ValidString(f.Path) || !utf8.ValidString(f.Error) {
+				t.Fatalf("listed %d/%d bytes (valid UTF-8: %v), want at most %d/%d", len(f.Path), len(f.Error), utf8.ValidString(f.Path+f.Error), contract.MaxFailedPath, contract.MaxFailedError)
+			}
+		}
+	}
+	if len(rep.Error) > contract.MaxError || !strings.HasPrefix(rep.Error, "writing ") {
+		t.Errorf("error of %d bytes starting %.40q, want at most %d starting with the first failure", len(rep.Error), rep.Error, contract.MaxError)
 	}
 }
