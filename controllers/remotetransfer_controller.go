@@ -196,7 +196,7 @@ func (r *RemoteTransferReconciler) admit(ctx context.Context, rt *dtnflowv1alpha
 		*evs = append(*evs, jobEvent{Type: corev1.EventTypeNormal, Reason: reason, Action: "Queue", Note: wait})
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: dtnflowv1alpha1.ConditionQueued, Status: metav1.ConditionTrue,
-		Reason: reason, Message: truncateMessage(wait), ObservedGeneration: rt.Generation, LastTransitionTime: now})
+		Reason: reason, Message: contract.Cut(wait, 1024), ObservedGeneration: rt.Generation, LastTransitionTime: now})
 	st.Queue = queueEntry(st.Queue, reason, a.Position, wait, now)
 	return false, nil
 }

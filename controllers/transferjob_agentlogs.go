@@ -118,7 +118,7 @@ func (r *TransferJobReconciler) archiveLogs(ctx context.Context, p *pass, pods [
 		logs[i].Record = agentlogs.Record{Pod: pod.Name, UID: string(pod.UID), Role: pod.Labels[contract.LabelRole], Stripe: pod.Labels[contract.LabelStripe],
 			Reason: reason, Time: r.Clock.Now().UTC().Truncate(time.Second)}
 		if podTerminal(pod) {
-			logs[i].Ended = truncate(terminationOf(pod), 512)
+			logs[i].Ended = contract.Cut(terminationOf(pod), 512)
 		}
 		if node := pinnedNode(pod); !p.obs.usable(p.obs.endpoints.SourceNodes, node) && !p.obs.usable(p.obs.endpoints.DestinationNodes, node) {
 			logs[i].Error = fmt.Sprintf("not read: node %s is not ready", node)
@@ -133,7 +133,7 @@ func (r *TransferJobReconciler) archiveLogs(ctx context.Context, p *pass, pods [
 			defer cancel()
 			text, cut, err := r.AgentLogs.TailLog(fctx, pod, agentlogs.PodBytes)
 			if err != nil {
-				logs[i].Error = truncate(err.Error(), 512)
+				logs[i].Error = contract.Cut(err.Error(), 512)
 				return
 			}
 			logs[i].Text, logs[i].Cut = text, cut

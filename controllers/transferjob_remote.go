@@ -174,7 +174,7 @@ func (r *TransferJobReconciler) remoteGate(ctx context.Context, p *pass) *jobPro
 		st.Transfer = ""
 	}
 	note := func(prob *jobProblem) *jobProblem {
-		st.Reason, st.Message = prob.Reason, truncate(prob.Message, 1024)
+		st.Reason, st.Message = prob.Reason, contract.Cut(prob.Message, 1024)
 		return prob
 	}
 	if rs.problem != nil {
@@ -211,19 +211,19 @@ func (r *TransferJobReconciler) remoteGate(ctx context.Context, p *pass) *jobPro
 		return note(&jobProblem{Reason: ReasonWaitingForRemote, Message: fmt.Sprintf("waiting for site %s to accept the %s side", rs.siteName, rs.side)})
 	case c.Status == metav1.ConditionFalse:
 		st.Accepted = metav1.ConditionFalse
-		st.Reason, st.Message = c.Reason, truncate(c.Message, 1024)
+		st.Reason, st.Message = c.Reason, contract.Cut(c.Message, 1024)
 		return &jobProblem{Reason: ReasonRemoteRefused, Blocking: true,
-			Message: truncate(fmt.Sprintf("site %s refused the %s side (%s): %s", rs.siteName, rs.side, c.Reason, c.Message), 1024)}
+			Message: contract.Cut(fmt.Sprintf("site %s refused the %s side (%s): %s", rs.siteName, rs.side, c.Reason, c.Message), 1024)}
 	}
-	st.Accepted, st.Reason, st.Message = metav1.ConditionTrue, c.Reason, truncate(c.Message, 1024)
+	st.Accepted, st.Reason, st.Message = metav1.ConditionTrue, c.Reason, contract.Cut(c.Message, 1024)
 	if q := meta.FindStatusCondition(rs.rt.Status.Conditions, dtnflowv1alpha1.ConditionQueued); q != nil && q.Status == metav1.ConditionTrue && rs.rt.Spec.SecretName != "" {
-		st.Reason, st.Message = q.Reason, truncate(q.Message, 1024)
+		st.Reason, st.Message = q.Reason, contract.Cut(q.Message, 1024)
 		queue := rs.rt.Status.Queue
 		if queue == nil {
 			queue = &dtnflowv1alpha1.TransferQueue{Position: 1}
 		}
 		return &jobProblem{Reason: ReasonRemoteQueued, Blocking: true, peerQueue: queue,
-			Message: truncate(fmt.Sprintf("site %s queues the %s side (%s): %s", rs.siteName, rs.side, q.Reason, q.Message), 1024)}
+			Message: contract.Cut(fmt.Sprintf("site %s queues the %s side (%s): %s", rs.siteName, rs.side, q.Reason, q.Message), 1024)}
 	}
 	return nil
 }

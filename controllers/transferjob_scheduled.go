@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 )
 
@@ -80,7 +81,7 @@ func (p *pass) blockedAgents(reason, action, message string) {
 	if prev == nil || prev.Status != metav1.ConditionFalse || prev.Reason != reason || prev.Message != message {
 		p.event(corev1.EventTypeWarning, reason, action, message)
 	}
-	p.condition(dtnflowv1alpha1.ConditionAgentsScheduled, metav1.ConditionFalse, reason, truncate(message, 1024))
+	p.condition(dtnflowv1alpha1.ConditionAgentsScheduled, metav1.ConditionFalse, reason, contract.Cut(message, 1024))
 }
 
 // unschedulable is the first pending pod the scheduler found no node for, and the

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/controllers/planning"
 	"github.com/dtnflow/dtnflow/optimizer"
@@ -91,7 +92,7 @@ func queueEntry(prev *dtnflowv1alpha1.TransferQueue, reason string, position int
 		since = *prev.Since
 	}
 	return &dtnflowv1alpha1.TransferQueue{Position: int32(min(max(position, 1), math.MaxInt32)), Reason: reason,
-		Message: truncateMessage(message), Since: &since}
+		Message: contract.Cut(message, 1024), Since: &since}
 }
 
 // queue keeps a job waiting for a reason at a position: the Queued condition, its place
@@ -253,13 +254,6 @@ func describeShare(s *dtnflowv1alpha1.TransferSharing, want int64) string {
 		return fmt.Sprintf("%s: not held to a share (nobody else shares what bounds it); the path carries %s", jobs, formatRate(s.PathCapacityBitsPerSecond))
 	}
 	return fmt.Sprintf("%s: share %s of the path's %s at priority %d, bound by %s", jobs, formatRate(want), formatRate(s.PathCapacityBitsPerSecond), s.Priority, s.BoundBy)
-}
-
-func truncateMessage(s string) string {
-	if len(s) > 1024 {
-		return s[:1021] + "..."
-	}
-	return s
 }
 
 // aggregateGain is how far the path's jobs must go above the highest aggregate the

@@ -327,7 +327,8 @@ func unionFiles(prev []dtnflowv1alpha1.FailedFile, files []contract.FailedFile) 
 		if len(out) >= contract.MaxFailedFiles {
 			break
 		}
-		ff := dtnflowv1alpha1.FailedFile{Path: truncate(f.Path, maxFailedPath), Error: truncate(f.Error, maxFailedError)}
+		b := f.Bounded()
+		ff := dtnflowv1alpha1.FailedFile{Path: b.Path, Error: b.Error}
 		if !slices.ContainsFunc(out, func(o dtnflowv1alpha1.FailedFile) bool { return o.Path == ff.Path }) {
 			out = append(out, ff)
 		}
@@ -371,6 +372,3 @@ func notMovedMessage(prog *dtnflowv1alpha1.TransferProgress, notMoved []dtnflowv
 	}
 	return msg
 }
-
-// The bounds of FailedFile's fields in the API (kubebuilder MaxLength).
-const maxFailedPath, maxFailedError = 1024, 512

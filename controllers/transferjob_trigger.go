@@ -3,13 +3,13 @@ package controllers
 import (
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 )
 
@@ -120,7 +120,7 @@ func runRecord(st *dtnflowv1alpha1.TransferJobStatus, now metav1.Time) dtnflowv1
 	}
 	cond := meta.FindStatusCondition(st.Conditions, string(rec.Result)) // the condition named as the result
 	if cond != nil {
-		rec.Reason, rec.Message = truncate(cond.Reason, 64), truncate(cond.Message, 1024)
+		rec.Reason, rec.Message = contract.Cut(cond.Reason, 64), contract.Cut(cond.Message, 1024)
 	}
 	switch {
 	case st.LastRunTime != nil:
@@ -137,19 +137,6 @@ func runRecord(st *dtnflowv1alpha1.TransferJobStatus, now metav1.Time) dtnflowv1
 		rec.FilesDone, rec.BytesDone = max(p.FilesDone, 0), max(p.BytesDone, 0)
 	}
 	return rec
-}
-
-// truncate cuts s to at most n bytes, ending in "..." when cut, on a rune boundary
-// (a status string cut inside a UTF-8 sequence would not be valid UTF-8).
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - 3
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
 }
 
 // appendRun adds a finished run to the history, keeping the newest maxRuns.
