@@ -213,7 +213,7 @@ func (r *RemoteTransferReconciler) finish(ctx context.Context, rt *dtnflowv1alph
 	}
 	if r.Recorder != nil {
 		for _, e := range evs {
-			r.Recorder.Eventf(rt, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
+			r.Recorder.Eventf(rt, nil, e.Type, e.Reason, e.Action, "%s", contract.Cut(e.Note, eventNoteLimit))
 		}
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/controllers/metrics"
 )
@@ -188,7 +189,7 @@ func (r *TransferJobReconciler) recordEvents(job *dtnflowv1alpha1.TransferJob, p
 		return
 	}
 	for _, e := range p.events {
-		r.Recorder.Eventf(job, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
+		r.Recorder.Eventf(job, nil, e.Type, e.Reason, e.Action, "%s", contract.Cut(e.Note, eventNoteLimit))
 	}
 }
 
@@ -320,6 +321,10 @@ func runStart(created time.Time, st *dtnflowv1alpha1.TransferJobStatus) time.Tim
 // apiTime is t as the API stores it: whole seconds, so that a status computed twice
 // from the same observations compares equal to the one stored.
 func apiTime(t time.Time) metav1.Time { return metav1.NewTime(t.Truncate(time.Second)) }
+
+// eventNoteLimit is the most an Event's note may hold: the API server refuses a longer
+// one (NoteLengthLimit), and the Event is lost.
+const eventNoteLimit = 1024
 
 // event queues an Event for after the status write.
 func (p *pass) event(typ, reason, action, note string) {

@@ -1,12 +1,15 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
@@ -114,7 +117,10 @@ func TestEntriesNotMovedAreInTheCompleteJob(t *testing.T) {
 	job := createJob(t, ns, "holds-links", spec)
 	startTransfer(t, job)
 
-	notMoved := []contract.FailedFile{{Path: "runs/latest", Error: "symlinked directory not followed"}, {Path: "runs/ctl.fifo", Error: "not a regular file"}}
+	// a first path long enough that the Complete message passes the 1024 bytes an
+	// Event's note may hold: the Event is still written, its note cut
+	latest := "runs/" + strings.Repeat("latest-", 140)
+	notMoved := []contract.FailedFile{{Path: latest, Error: "symlinked directory not followed"}, {Path: "runs/ctl.fifo", Error: "not a regular file"}}
 	eventually(t, func(g Gomega) {
 		if getJob(g, job).Status.State != dtnflowv1alpha1.StateComplete {
 			report(g, job, contract.Report{Generation: directive(g, job).Generation, Phase: contract.PhaseComplete, Time: clk.Now(),
@@ -126,9 +132,21 @@ func TestEntriesNotMovedAreInTheCompleteJob(t *testing.T) {
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Reason).To(Equal(controllers.ReasonVerified))
 		g.Expect(c.Message).To(HavePrefix("40 files, 41943040 bytes at the destination and verified; "))
-		g.Expect(c.Message).To(HaveSuffix("; 2 entries at the source are not files and were not moved, the first runs/latest: symlinked directory not followed; status.notMoved lists them"))
+		g.Expect(c.Message).To(HaveSuffix("; 2 entries at the source are not files and were not moved, the first " + latest + ": symlinked directory not followed; status.notMoved lists them"))
+		g.Expect(len(c.Message)).To(BeNumerically(">", 1024))
 		g.Expect(j.Status.NotMoved).To(Equal([]dtnflowv1alpha1.FailedFile{{Path: notMoved[0].Path, Error: notMoved[0].Error}, {Path: notMoved[1].Path, Error: notMoved[1].Error}}))
 		g.Expect(j.Status.Progress.EntriesNotMoved).To(Equal(int64(2)))
 		g.Expect(j.Status.Progress.FilesSkipped).To(BeZero())
+		var events eventsv1.EventList
+		g.Expect(env.Client.List(context.Background(), &events, client.InNamespace(ns))).To(Succeed())
+		notes := map[string]string{}
+		for _, e := range events.Items {
+			if e.Regarding.Name == job.Name {
+				notes[e.Reason] = e.Note
+			}
+		}
+		g.Expect(notes).To(HaveKey(controllers.ReasonComplete))
+		g.Expect(notes[controllers.ReasonComplete]).To(HaveLen(1024))
+		g.Expect(notes[controllers.ReasonComplete]).To(HavePrefix(c.Message[:1000]))
 	})
 }
