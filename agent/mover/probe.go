@@ -221,7 +221,9 @@ type probeRun struct {
 }
 
 // sendProbe writes a block of random bytes again and again on every stream until
-// o.Bytes are sent, o.Duration has passed, or (with o.Settle) the rate has settled.
+// o.Bytes are sent, o.Duration has passed, or (with o.Settle) the rate has settled. The
+// block never changes, so each stream hashes it for the tag once (WriteFixedFrame): a
+// probe measures the path and the receiver, not the sender re-hashing the same bytes.
 func sendProbe(ctx context.Context, pc *probeControl, conns []*wire.Conn, o ProbeOptions) (probeRun, error) {
 	block := make([]byte, o.BlockSize)
 	randRead(block)
@@ -272,7 +274,7 @@ func sendProbe(ctx context.Context, pc *probeControl, conns []*wire.Conn, o Prob
 				}
 				data := block[:n]
 				meta := wire.MemMeta{}.Put(metaBuf[:])
-				if err := wr.WriteFrameFlags(wire.TypeMem, memFlags, meta, data); err != nil {
+				if err := wr.WriteFixedFrame(wire.TypeMem, memFlags, meta, data); err != nil {
 					werr.Store(&err)
 					return
 				}

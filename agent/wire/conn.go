@@ -59,6 +59,10 @@ type frameMAC struct {
 	inner   [TagSize]byte
 	scratch []byte
 	iv      [16]byte
+	// fixed is the data of the last fixed frame (Writer.WriteFixedFrame) and
+	// fixedHash its GHASH: the same bytes hash the same under every nonce.
+	fixed     []byte
+	fixedHash [16]byte
 }
 
 const (
@@ -111,6 +115,27 @@ func (m *frameMAC) sum(dst, hdr, meta, data []byte, withData bool) []byte {
 		m.nonce[0] = nonceData
 		inner = m.gmac(m.inner[:0], data)
 	}
+	return m.outer(dst, hdr, meta, inner)
+}
+
+// sumFixed is sum for data the caller promises is the same bytes whenever the same
+// slice comes again (a generated block it never changes): its GHASH is taken once.
+func (m *frameMAC) sumFixed(dst, hdr, meta, data []byte) []byte {
+	if m.wide == nil || len(data) == 0 {
+		return m.sum(dst, hdr, meta, data, true)
+	}
+	binary.BigEndian.PutUint64(m.nonce[4:], m.counter)
+	m.counter++
+	if len(m.fixed) != len(data) || &m.fixed[0] != &data[0] {
+		m.fixed, m.fixedHash = data, m.wide.hash(data)
+	}
+	m.nonce[0] = nonceData
+	inner := m.wide.finish(m.inner[:0], &m.nonce, &m.fixedHash)
+	return m.outer(dst, hdr, meta, inner)
+}
+
+// outer appends the frame's tag over its header, meta and inner tag to dst.
+func (m *frameMAC) outer(dst, hdr, meta, inner []byte) []byte {
 	m.nonce[0] = nonceFrame
 	m.scratch = append(append(append(m.scratch[:0], hdr...), meta...), inner...)
 	out := m.gmac(dst, m.scratch)

@@ -327,6 +327,17 @@ func (w *Writer) WriteFrame(t Type, meta, data []byte) error {
 
 // WriteFrameFlags writes one frame with flags.
 func (w *Writer) WriteFrameFlags(t Type, flags Flags, meta, data []byte) error {
+	return w.writeFrame(t, flags, meta, data, false)
+}
+
+// WriteFixedFrame is WriteFrameFlags for data that is the same bytes whenever the same
+// slice is passed again (generated data, never changed while frames are written from
+// it): its hash is taken once, not per frame. The tag is the same as WriteFrameFlags'.
+func (w *Writer) WriteFixedFrame(t Type, flags Flags, meta, data []byte) error {
+	return w.writeFrame(t, flags, meta, data, true)
+}
+
+func (w *Writer) writeFrame(t Type, flags Flags, meta, data []byte, fixed bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.encrypt {
@@ -351,7 +362,12 @@ func (w *Writer) WriteFrameFlags(t Type, flags Flags, meta, data []byte) error {
 			data = w.enc[:len(data)]
 		}
 	}
-	tag := w.mac.sum(w.tag[:0], w.buf[:HeaderSize], meta, data, flags&FlagDataOutsideTag == 0)
+	var tag []byte
+	if fixed && !w.encrypt && flags&FlagDataOutsideTag == 0 {
+		tag = w.mac.sumFixed(w.tag[:0], w.buf[:HeaderSize], meta, data)
+	} else {
+		tag = w.mac.sum(w.tag[:0], w.buf[:HeaderSize], meta, data, flags&FlagDataOutsideTag == 0)
+	}
 	if len(data) < 32<<10 {
 		w.buf = append(append(w.buf, data...), tag...)
 		_, err := w.w.Write(w.buf)

@@ -56,6 +56,13 @@ func newWideGMAC(block cipher.Block) *wideGMAC {
 // and the block of bit lengths (aad's, and 0 for the absent ciphertext), XORed with the
 // encrypted counter block nonce‖1 — GCM's tag for an empty plaintext.
 func (g *wideGMAC) sum(dst []byte, nonce *[12]byte, aad []byte) []byte {
+	acc := g.hash(aad)
+	return g.finish(dst, nonce, &acc)
+}
+
+// hash is the GHASH of aad and its lengths block, held byte-reversed: the part of
+// GMAC(key, nonce, aad) that does not depend on the nonce, the same for the same aad.
+func (g *wideGMAC) hash(aad []byte) [16]byte {
 	var acc [16]byte
 	whole := len(aad) &^ 15
 	var tbl64 *ghashTable64
@@ -76,6 +83,11 @@ func (g *wideGMAC) sum(dst []byte, nonce *[12]byte, aad []byte) []byte {
 	}
 	binary.BigEndian.PutUint64(last[n-16:], uint64(len(aad))*8)
 	ghash(&g.tbl, nil, &acc, last[:n])
+	return acc
+}
+
+// finish appends the tag of hash acc under nonce to dst.
+func (g *wideGMAC) finish(dst []byte, nonce *[12]byte, acc *[16]byte) []byte {
 	var j0 [16]byte
 	copy(j0[:], nonce[:])
 	j0[15] = 1

@@ -297,3 +297,58 @@ func TestEncryptedFrames(t *testing.T) {
 		t.Error("a writer without an encryption key agreed to encrypt")
 	}
 }
+
+// frame is one frame of TestFixedFramesAreTheSameFrames' sequence.
+type frame struct {
+	data  []byte
+	fixed bool
+	flags Flags
+}
+
+// TestFixedFramesAreTheSameFrames: frames written with WriteFixedFrame (their data's
+// hash taken once per slice) are byte for byte the frames WriteFrameFlags writes, in
+// every order of two fixed blocks, a shorter slice of one (a run's last frame), other
+// frames between them and frames with data outside the tag, whether the tag is taken
+// with the wide GHASH or the standard library's GCM; a reader checks them all.
+func TestFixedFramesAreTheSameFrames(t *testing.T) {
+	a, b := bytes.Repeat([]byte{0xa5}, 200<<10), make([]byte, 64<<10+7)
+	for i := range b {
+		b[i] = byte(i * 31)
+	}
+	seq := []frame{{a, true, 0}, {a, true, 0}, {b, true, 0}, {a, true, 0}, {a[:1000], true, 0}, {a[:1000], true, 0},
+		{b, false, 0}, {a, true, FlagDataOutsideTag}, {a, true, 0}, {nil, true, 0}, {b[5:], true, 0}, {b, true, 0}}
+	for _, narrow := range []bool{false, true} {
+		var plain, fixed bytes.Buffer
+		wp, _ := pair(&plain, nil)
+		wf, r := pair(&fixed, &fixed)
+		if narrow {
+			wf.mac.wide = nil
+		}
+		for _, f := range seq {
+			meta := MemMeta{}.Put(make([]byte, 16))
+			if err := wp.WriteFrameFlags(TypeMem, f.flags, meta, f.data); err != nil {
+				t.Fatal(err)
+			}
+			write := wf.WriteFrameFlags
+			if f.fixed {
+				write = wf.WriteFixedFrame
+			}
+			if err := write(TypeMem, f.flags, meta, f.data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(plain.Bytes(), fixed.Bytes()) {
+			t.Fatalf("narrow %v: fixed frames differ from the same frames written plainly", narrow)
+		}
+		for i, f := range seq {
+			h, meta, err := r.Next()
+			if _, perr := ParseMemMeta(meta); err != nil || perr != nil || int(h.DataLen) != len(f.data) {
+				t.Fatalf("narrow %v: frame %d: %+v %v", narrow, i, h, err)
+			}
+			got := make([]byte, h.DataLen)
+			if err := r.ReadData(got); err != nil || !bytes.Equal(got, f.data) {
+				t.Fatalf("narrow %v: frame %d's data: %v", narrow, i, err)
+			}
+		}
+	}
+}
