@@ -1,7 +1,10 @@
 package optimizer
 
 import (
+	"path"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -21,7 +24,46 @@ type AdmissionCandidate struct {
 	Preempts bool
 	// Links are the names of what the job counts against (its path, its endpoints).
 	Links []string
+	// Trees are the directory trees the job reads and writes. Two jobs whose trees
+	// overlap where one of them writes never run at once: the later waits until the
+	// earlier ends (Admission.FilesOf), as it would for a link of limit 1.
+	Trees []Tree
 }
+
+// Tree is a directory tree of an endpoint that a job reads (its source paths) or writes
+// (where they land at its destination).
+type Tree struct {
+	Endpoint string
+	// Path is relative to the endpoint's storage root; "" or "." is the whole root.
+	Path   string
+	Writes bool
+}
+
+// Overlaps says whether t and u share a file at the same endpoint — one path is the
+// other or lies under it — and at least one of them writes it: a job writing there would
+// change what the other reads or writes.
+func (t Tree) Overlaps(u Tree) bool {
+	if t.Endpoint != u.Endpoint || !t.Writes && !u.Writes {
+		return false
+	}
+	a, b := path.Clean("/"+t.Path), path.Clean("/"+u.Path)
+	return a == b || a == "/" || b == "/" || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
+}
+
+// treesOverlap says whether any tree of a overlaps any tree of b.
+func treesOverlap(a, b []Tree) bool {
+	for _, t := range a {
+		for _, u := range b {
+			if t.Overlaps(u) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// FilesLink is Admission.WaitingFor of a job that waits for another job's files.
+const FilesLink = "files"
 
 // Admission is the decision for one candidate.
 type Admission struct {
@@ -32,8 +74,13 @@ type Admission struct {
 	// 0 when admitted.
 	Position int
 	// WaitingFor names the link that has no room for the job, or, when a job earlier
-	// in the queue holds its place there, that link too; "" when admitted.
+	// in the queue holds its place there, that link too, or FilesLink when the job's
+	// trees overlap those of a job admitted or queued before it (FilesOf); "" when
+	// admitted.
 	WaitingFor string
+	// FilesOf is the job whose trees overlap this one's and that it waits for (running,
+	// or before it in the queue); "" unless WaitingFor is FilesLink.
+	FilesOf string
 	// PreemptedBy is set on a running job that loses its slots to a job of higher
 	// priority whose class allows it; Admitted is then false.
 	PreemptedBy string
@@ -125,8 +172,19 @@ func Admit(maxActive map[string]int, cands []AdmissionCandidate) []Admission {
 				full = append(full, l)
 			}
 		}
-		admit := len(full) == 0 && len(blocked) == 0
-		if !admit && len(blocked) == 0 && c.Preempts {
+		// a job using its files, admitted or queued before it: it waits, and no
+		// preemption frees files
+		filesOf := -1
+		if len(c.Trees) > 0 {
+			for j := range cands {
+				if j != i && (out[j].Admitted || slices.Contains(queued, j)) && treesOverlap(c.Trees, cands[j].Trees) {
+					filesOf = j
+					break
+				}
+			}
+		}
+		admit := len(full) == 0 && len(blocked) == 0 && filesOf < 0
+		if !admit && len(blocked) == 0 && filesOf < 0 && c.Preempts {
 			if victims, ok := preemptionVictims(cands, holders, maxActive, full, c.Priority, 1); ok {
 				preempt(i, victims)
 				admit = true
@@ -139,22 +197,30 @@ func Admit(maxActive map[string]int, cands []AdmissionCandidate) []Admission {
 			}
 			continue
 		}
-		if len(blocked) > 0 {
+		switch {
+		case len(blocked) > 0:
 			out[i].WaitingFor = blocked[0]
-		} else {
+		case len(full) > 0:
 			out[i].WaitingFor = full[0]
+		default:
+			out[i].WaitingFor, out[i].FilesOf = FilesLink, cands[filesOf].ID
 		}
-		for _, l := range links {
-			reserved[l] = true
+		if out[i].FilesOf == "" {
+			// a job that waits for files keeps its place by its trees (a later job
+			// using them waits behind it), not on links it has room on
+			for _, l := range links {
+				reserved[l] = true
+			}
 		}
 		queued = append(queued, i)
 	}
-	// positions: one more than the queued jobs before it that share a link with it
+	// positions: one more than the queued jobs before it that share a link or files
+	// with it
 	sort.SliceStable(queued, func(a, b int) bool { return queuedBefore(cands[queued[a]], cands[queued[b]]) })
 	for k, i := range queued {
 		pos := 1
 		for _, j := range queued[:k] {
-			if shareALink(cands[i].Links, cands[j].Links) {
+			if shareALink(cands[i].Links, cands[j].Links) || treesOverlap(cands[i].Trees, cands[j].Trees) {
 				pos++
 			}
 		}

@@ -17,7 +17,10 @@ func TestAdmit(t *testing.T) {
 		position   int
 		waitingFor string
 		preempted  string
+		filesOf    string
 	}
+	writes := func(ep, p string) []Tree { return []Tree{{Endpoint: ep, Path: p, Writes: true}} }
+	reads := func(ep, p string) []Tree { return []Tree{{Endpoint: ep, Path: p}} }
 	cases := map[string]struct {
 		limits map[string]int
 		cands  []AdmissionCandidate
@@ -91,6 +94,58 @@ func TestAdmit(t *testing.T) {
 			want: map[string]want{"ab0": {admitted: true}, "cd0": {admitted: true},
 				"ab1": {position: 1, waitingFor: "a.b"}, "cd1": {position: 1, waitingFor: "c.d"}, "ab2": {position: 2, waitingFor: "a.b"}},
 		},
+		"a job writing where a running job writes waits for it, with no limit anywhere": {
+			cands: []AdmissionCandidate{{ID: "first", Created: at(1), Running: true, Links: path, Trees: writes("b", "archive/run1")},
+				{ID: "same", Created: at(2), Links: path, Trees: writes("b", "archive/run1")},
+				{ID: "beside", Created: at(3), Links: path, Trees: writes("b", "archive/run2")}},
+			want: map[string]want{"first": {admitted: true}, "same": {position: 1, waitingFor: FilesLink, filesOf: "first"},
+				"beside": {admitted: true}},
+		},
+		"a tree inside another's overlaps it, whichever is the wider; reading beside a writer waits too": {
+			cands: []AdmissionCandidate{{ID: "wide", Created: at(1), Running: true, Links: path, Trees: writes("b", "archive")},
+				{ID: "inside", Created: at(2), Links: path, Trees: writes("b", "./archive/run1/")},
+				{ID: "reader", Created: at(3), Links: other, Trees: reads("b", "archive/run7")},
+				{ID: "other-endpoint", Created: at(4), Links: other, Trees: writes("d", "archive")}},
+			want: map[string]want{"wide": {admitted: true}, "inside": {position: 1, waitingFor: FilesLink, filesOf: "wide"},
+				"reader": {position: 1, waitingFor: FilesLink, filesOf: "wide"}, "other-endpoint": {admitted: true}},
+		},
+		"readers of one tree run together": {
+			cands: []AdmissionCandidate{{ID: "r1", Created: at(1), Running: true, Links: path, Trees: reads("a", "data")},
+				{ID: "r2", Created: at(2), Links: other, Trees: reads("a", "data/x")}},
+			want: map[string]want{"r1": {admitted: true}, "r2": {admitted: true}},
+		},
+		"a job keeps its place for files: a later one using them waits behind it, first come first served": {
+			cands: []AdmissionCandidate{{ID: "running", Created: at(0), Running: true, Links: path, Trees: writes("b", "x")},
+				{ID: "second", Created: at(1), Links: path, Trees: writes("b", "x/y")},
+				{ID: "third", Created: at(2), Links: other, Trees: writes("b", "x/y/z")}},
+			want: map[string]want{"running": {admitted: true}, "second": {position: 1, waitingFor: FilesLink, filesOf: "running"},
+				"third": {position: 2, waitingFor: FilesLink, filesOf: "running"}},
+		},
+		"once the writer ended, the first waiting takes the files and the next waits for it": {
+			cands: []AdmissionCandidate{{ID: "second", Created: at(1), Links: path, Trees: writes("b", "x/y")},
+				{ID: "third", Created: at(2), Links: other, Trees: writes("b", "x/y/z")}},
+			want: map[string]want{"second": {admitted: true}, "third": {position: 1, waitingFor: FilesLink, filesOf: "second"}},
+		},
+		"higher priority first for files too, but it does not preempt a writer": {
+			cands: []AdmissionCandidate{{ID: "writer", Priority: 1, Created: at(0), Running: true, Links: path, Trees: writes("b", "x")},
+				{ID: "bulk", Priority: 1, Created: at(1), Links: path, Trees: writes("b", "x")},
+				{ID: "urgent", Priority: 9, Created: at(5), Preempts: true, Links: path, Trees: writes("b", "x")}},
+			want: map[string]want{"writer": {admitted: true}, "urgent": {position: 1, waitingFor: FilesLink, filesOf: "writer"},
+				"bulk": {position: 2, waitingFor: FilesLink, filesOf: "writer"}},
+		},
+		"running jobs that overlap both keep running": {
+			cands: []AdmissionCandidate{{ID: "a", Created: at(0), Running: true, Links: path, Trees: writes("b", "x")},
+				{ID: "b", Created: at(1), Running: true, Links: path, Trees: writes("b", "x")}},
+			want: map[string]want{"a": {admitted: true}, "b": {admitted: true}},
+		},
+		"a job that waits for files does not hold a link's place": {
+			limits: map[string]int{"a.b": 2},
+			cands: []AdmissionCandidate{{ID: "writer", Created: at(0), Running: true, Links: path, Trees: writes("b", "x")},
+				{ID: "same", Created: at(1), Links: path, Trees: writes("b", "x")},
+				{ID: "beside", Created: at(2), Links: path, Trees: writes("b", "y")}},
+			want: map[string]want{"writer": {admitted: true}, "same": {position: 1, waitingFor: FilesLink, filesOf: "writer"},
+				"beside": {admitted: true}},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -100,11 +155,39 @@ func TestAdmit(t *testing.T) {
 					t.Fatalf("answer %d is of %s, want %s", i, a.ID, tc.cands[i].ID)
 				}
 				w := tc.want[a.ID]
-				if a.Admitted != w.admitted || a.Position != w.position || a.WaitingFor != w.waitingFor || a.PreemptedBy != w.preempted {
+				if a.Admitted != w.admitted || a.Position != w.position || a.WaitingFor != w.waitingFor || a.PreemptedBy != w.preempted || a.FilesOf != w.filesOf {
 					t.Errorf("%s: %+v, want %+v", a.ID, a, w)
 				}
 			}
 		})
+	}
+}
+
+func TestTreeOverlaps(t *testing.T) {
+	w := func(p string) Tree { return Tree{Endpoint: "e", Path: p, Writes: true} }
+	r := func(p string) Tree { return Tree{Endpoint: "e", Path: p} }
+	for _, tc := range []struct {
+		a, b Tree
+		want bool
+	}{
+		{w("a/b"), w("a/b"), true},
+		{w("a/b"), w("a/b/c"), true},
+		{w("a/b/c"), w("a/b"), true},
+		{w("a/b"), w("a/bc"), false}, // a name that begins like the other's is not inside it
+		{w("a/bc"), r("a/b"), false},
+		{w("."), r("z/y"), true}, // the whole root
+		{r("z"), w(""), true},
+		{w("./a//b/"), r("a/b/c"), true}, // paths compared cleaned
+		{r("a"), r("a"), false},          // two readers share
+		{w("a"), Tree{Endpoint: "f", Path: "a", Writes: true}, false},
+		{r("a/b"), w("a"), true},
+	} {
+		if got := tc.a.Overlaps(tc.b); got != tc.want {
+			t.Errorf("%+v overlaps %+v: %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+		if got := tc.b.Overlaps(tc.a); got != tc.want {
+			t.Errorf("%+v overlaps %+v: %v, want %v (the other way round)", tc.b, tc.a, got, tc.want)
+		}
 	}
 }
 
@@ -134,6 +217,9 @@ func FuzzAdmit(f *testing.F) {
 				Running: next(3) == 0, Preempts: next(4) == 0}
 			p := next(3)
 			c.Links = []string{links[p], links[3+p], links[3+(p+1+next(2))%3]}
+			for range next(3) {
+				c.Trees = append(c.Trees, Tree{Endpoint: links[3+next(3)], Path: []string{"", "x", "x/y", "x/z", "w"}[next(5)], Writes: next(2) == 0})
+			}
 			cands = append(cands, c)
 		}
 		got := Admit(limits, cands)
@@ -171,6 +257,24 @@ func FuzzAdmit(f *testing.F) {
 		for l, k := range held {
 			if limits[l] >= 1 && k > max(limits[l], heldBefore[l]) {
 				t.Fatalf("link %s (limit %d, %d running before) holds %d", l, limits[l], heldBefore[l], k)
+			}
+		}
+		// files: no job admitted beside another whose trees overlap unless both were
+		// running; a job waiting for files names one admitted, or queued before it,
+		// whose trees overlap its own
+		for i, a := range got {
+			for j, b := range got {
+				if i < j && a.Admitted && b.Admitted && !(cands[i].Running && cands[j].Running) && treesOverlap(cands[i].Trees, cands[j].Trees) {
+					t.Fatalf("%s and %s admitted together on overlapping trees %+v, %+v", cands[i].ID, cands[j].ID, cands[i].Trees, cands[j].Trees)
+				}
+			}
+			if a.WaitingFor == FilesLink {
+				k := indexOf(cands, a.FilesOf)
+				if k < 0 || !treesOverlap(cands[i].Trees, cands[k].Trees) || (!got[k].Admitted && !queuedBefore(cands[k], cands[i]) && !cands[k].Running) {
+					t.Fatalf("%s waits for the files of %q: %+v", cands[i].ID, a.FilesOf, a)
+				}
+			} else if a.FilesOf != "" {
+				t.Fatalf("%s names files of %s waiting for %s", cands[i].ID, a.FilesOf, a.WaitingFor)
 			}
 		}
 		// order on each link a job waits for: nobody after it in the order was admitted
