@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -35,10 +36,13 @@ const defaultPriority = 1
 
 // Reasons of the Queued condition and of re-plans that follow the shares.
 const (
-	ReasonAdmitted                = "Admitted"
-	ReasonPathLimit               = "PathLimit"
-	ReasonEndpointLimit           = "EndpointLimit"
-	ReasonPreempted               = "Preempted"
+	ReasonAdmitted      = "Admitted"
+	ReasonPathLimit     = "PathLimit"
+	ReasonEndpointLimit = "EndpointLimit"
+	ReasonPreempted     = "Preempted"
+	// ReasonFilesInUse: the job would write files another job of this cluster reads
+	// or writes, or read files it writes, and waits until that job ends.
+	ReasonFilesInUse              = "FilesInUse"
 	ReasonPriorityClassNotFound   = "PriorityClassNotFound"
 	ReasonPriorityClassNotAllowed = "PriorityClassNotAllowed"
 	ReasonWaitingForPathProbe     = "WaitingForPathProbe"
@@ -158,6 +162,7 @@ type groupMember struct {
 	preempts  bool
 	path      string
 	links     []string
+	trees     []optimizer.Tree
 	srcLink   string
 	dstLink   string
 	running   bool
@@ -224,6 +229,7 @@ func (r *TransferJobReconciler) shareViewFor(ctx context.Context, p *pass) (*sha
 		src, dst := jobEndpointKeys(j)
 		m := &groupMember{job: j, st: st, key: memberKey(j), priority: defaultPriority,
 			path: "path " + PathProfileNameFor(j), srcLink: endpointLink(src), dstLink: endpointLink(dst)}
+		m.trees = jobTrees(j)
 		m.links = []string{m.path, m.srcLink}
 		if m.dstLink != m.srcLink {
 			m.links = append(m.links, m.dstLink)
@@ -294,7 +300,7 @@ func (r *TransferJobReconciler) shareViewFor(ctx context.Context, p *pass) (*sha
 			continue
 		}
 		cands = append(cands, optimizer.AdmissionCandidate{ID: m.key, Priority: int(m.priority), Created: m.job.CreationTimestamp.Time,
-			Running: m.running, Preempts: m.preempts, Links: m.links})
+			Running: m.running, Preempts: m.preempts, Links: m.links, Trees: m.trees})
 		candOf = append(candOf, m)
 	}
 	admissions := optimizer.Admit(limits, cands)
@@ -311,6 +317,9 @@ func (r *TransferJobReconciler) shareViewFor(ctx context.Context, p *pass) (*sha
 	}
 	if !v.admission.Admitted {
 		v.waitMessage = waitMessage(v.admission, me, endpoints, profiles)
+		if v.admission.FilesOf != "" {
+			v.waitMessage = filesWaitMessage(v.admission, me, members)
+		}
 	}
 
 	// shares of the admitted jobs
@@ -562,11 +571,54 @@ func waitMessage(a optimizer.Admission, m *groupMember, endpoints map[string]*dt
 	return fmt.Sprintf("%s; position %d, higher priority first, then first come first served", limit(a.WaitingFor), a.Position)
 }
 
+// jobTrees are the trees a job reads (its source paths, at its source endpoint) and
+// writes (where they land under its destination path): a file at source path f is
+// written at path.Join(destination path, f). A peer's stand-in has no paths, and no
+// trees.
+func jobTrees(j *dtnflowv1alpha1.TransferJob) []optimizer.Tree {
+	src, dst := jobEndpointKeys(j)
+	trees := make([]optimizer.Tree, 0, 2*len(j.Spec.Source.Paths))
+	for _, p := range j.Spec.Source.Paths {
+		trees = append(trees, optimizer.Tree{Endpoint: src, Path: string(p)},
+			optimizer.Tree{Endpoint: dst, Path: path.Join(string(j.Spec.Destination.Path), string(p)), Writes: true})
+	}
+	return trees
+}
+
+// filesWaitMessage says which job's files a job waits for, naming the first tree where
+// they meet.
+func filesWaitMessage(a optimizer.Admission, me *groupMember, members []*groupMember) string {
+	where := ""
+	for _, m := range members {
+		if m.key != a.FilesOf {
+			continue
+		}
+		for _, t := range me.trees {
+			for _, u := range m.trees {
+				if t.Overlaps(u) && where == "" {
+					verb := "reads"
+					if u.Writes {
+						verb = "writes"
+					}
+					mine := "reads"
+					if t.Writes {
+						mine = "writes"
+					}
+					where = fmt.Sprintf(": it %s %s at endpoint %s, where this job %s %s", verb, u.Path, u.Endpoint, mine, t.Path)
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("waits for the files of TransferJob %s%s; position %d, higher priority first, then first come first served", a.FilesOf, where, a.Position)
+}
+
 // queueReason is status.queue.reason for an admission that waits.
 func queueReason(a optimizer.Admission) string {
 	switch {
 	case a.PreemptedBy != "":
 		return ReasonPreempted
+	case a.FilesOf != "":
+		return ReasonFilesInUse
 	case strings.HasPrefix(a.WaitingFor, "endpoint "):
 		return ReasonEndpointLimit
 	}

@@ -631,10 +631,13 @@ type TransferQueue struct {
 
 	// reason says what the job waits for: PathLimit or EndpointLimit (the path's or an
 	// endpoint's maxActiveJobs is reached, or a job before it waits there), Preempted
-	// (a job of higher priority whose class allows it took its place), or RemoteQueued
-	// (the peer site that serves the job's other side queues it behind its own limits;
-	// the message is the peer's).
-	// +kubebuilder:validation:Enum=PathLimit;EndpointLimit;Preempted;RemoteQueued
+	// (a job of higher priority whose class allows it took its place), FilesInUse
+	// (another job of this cluster reads or writes where this one would write, or
+	// writes where it would read — its source paths, and where they land under its
+	// destination path, on the same endpoint — and it runs once that job ends; the
+	// message names it), or RemoteQueued (the peer site that serves the job's other
+	// side queues it behind its own limits; the message is the peer's).
+	// +kubebuilder:validation:Enum=PathLimit;EndpointLimit;Preempted;FilesInUse;RemoteQueued
 	// +required
 	Reason string `json:"reason"`
 

@@ -267,9 +267,14 @@ func jobSpec(src, dst site) dtnflowv1alpha1.TransferJobSpec {
 	}
 }
 
-// createJob creates a TransferJob.
+// createJob creates a TransferJob. A job of jobSpec's destination writes under
+// incoming/<its name>, as two jobs of a site would: jobs that write the same files take
+// turns (reason FilesInUse), which a test asks for by giving them one destination.
 func createJob(t testing.TB, ns, name string, spec dtnflowv1alpha1.TransferJobSpec) *dtnflowv1alpha1.TransferJob {
 	t.Helper()
+	if spec.Destination.Path == "incoming" {
+		spec.Destination.Path = dtnflowv1alpha1.RelativePath("incoming/" + name)
+	}
 	job := &dtnflowv1alpha1.TransferJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
 	if err := env.Client.Create(context.Background(), job); err != nil {
 		t.Fatalf("creating job: %v", err)

@@ -495,3 +495,37 @@ func TestStrictFairness(t *testing.T) {
 		g.Expect(directive(g, job).StreamsPerStripe).To(Equal(int32(1)))
 	})
 }
+
+// TestJobsWritingTheSameFilesTakeTurns: a job that would write where a running job
+// writes — its tree inside the other's — waits with reason FilesInUse, naming that job
+// and the tree, and holds no pods, while a job writing beside them runs at once; when
+// the first completes, the waiting one runs. No limit is set anywhere.
+func TestJobsWritingTheSameFilesTakeTurns(t *testing.T) {
+	clk := newClock()
+	startManager(t, clk, managerOptions{})
+	src, dst := newSite(t, "src", siteOptions{}), newSite(t, "dst", siteOptions{})
+	ns := createNamespace(t, nil)
+	into := func(paths ...dtnflowv1alpha1.RelativePath) dtnflowv1alpha1.TransferJobSpec {
+		spec := fixedSpec(src, dst)
+		spec.Source.Paths, spec.Destination.Path = paths, "archive"
+		spec.Tuning.Fixed.Nodes, spec.Tuning.Fixed.StripesPerNode = 1, 1 // room for two jobs' stripes
+		return spec
+	}
+	first := createJob(t, ns, "a-first", into("runs/0427"))
+	transferring(t, clk, first)
+	inside := createJob(t, ns, "b-inside", into("runs/0427/raw"))
+	beside := createJob(t, ns, "c-beside", into("runs/0428"))
+	transferring(t, clk, beside)
+	eventually(t, func(g Gomega) {
+		queued(g, inside, 1, controllers.ReasonFilesInUse)
+		g.Expect(getJob(g, inside).Status.Queue.Message).To(Equal(
+			"waits for the files of TransferJob " + ns + "/a-first: it writes archive/runs/0427 at endpoint " + dst.name +
+				", where this job writes archive/runs/0427/raw; position 1, higher priority first, then first come first served"))
+	})
+	consistently(t, func(g Gomega) { queued(g, inside, 1, controllers.ReasonFilesInUse) })
+
+	completeJob(t, clk, first)
+	transferring(t, clk, inside)
+	g := NewWithT(t)
+	g.Expect(getJob(g, beside).Status.State).To(Equal(dtnflowv1alpha1.StateTransferring))
+}
