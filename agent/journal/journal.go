@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/dtnflow/dtnflow/agent/fsname"
 	"github.com/dtnflow/dtnflow/agent/fsroot"
@@ -193,7 +194,9 @@ func (s *State) Own(name string) {
 func (s *State) Refresh() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, err := s.root.Open(s.dir)
+	// O_DIRECTORY: whatever else sits at the directory's name (a FIFO, which an open
+	// for reading waits on) is refused at once
+	d, err := s.root.OpenFile(s.dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -217,15 +220,19 @@ func (s *State) Refresh() error {
 	return nil
 }
 
+// readFile reads what journal name holds past what was read of it before. Anything
+// but a regular file there is no journal of ours and is passed over: it is opened
+// without waiting (O_NONBLOCK, which a regular file's reads ignore), since a FIFO
+// put at the name would hold an open for reading until some writer came.
 func (s *State) readFile(name string) error {
-	f, err := s.root.Open(path.Join(s.dir, name))
+	f, err := s.root.OpenFile(path.Join(s.dir, name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return fmt.Errorf("opening journal %s: %w", name, err)
 	}
 	defer f.Close()
 	off := s.offsets[name]
 	fi, err := f.Stat()
-	if err != nil || fi.Size() <= off {
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() <= off {
 		return err
 	}
 	data := make([]byte, fi.Size()-off)

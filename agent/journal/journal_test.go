@@ -2,9 +2,13 @@ package journal
 
 import (
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dtnflow/dtnflow/agent/fsname"
 )
@@ -102,6 +106,44 @@ func TestRefreshSkipsTheFileItOwns(t *testing.T) {
 	s.Apply(final("written"))
 	if s.File(final("written").Key()) == nil {
 		t.Error("an owned record applied by its writer is not known")
+	}
+}
+
+// TestRefreshPassesOverWhatIsNotAJournal: a FIFO at a journal's name, or at the job's
+// journal directory, would hold an open for reading until a writer came, and the
+// receiver with it. Refresh reads the journals beside the FIFO and passes over it, and
+// refuses a job directory that is not a directory, at once either way.
+func TestRefreshPassesOverWhatIsNotAJournal(t *testing.T) {
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	w, _ := Create(root, "job", "good.log")
+	w.Append(Record{Kind: KindFinal, Path: "a", Size: 1, MtimeNs: 2})
+	w.Sync()
+	if err := syscall.Mkfifo(path.Join(root.Name(), JobDir("job"), "planted.log"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path.Join(root.Name(), JobDir("fifo-job")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, other := NewState(root, "job"), NewState(root, "fifo-job")
+	done := make(chan [2]error)
+	go func() { done <- [2]error{s.Refresh(), other.Refresh()} }()
+	select {
+	case errs := <-done:
+		if errs[0] != nil {
+			t.Errorf("Refresh beside a FIFO: %v", errs[0])
+		}
+		if errs[1] == nil || !strings.Contains(errs[1].Error(), "not a directory") {
+			t.Errorf("Refresh of a job directory that is a FIFO: %v, want it refused", errs[1])
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Refresh waits on a FIFO")
+	}
+	if s.File(Record{Kind: KindFinal, Path: "a", Size: 1, MtimeNs: 2}.Key()) == nil {
+		t.Error("the journal beside the FIFO was not read")
 	}
 }
 
