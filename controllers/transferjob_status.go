@@ -339,36 +339,36 @@ func unionFiles(prev []dtnflowv1alpha1.FailedFile, files []contract.FailedFile) 
 // partialMessage says how many files a partially complete job skipped at the source,
 // naming the first.
 func partialMessage(prog *dtnflowv1alpha1.TransferProgress, skipped []dtnflowv1alpha1.FailedFile) string {
-	n := int64(len(skipped))
+	var n int64
 	if prog != nil {
-		n = max(n, prog.FilesSkipped)
+		n = prog.FilesSkipped
 	}
-	msg := fmt.Sprintf("%d files skipped at the source (spec.sourceErrors: Skip)", n)
-	if len(skipped) > 0 {
-		msg += fmt.Sprintf(", the first %s: %s", skipped[0].Path, skipped[0].Error)
-	}
-	if len(skipped) > 1 {
-		msg += "; status.skippedFiles lists them"
-	}
-	return msg
+	return countedList(n, skipped, "%d files skipped at the source (spec.sourceErrors: Skip)", "status.skippedFiles")
 }
 
 // notMovedMessage says how many source entries a finished job did not move because
 // they are not files, naming the first; "" when there are none.
 func notMovedMessage(prog *dtnflowv1alpha1.TransferProgress, notMoved []dtnflowv1alpha1.FailedFile) string {
-	n := int64(len(notMoved))
+	var n int64
 	if prog != nil {
-		n = max(n, prog.EntriesNotMoved)
+		n = prog.EntriesNotMoved
 	}
-	if n == 0 {
+	if n == 0 && len(notMoved) == 0 {
 		return ""
 	}
-	msg := fmt.Sprintf("%d entries at the source are not files and were not moved", n)
-	if len(notMoved) > 0 {
-		msg += fmt.Sprintf(", the first %s: %s", notMoved[0].Path, notMoved[0].Error)
+	return countedList(n, notMoved, "%d entries at the source are not files and were not moved", "status.notMoved")
+}
+
+// countedList says how many (count, or the list's length when more) with what (a
+// format of the number), names the first listed and, when it lists more, the field
+// that lists them.
+func countedList(count int64, list []dtnflowv1alpha1.FailedFile, what, field string) string {
+	msg := fmt.Sprintf(what, max(count, int64(len(list))))
+	if len(list) > 0 {
+		msg += fmt.Sprintf(", the first %s: %s", list[0].Path, list[0].Error)
 	}
-	if len(notMoved) > 1 {
-		msg += "; status.notMoved lists them"
+	if len(list) > 1 {
+		msg += "; " + field + " lists them"
 	}
 	return msg
 }

@@ -930,9 +930,7 @@ func (c *Core) listSkippedLocked(path, why string) {
 	c.filesSkipped++
 	name := fsname.Show(path)
 	c.log.Warn("Skipping a file that failed at the source", "path", name, "err", why)
-	if len(c.skippedFiles) < contract.MaxFailedFiles {
-		c.skippedFiles = append(c.skippedFiles, contract.FailedFile{Path: name, Error: why}.Bounded())
-	}
+	c.skippedFiles = keepListed(c.skippedFiles, contract.FailedFile{Path: name, Error: why})
 }
 
 // listNotMoved counts an entry of the listing that is not a file the job moves and
@@ -941,16 +939,21 @@ func (c *Core) listNotMoved(path, why string) {
 	c.entriesNotMoved++
 	name := fsname.Show(path)
 	c.log.Warn("Not moving a source entry", "path", name, "reason", why)
-	if len(c.notMoved) < contract.MaxFailedFiles {
-		c.notMoved = append(c.notMoved, contract.FailedFile{Path: name, Error: why}.Bounded())
-	}
+	c.notMoved = keepListed(c.notMoved, contract.FailedFile{Path: name, Error: why})
 }
 
 // listFailureLocked keeps a failed file for the report while the list has room.
 func (c *Core) listFailureLocked(f contract.FailedFile) {
-	if len(c.failedFiles) < contract.MaxFailedFiles {
-		c.failedFiles = append(c.failedFiles, f.Bounded())
+	c.failedFiles = keepListed(c.failedFiles, f)
+}
+
+// keepListed appends f, within the report's bounds (FailedFile.Bounded), to a list of
+// the report while it has room (contract.MaxFailedFiles).
+func keepListed(list []contract.FailedFile, f contract.FailedFile) []contract.FailedFile {
+	if len(list) >= contract.MaxFailedFiles {
+		return list
 	}
+	return append(list, f.Bounded())
 }
 
 // leave gives a departing stripe's units back.

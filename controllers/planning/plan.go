@@ -6,7 +6,6 @@ import (
 	"math"
 	"sort"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/api/v1alpha1"
@@ -234,7 +233,7 @@ func planAuto(in Input) (v1alpha1.TransferPlan, error) {
 	out := transferPlan(p.Flow, buffer, p.SourceCPU, p.DestinationCPU, in.ExternalDestination)
 	out.Model = StreamModel(p.Fit)
 	if out.Model != nil {
-		out.Model.Reason = truncate(p.FitReason, maxModelReason)
+		out.Model.Reason = contract.Cut(p.FitReason, maxModelReason)
 	}
 	out.PathBitsPerSecond = roundNonNegative(p.Path.Max())
 	out.SizeClasses = sizeClasses(p.Chunks)
@@ -395,15 +394,3 @@ func clamp32(v int) int32 { return int32(min(max(v, 1), math.MaxInt32)) }
 
 // maxModelReason is the API's bound on status.plan.model.reason.
 const maxModelReason = 512
-
-// truncate cuts s to at most n bytes, at a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
