@@ -573,8 +573,8 @@ func waitMessage(a optimizer.Admission, m *groupMember, endpoints map[string]*dt
 
 // jobTrees are the trees a job reads (its source paths, at its source endpoint) and
 // writes (where they land under its destination path): a file at source path f is
-// written at path.Join(destination path, f). A peer's stand-in has no paths, and no
-// trees.
+// written at path.Join(destination path, f). A peer's stand-in (remoteStandIn) has the
+// trees of its side here.
 func jobTrees(j *dtnflowv1alpha1.TransferJob) []optimizer.Tree {
 	src, dst := jobEndpointKeys(j)
 	trees := make([]optimizer.Tree, 0, 2*len(j.Spec.Source.Paths))
@@ -609,7 +609,11 @@ func filesWaitMessage(a optimizer.Admission, me *groupMember, members []*groupMe
 			}
 		}
 	}
-	return fmt.Sprintf("waits for the files of TransferJob %s%s; position %d, higher priority first, then first come first served", a.FilesOf, where, a.Position)
+	who := "TransferJob " + a.FilesOf
+	if strings.HasPrefix(a.FilesOf, remoteTransferKind+" ") {
+		who = a.FilesOf + " (a peer site's job)"
+	}
+	return fmt.Sprintf("waits for the files of %s%s; position %d, higher priority first, then first come first served", who, where, a.Position)
 }
 
 // queueReason is status.queue.reason for an admission that waits.

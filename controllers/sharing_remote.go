@@ -48,11 +48,15 @@ func remoteStandIn(rt *dtnflowv1alpha1.RemoteTransfer) *dtnflowv1alpha1.Transfer
 	// the peer's end: a key with a '/', so no local endpoint's limits apply to it,
 	// and a path of its own
 	peerSite, peerEndpoint := "peer-"+rt.Namespace, rt.Spec.Origin.Namespace+"."+rt.Spec.Origin.Name
+	// and the trees it uses here (jobTrees): a Destination side writes anywhere under
+	// its path (the source paths that land there are the peer's), a Source side reads
+	// its paths
 	if rt.Spec.Side == dtnflowv1alpha1.RemoteSideDestination {
 		job.Spec.Source.Site, job.Spec.Source.Endpoint = peerSite, peerEndpoint
-		job.Spec.Destination.Endpoint = rt.Spec.Endpoint
+		job.Spec.Source.Paths = []dtnflowv1alpha1.RelativePath{"."}
+		job.Spec.Destination.Endpoint, job.Spec.Destination.Path = rt.Spec.Endpoint, rt.Spec.Path
 	} else {
-		job.Spec.Source.Endpoint = rt.Spec.Endpoint
+		job.Spec.Source.Endpoint, job.Spec.Source.Paths = rt.Spec.Endpoint, rt.Spec.Paths
 		job.Spec.Destination.Site, job.Spec.Destination.Endpoint = peerSite, peerEndpoint
 	}
 	if c := meta.FindStatusCondition(rt.Status.Conditions, dtnflowv1alpha1.ConditionQueued); c != nil {
