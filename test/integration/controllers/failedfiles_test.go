@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
@@ -16,19 +17,31 @@ import (
 	"github.com/dtnflow/dtnflow/controllers"
 )
 
-// TestFailedFilesReadableAfterwards: a job that fails on some of its files keeps them in
-// status — the count in progress.filesFailed, the first 20 with their own errors in
-// status.failedFiles, whatever their names (a quoted non-UTF-8 name, a path longer than
-// the field, cut) — as the API server stores it, after the agents are gone.
-func TestFailedFilesReadableAfterwards(t *testing.T) {
+// transferringOneStripe starts a manager and a job of one stripe, Fixed, named name
+// (change, when not nil, edits its spec first), and returns the clock and the job once
+// its agents run.
+func transferringOneStripe(t *testing.T, name string, change func(*dtnflowv1alpha1.TransferJobSpec)) (*clocktesting.FakeClock, *dtnflowv1alpha1.TransferJob) {
+	t.Helper()
 	clk := newClock()
 	startManager(t, clk, managerOptions{})
 	src, dst := newSite(t, "src", siteOptions{}), newSite(t, "dst", siteOptions{})
 	ns := createNamespace(t, nil)
 	spec := jobSpec(src, dst)
 	spec.Tuning = dtnflowv1alpha1.TransferTuning{Mode: dtnflowv1alpha1.TuningFixed, Fixed: &dtnflowv1alpha1.FixedTuning{Nodes: 1, StripesPerNode: 1, StreamsPerStripe: 4, Concurrency: 2, Pipelining: 8}}
-	job := createJob(t, ns, "partly-unreadable", spec)
+	if change != nil {
+		change(&spec)
+	}
+	job := createJob(t, ns, name, spec)
 	startTransfer(t, job)
+	return clk, job
+}
+
+// TestFailedFilesReadableAfterwards: a job that fails on some of its files keeps them in
+// status — the count in progress.filesFailed, the first 20 with their own errors in
+// status.failedFiles, whatever their names (a quoted non-UTF-8 name, a path longer than
+// the field, cut) — as the API server stores it, after the agents are gone.
+func TestFailedFilesReadableAfterwards(t *testing.T) {
+	clk, job := transferringOneStripe(t, "partly-unreadable", nil)
 
 	failed := []contract.FailedFile{
 		{Path: `"runs/bad\xfe.dat"`, Error: "open: permission denied"},
@@ -62,15 +75,9 @@ func TestFailedFilesReadableAfterwards(t *testing.T) {
 // listed and counted, the kstatus conditions reading it as ended and not Ready, and its
 // agents stopped.
 func TestSkippedSourceFilesEndPartiallyComplete(t *testing.T) {
-	clk := newClock()
-	startManager(t, clk, managerOptions{})
-	src, dst := newSite(t, "src", siteOptions{}), newSite(t, "dst", siteOptions{})
-	ns := createNamespace(t, nil)
-	spec := jobSpec(src, dst)
-	spec.SourceErrors = dtnflowv1alpha1.SourceErrorsSkip
-	spec.Tuning = dtnflowv1alpha1.TransferTuning{Mode: dtnflowv1alpha1.TuningFixed, Fixed: &dtnflowv1alpha1.FixedTuning{Nodes: 1, StripesPerNode: 1, StreamsPerStripe: 4, Concurrency: 2, Pipelining: 8}}
-	job := createJob(t, ns, "skips-unreadable", spec)
-	startTransfer(t, job)
+	clk, job := transferringOneStripe(t, "skips-unreadable", func(spec *dtnflowv1alpha1.TransferJobSpec) {
+		spec.SourceErrors = dtnflowv1alpha1.SourceErrorsSkip
+	})
 	eventually(t, func(g Gomega) {
 		g.Expect(strings.Join(listAgents(g, job).coordinator.Spec.Containers[0].Args, " ")).To(ContainSubstring("--source-errors Skip"))
 	})
@@ -108,14 +115,7 @@ func TestSkippedSourceFilesEndPartiallyComplete(t *testing.T) {
 // named in the Complete condition's message — so that its user sees what the paths
 // held beyond the files moved.
 func TestEntriesNotMovedAreInTheCompleteJob(t *testing.T) {
-	clk := newClock()
-	startManager(t, clk, managerOptions{})
-	src, dst := newSite(t, "src", siteOptions{}), newSite(t, "dst", siteOptions{})
-	ns := createNamespace(t, nil)
-	spec := jobSpec(src, dst)
-	spec.Tuning = dtnflowv1alpha1.TransferTuning{Mode: dtnflowv1alpha1.TuningFixed, Fixed: &dtnflowv1alpha1.FixedTuning{Nodes: 1, StripesPerNode: 1, StreamsPerStripe: 4, Concurrency: 2, Pipelining: 8}}
-	job := createJob(t, ns, "holds-links", spec)
-	startTransfer(t, job)
+	clk, job := transferringOneStripe(t, "holds-links", nil)
 
 	// a first path long enough that the Complete message passes the 1024 bytes an
 	// Event's note may hold: the Event is still written, its note cut
@@ -138,7 +138,7 @@ func TestEntriesNotMovedAreInTheCompleteJob(t *testing.T) {
 		g.Expect(j.Status.Progress.EntriesNotMoved).To(Equal(int64(2)))
 		g.Expect(j.Status.Progress.FilesSkipped).To(BeZero())
 		var events eventsv1.EventList
-		g.Expect(env.Client.List(context.Background(), &events, client.InNamespace(ns))).To(Succeed())
+		g.Expect(env.Client.List(context.Background(), &events, client.InNamespace(job.Namespace))).To(Succeed())
 		notes := map[string]string{}
 		for _, e := range events.Items {
 			if e.Regarding.Name == job.Name {
