@@ -60,7 +60,7 @@ type frameMAC struct {
 	scratch []byte
 	iv      [16]byte
 	// fixed is the data of the last fixed frame (Writer.WriteFixedFrame) and
-	// fixedHash its GHASH: the same bytes hash the same under every nonce.
+	// fixedHash its GHASH (dataTag).
 	fixed     []byte
 	fixedHash [16]byte
 }
@@ -106,36 +106,16 @@ func (m *frameMAC) crypt(dst, src []byte, part byte, n uint64) {
 }
 
 // sum appends the tag of the next frame to dst. withData false leaves the data out of
-// the tag (FlagDataOutsideTag).
-func (m *frameMAC) sum(dst, hdr, meta, data []byte, withData bool) []byte {
+// the tag (FlagDataOutsideTag); fixed says data is the same bytes whenever the same
+// slice comes again (a generated block never changed, Writer.WriteFixedFrame).
+func (m *frameMAC) sum(dst, hdr, meta, data []byte, withData, fixed bool) []byte {
 	binary.BigEndian.PutUint64(m.nonce[4:], m.counter)
 	m.counter++
 	var inner []byte
 	if withData && len(data) > 0 {
 		m.nonce[0] = nonceData
-		inner = m.gmac(m.inner[:0], data)
+		inner = m.dataTag(data, fixed)
 	}
-	return m.outer(dst, hdr, meta, inner)
-}
-
-// sumFixed is sum for data the caller promises is the same bytes whenever the same
-// slice comes again (a generated block it never changes): its GHASH is taken once.
-func (m *frameMAC) sumFixed(dst, hdr, meta, data []byte) []byte {
-	if m.wide == nil || len(data) == 0 {
-		return m.sum(dst, hdr, meta, data, true)
-	}
-	binary.BigEndian.PutUint64(m.nonce[4:], m.counter)
-	m.counter++
-	if len(m.fixed) != len(data) || &m.fixed[0] != &data[0] {
-		m.fixed, m.fixedHash = data, m.wide.hash(data)
-	}
-	m.nonce[0] = nonceData
-	inner := m.wide.finish(m.inner[:0], &m.nonce, &m.fixedHash)
-	return m.outer(dst, hdr, meta, inner)
-}
-
-// outer appends the frame's tag over its header, meta and inner tag to dst.
-func (m *frameMAC) outer(dst, hdr, meta, inner []byte) []byte {
 	m.nonce[0] = nonceFrame
 	m.scratch = append(append(append(m.scratch[:0], hdr...), meta...), inner...)
 	out := m.gmac(dst, m.scratch)
@@ -143,6 +123,19 @@ func (m *frameMAC) outer(dst, hdr, meta, inner []byte) []byte {
 		m.scratch = nil // a large control frame (a summary) need not pin its buffer
 	}
 	return out
+}
+
+// dataTag is the GMAC of a frame's data under m.nonce, in m.inner. A fixed slice's
+// GHASH is taken once and kept while the same slice comes again: a GMAC tag is the
+// GHASH of the data, which the nonce does not change, XORed with the encrypted nonce.
+func (m *frameMAC) dataTag(data []byte, fixed bool) []byte {
+	if !fixed || m.wide == nil {
+		return m.gmac(m.inner[:0], data)
+	}
+	if len(m.fixed) != len(data) || &m.fixed[0] != &data[0] {
+		m.fixed, m.fixedHash = data, m.wide.hash(data)
+	}
+	return m.wide.finish(m.inner[:0], &m.nonce, &m.fixedHash)
 }
 
 // gmac appends GMAC(k, m.nonce, aad) to dst.
@@ -156,7 +149,7 @@ func (m *frameMAC) gmac(dst, aad []byte) []byte {
 // check reports whether tag is the next frame's tag.
 func (m *frameMAC) check(tag, hdr, meta, data []byte, withData bool) bool {
 	var want [TagSize]byte
-	return subtle.ConstantTimeCompare(m.sum(want[:0], hdr, meta, data, withData), tag) == 1
+	return subtle.ConstantTimeCompare(m.sum(want[:0], hdr, meta, data, withData, false), tag) == 1
 }
 
 // Conn is a connection after the handshake: every frame written through it carries a

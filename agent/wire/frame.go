@@ -362,12 +362,8 @@ func (w *Writer) writeFrame(t Type, flags Flags, meta, data []byte, fixed bool) 
 			data = w.enc[:len(data)]
 		}
 	}
-	var tag []byte
-	if fixed && !w.encrypt && flags&FlagDataOutsideTag == 0 {
-		tag = w.mac.sumFixed(w.tag[:0], w.buf[:HeaderSize], meta, data)
-	} else {
-		tag = w.mac.sum(w.tag[:0], w.buf[:HeaderSize], meta, data, flags&FlagDataOutsideTag == 0)
-	}
+	// encrypted data differs frame by frame, fixed or not
+	tag := w.mac.sum(w.tag[:0], w.buf[:HeaderSize], meta, data, flags&FlagDataOutsideTag == 0, fixed && !w.encrypt)
 	if len(data) < 32<<10 {
 		w.buf = append(append(w.buf, data...), tag...)
 		_, err := w.w.Write(w.buf)

@@ -29,7 +29,7 @@ func (w *Writer) WriteFrameFile(t Type, flags Flags, meta []byte, f *os.File, of
 	w.buf = w.buf[:HeaderSize]
 	PutHeader(w.buf, h)
 	w.buf = append(w.buf, meta...)
-	tag := w.mac.sum(w.tag[:0], w.buf[:HeaderSize], meta, nil, false)
+	tag := w.mac.sum(w.tag[:0], w.buf[:HeaderSize], meta, nil, false, false)
 	if w.zc != nil {
 		if err := w.zc.sendMore(w.buf); err != nil {
 			return err
