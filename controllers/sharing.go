@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -585,28 +586,19 @@ func jobTrees(j *dtnflowv1alpha1.TransferJob) []optimizer.Tree {
 	return trees
 }
 
-// filesWaitMessage says which job's files a job waits for, naming the first tree where
-// they meet.
+// filesWaitMessage says which job's files a job waits for, naming the first trees
+// where they meet.
 func filesWaitMessage(a optimizer.Admission, me *groupMember, members []*groupMember) string {
-	where := ""
-	for _, m := range members {
-		if m.key != a.FilesOf {
-			continue
+	verb := func(t optimizer.Tree) string {
+		if t.Writes {
+			return "writes"
 		}
-		for _, t := range me.trees {
-			for _, u := range m.trees {
-				if t.Overlaps(u) && where == "" {
-					verb := "reads"
-					if u.Writes {
-						verb = "writes"
-					}
-					mine := "reads"
-					if t.Writes {
-						mine = "writes"
-					}
-					where = fmt.Sprintf(": it %s %s at endpoint %s, where this job %s %s", verb, u.Path, u.Endpoint, mine, t.Path)
-				}
-			}
+		return "reads"
+	}
+	where := ""
+	if i := slices.IndexFunc(members, func(m *groupMember) bool { return m.key == a.FilesOf }); i >= 0 {
+		if t, u, ok := optimizer.Overlap(me.trees, members[i].trees); ok {
+			where = fmt.Sprintf(": it %s %s at endpoint %s, where this job %s %s", verb(u), u.Path, u.Endpoint, verb(t), t.Path)
 		}
 	}
 	who := "TransferJob " + a.FilesOf

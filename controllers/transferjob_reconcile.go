@@ -132,9 +132,9 @@ func (r *TransferJobReconciler) reconcileJob(ctx context.Context, p *pass) error
 		p.timing(func(t *dtnflowv1alpha1.TransferTimings) **int64 { return &t.FirstByteMilliseconds }, *rep.FirstByteTime)
 	}
 	if rep := obs.report; rep != nil {
-		p.st.FailedFiles = failedFilesFrom(p.st.FailedFiles, rep)
-		p.st.SkippedFiles = skippedFilesFrom(p.st.SkippedFiles, rep)
-		p.st.NotMoved = notMovedFrom(p.st.NotMoved, rep)
+		p.st.FailedFiles = unionFiles(p.st.FailedFiles, rep.FailedFiles)
+		p.st.SkippedFiles = unionFiles(p.st.SkippedFiles, rep.SkippedFiles)
+		p.st.NotMoved = unionFiles(p.st.NotMoved, rep.NotMoved)
 		switch rep.Phase {
 		case contract.PhaseComplete, contract.PhasePartiallyComplete:
 			return r.complete(ctx, p)

@@ -290,34 +290,10 @@ func describeShape(s dtnflowv1alpha1.PlanShape) string {
 	return fmt.Sprintf("%d node(s) × %d stripe(s) × %d stream(s)", s.Nodes, s.Stripes, s.StreamsPerStripe)
 }
 
-// failedFilesFrom adds a report's failed files to those the status lists: a replaced
-// coordinator starts its list again, so the union by path, in the order first seen,
-// bounded like the API field, each text cut to the field's length.
-func failedFilesFrom(prev []dtnflowv1alpha1.FailedFile, rep *contract.Report) []dtnflowv1alpha1.FailedFile {
-	if rep == nil {
-		return prev
-	}
-	return unionFiles(prev, rep.FailedFiles)
-}
-
-// skippedFilesFrom is failedFilesFrom for the files skipped at the source
-// (status.skippedFiles).
-func skippedFilesFrom(prev []dtnflowv1alpha1.FailedFile, rep *contract.Report) []dtnflowv1alpha1.FailedFile {
-	if rep == nil {
-		return prev
-	}
-	return unionFiles(prev, rep.SkippedFiles)
-}
-
-// notMovedFrom is failedFilesFrom for the source entries that are not files the job
-// moves (status.notMoved).
-func notMovedFrom(prev []dtnflowv1alpha1.FailedFile, rep *contract.Report) []dtnflowv1alpha1.FailedFile {
-	if rep == nil {
-		return prev
-	}
-	return unionFiles(prev, rep.NotMoved)
-}
-
+// unionFiles adds a report's list of files (failed, skipped at the source, not moved)
+// to the one the status keeps: a replaced coordinator starts its lists again, so the
+// union by path, in the order first seen, bounded like the API field, each text cut to
+// the field's length.
 func unionFiles(prev []dtnflowv1alpha1.FailedFile, files []contract.FailedFile) []dtnflowv1alpha1.FailedFile {
 	if len(files) == 0 {
 		return prev

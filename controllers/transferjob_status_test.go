@@ -304,7 +304,10 @@ func TestNotMovedMessage(t *testing.T) {
 	}
 }
 
-func TestFailedFilesFrom(t *testing.T) {
+// TestUnionFiles: the status's lists of files (failed, skipped, not moved) take a
+// report's by path in the order first seen, bounded and cut like the API fields. Which
+// list of the report goes to which field, the integration tests check (failedfiles_test.go).
+func TestUnionFiles(t *testing.T) {
 	ff := func(paths ...string) []contract.FailedFile {
 		var out []contract.FailedFile
 		for _, p := range paths {
@@ -319,7 +322,7 @@ func TestFailedFilesFrom(t *testing.T) {
 		}
 		return out
 	}
-	first := failedFilesFrom(nil, &contract.Report{FailedFiles: ff("a", "b")})
+	first := unionFiles(nil, ff("a", "b"))
 	if got := paths(first); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("first report: %v", got)
 	}
@@ -327,28 +330,22 @@ func TestFailedFilesFrom(t *testing.T) {
 		t.Errorf("error %q", first[0].Error)
 	}
 	// a replaced coordinator reports b again, then c
-	second := failedFilesFrom(first, &contract.Report{FailedFiles: ff("b", "c")})
+	second := unionFiles(first, ff("b", "c"))
 	if got := paths(second); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("after a replaced coordinator: %v", got)
 	}
-	if got := paths(failedFilesFrom(second, nil)); !slices.Equal(got, paths(second)) {
-		t.Errorf("no report changed the list: %v", got)
+	if got := paths(unionFiles(second, nil)); !slices.Equal(got, paths(second)) {
+		t.Errorf("an empty list in the report changed the status's: %v", got)
 	}
 	var many []string
 	for i := range 2 * contract.MaxFailedFiles {
 		many = append(many, fmt.Sprintf("f%03d", i))
 	}
-	if got := paths(skippedFilesFrom(first, &contract.Report{FailedFiles: ff("x"), SkippedFiles: ff("b", "s")})); !slices.Equal(got, []string{"a", "b", "s"}) {
-		t.Errorf("skipped files are taken from the report's own list: %v", got)
-	}
-	if got := paths(notMovedFrom(first, &contract.Report{SkippedFiles: ff("x"), NotMoved: ff("a", "n")})); !slices.Equal(got, []string{"a", "b", "n"}) {
-		t.Errorf("entries not moved are taken from the report's own list: %v", got)
-	}
-	bounded := failedFilesFrom(second, &contract.Report{FailedFiles: ff(many...)})
+	bounded := unionFiles(second, ff(many...))
 	if len(bounded) != contract.MaxFailedFiles || bounded[3].Path != "f000" {
 		t.Fatalf("bounded list %v, want %d starting a b c f000", paths(bounded), contract.MaxFailedFiles)
 	}
-	long := failedFilesFrom(nil, &contract.Report{FailedFiles: []contract.FailedFile{{Path: strings.Repeat("p", 5000), Error: strings.Repeat("e", 5000)}}})
+	long := unionFiles(nil, []contract.FailedFile{{Path: strings.Repeat("p", 5000), Error: strings.Repeat("e", 5000)}})
 	if len(long[0].Path) != contract.MaxFailedPath || len(long[0].Error) != contract.MaxFailedError || !strings.HasSuffix(long[0].Path, "...") {
 		t.Errorf("long texts cut to %d/%d bytes, want %d/%d ending in ...", len(long[0].Path), len(long[0].Error), contract.MaxFailedPath, contract.MaxFailedError)
 	}

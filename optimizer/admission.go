@@ -50,16 +50,23 @@ func (t Tree) Overlaps(u Tree) bool {
 	return a == b || a == "/" || b == "/" || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
 }
 
-// treesOverlap says whether any tree of a overlaps any tree of b.
-func treesOverlap(a, b []Tree) bool {
+// Overlap finds the first tree of a that overlaps a tree of b (Tree.Overlaps), and
+// that tree of b.
+func Overlap(a, b []Tree) (Tree, Tree, bool) {
 	for _, t := range a {
 		for _, u := range b {
 			if t.Overlaps(u) {
-				return true
+				return t, u, true
 			}
 		}
 	}
-	return false
+	return Tree{}, Tree{}, false
+}
+
+// treesOverlap says whether any tree of a overlaps any tree of b.
+func treesOverlap(a, b []Tree) bool {
+	_, _, ok := Overlap(a, b)
+	return ok
 }
 
 // FilesLink is Admission.WaitingFor of a job that waits for another job's files.
