@@ -230,8 +230,11 @@ func (c *Conn) Writer() *Writer { return c.w }
 func (c *Conn) Reader(bufSize int) *Reader {
 	c.readOnce.Do(func() {
 		var src io.Reader = c.Conn
+		if c.zc != nil {
+			src = socketReader{r: c.Conn, zc: c.zc}
+		}
 		if c.first != nil {
-			src = &checkedReader{r: c.Conn, check: c.first}
+			src = &checkedReader{r: src, check: c.first}
 		}
 		br := bufio.NewReaderSize(src, bufSize)
 		c.r = newReader(br, c.recv)

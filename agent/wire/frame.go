@@ -200,6 +200,11 @@ func (r *Reader) Next() (Header, []byte, error) {
 	if err != nil {
 		return Header{}, nil, err
 	}
+	if r.zc != nil && r.zc.br != nil {
+		// What the frame still owes past the header, less what the buffer already holds
+		// (a checked header's lengths are bounded: the peer has committed to sending them).
+		r.zc.owe(int64(h.MetaLen) + int64(h.DataLen) + TagSize - int64(r.zc.br.Buffered()))
+	}
 	if cap(r.meta) < int(h.MetaLen) {
 		r.meta = make([]byte, h.MetaLen) // h.MetaLen is bounded by Check
 	}

@@ -166,13 +166,13 @@ func TestSpliceDataTakesWhatArrives(t *testing.T) {
 }
 
 // TestSpliceDataWritesBeforeItWaits: nothing goes into the file while another writer
-// holds the write lock; what has arrived of a block is in the file while the reader
-// waits for the rest, and the write lock is free meanwhile (it is held to write, never
-// to wait on the socket).
+// holds the write lock; what has arrived of a block (more than the socket's low-water
+// mark) is in the file while the reader waits for the rest, and the write lock is free
+// meanwhile (it is held to write, never to wait on the socket).
 func TestSpliceDataWritesBeforeItWaits(t *testing.T) {
 	g := NewWithT(t)
 	rng := rand.New(rand.NewPCG(7, 7))
-	stream, data := uncheckedBlocks(t, rng, []int{1 << 20})
+	stream, data := uncheckedBlocks(t, rng, []int{2 * maxLowWater})
 	raw, conn := splicePair(t)
 	f, err := os.Create(filepath.Join(t.TempDir(), "dst"))
 	if err != nil {
@@ -190,8 +190,11 @@ func TestSpliceDataWritesBeforeItWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Eventually(func() int { return unread(t, conn) }).WithTimeout(10*time.Second).WithPolling(time.Millisecond).Should(BeZero(), "the header read")
-	headerAndHalf := HeaderSize + blockMetaSize + len(data)/2
-	if _, err := raw.Write(stream[HeaderSize+blockMetaSize : headerAndHalf]); err != nil {
+	// More than the reader's low-water mark ever holds back, so that the socket wakes
+	// the reader for it.
+	arrived := maxLowWater + 64<<10
+	headerAndArrived := HeaderSize + blockMetaSize + arrived
+	if _, err := raw.Write(stream[HeaderSize+blockMetaSize : headerAndArrived]); err != nil {
 		t.Fatal(err)
 	}
 	size := func() int64 {
@@ -203,17 +206,17 @@ func TestSpliceDataWritesBeforeItWaits(t *testing.T) {
 	}
 	g.Consistently(size).WithTimeout(100*time.Millisecond).Should(BeZero(), "nothing written while the lock is held")
 	lock.Unlock()
-	half := data[:len(data)/2]
+	firstPart := data[:arrived]
 	g.Eventually(func() []byte {
-		b := make([]byte, len(half))
+		b := make([]byte, len(firstPart))
 		n, _ := f.ReadAt(b, 0)
 		return b[:n]
-	}).WithTimeout(10*time.Second).WithPolling(time.Millisecond).Should(Equal(half), "the half that arrived, in the file before the rest comes")
+	}).WithTimeout(10*time.Second).WithPolling(time.Millisecond).Should(Equal(firstPart), "what arrived, in the file before the rest comes")
 	g.Eventually(lock.TryLock).WithTimeout(10*time.Second).WithPolling(time.Millisecond).Should(BeTrue(), "the write lock, free while the reader waits")
 	lock.Unlock()
 	g.Consistently(done).WithTimeout(50 * time.Millisecond).ShouldNot(Receive())
 
-	if _, err := raw.Write(stream[headerAndHalf:]); err != nil {
+	if _, err := raw.Write(stream[headerAndArrived:]); err != nil {
 		t.Fatal(err)
 	}
 	g.Eventually(done).WithTimeout(time.Minute).Should(Receive(BeNil()))
