@@ -34,6 +34,10 @@ func lowWaterOf(t *testing.T, conn *Conn) (mark, rcvbuf int) {
 func TestReaderWakesForWhatTheFrameOwes(t *testing.T) {
 	g := NewWithT(t)
 	raw, conn := splicePair(t)
+	// A receive buffer smaller than the frame, so that the buffer bounds the mark.
+	if err := conn.NetConn().(*net.TCPConn).SetReadBuffer(256 << 10); err != nil {
+		t.Fatal(err)
+	}
 	var buf bytes.Buffer
 	w, _ := pair(&buf, nil)
 	data := bytes.Repeat([]byte{0x5a}, 1<<20)
