@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -61,7 +63,7 @@ func TestReaderWakesForWhatTheFrameOwes(t *testing.T) {
 		dst := make([]byte, len(data))
 		err := r.ReadData(dst)
 		if err == nil && !bytes.Equal(dst, data) {
-			err = os.ErrInvalid
+			err = errors.New("the data read differs from the data sent")
 		}
 		got <- err
 		_, _, err = r.Next() // waits for a header that does not come yet
@@ -133,7 +135,7 @@ func TestReaderNeverWaitsPastTheFrame(t *testing.T) {
 			go func() {
 				h, _, err := r.Next()
 				if err == nil && h.DataLen != uint32(n) {
-					err = os.ErrInvalid
+					err = fmt.Errorf("a frame of %d bytes of data, want %d", h.DataLen, n)
 				}
 				if err != nil {
 					done <- err
@@ -143,18 +145,18 @@ func TestReaderNeverWaitsPastTheFrame(t *testing.T) {
 				case "read":
 					dst := make([]byte, n)
 					if err = r.ReadData(dst); err == nil && !bytes.Equal(dst, data) {
-						err = os.ErrInvalid
+						err = errors.New("the data read differs from the data sent")
 					}
 				case "splice":
 					if err = f.Truncate(0); err == nil {
 						err = r.SpliceData(f, 0, nil)
 					}
 					if got, rerr := os.ReadFile(f.Name()); err == nil && (rerr != nil || !bytes.Equal(got, data)) {
-						err = os.ErrInvalid
+						err = errors.New("the spliced file differs from the data sent")
 					}
 				case "skip":
 					if h, _, err = r.Next(); err == nil && h.Type != TypeChunkEnd {
-						err = os.ErrInvalid
+						err = fmt.Errorf("frame type %d after the skipped frame, want its ChunkEnd", h.Type)
 					}
 				}
 				done <- err
