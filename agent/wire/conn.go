@@ -231,7 +231,7 @@ func (c *Conn) Reader(bufSize int) *Reader {
 	c.readOnce.Do(func() {
 		var src io.Reader = c.Conn
 		if c.zc != nil {
-			src = socketReader{r: c.Conn, zc: c.zc}
+			src = socketReader{zc: c.zc}
 		}
 		if c.first != nil {
 			src = &checkedReader{r: src, check: c.first}

@@ -188,3 +188,73 @@ func TestReaderNeverWaitsPastTheFrame(t *testing.T) {
 		f.Close()
 	}
 }
+
+// TestReaderThatNeedNotWaitSetsNoMark: frames already whole in the socket are read
+// without touching its low-water mark — the mark matters only to a reader that waits,
+// and setting it at every read cost a small file four system calls at the receiver.
+func TestReaderThatNeedNotWaitSetsNoMark(t *testing.T) {
+	g := NewWithT(t)
+	raw, conn := splicePair(t)
+	if err := conn.NetConn().(*net.TCPConn).SetReadBuffer(4 << 20); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, _ := pair(&buf, nil)
+	var frames [][]byte
+	for i, n := range []int{64 << 10, 100_000, 256 << 10} {
+		data := bytes.Repeat([]byte{byte(i + 1)}, n)
+		frames = append(frames, data)
+		meta := BlockMeta{Chunk: 1, Offset: uint64(i)}.Put(make([]byte, blockMetaSize))
+		if err := w.WriteFrame(TypeBlock, meta, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	whole := buf.Len()
+	if _, err := raw.Write(buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := conn.NetConn().(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Eventually(func() (queued int) {
+		sc.Control(func(fd uintptr) { queued, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+		return queued
+	}).WithTimeout(10*time.Second).WithPolling(time.Millisecond).Should(Equal(whole), "every frame in the socket before the reader starts")
+
+	untouched, _ := lowWaterOf(t, conn) // the kernel's default (0 on some kernels: one byte)
+	r := conn.Reader(4096)
+	for i, data := range frames {
+		h, _, err := r.Next()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		dst := make([]byte, h.DataLen)
+		if err := r.ReadData(dst); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if !bytes.Equal(dst, data) {
+			t.Fatalf("frame %d: the data read differs from the data sent", i)
+		}
+		mark, _ := lowWaterOf(t, conn)
+		g.Expect(mark).To(Equal(untouched), "the mark after frame %d, read without waiting", i)
+	}
+}
+
+// TestReaderErrorNamesTheConnection: the reader reads the socket itself, and a failed
+// read still says which connection failed and why, as a net.Conn's would.
+func TestReaderErrorNamesTheConnection(t *testing.T) {
+	raw, conn := splicePair(t)
+	if err := raw.SetLinger(0); err != nil { // closing resets the connection
+		t.Fatal(err)
+	}
+	raw.Close()
+	_, _, err := conn.Reader(4096).Next()
+	if !errors.Is(err, unix.ECONNRESET) {
+		t.Fatalf("reading a reset connection: %v, want ECONNRESET", err)
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Addr.String() != conn.RemoteAddr().String() || op.Source.String() != conn.LocalAddr().String() {
+		t.Fatalf("%q does not name the connection %s -> %s", err, conn.LocalAddr(), conn.RemoteAddr())
+	}
+}

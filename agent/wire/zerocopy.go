@@ -73,20 +73,13 @@ func (r *Reader) SpliceData(dst *os.File, off int64, lock sync.Locker) error {
 	return r.finish(nil)
 }
 
-// socketReader is the kernel socket under a Reader's buffer. Before each read it sets
-// the socket's low-water mark to what the frame in hand still owes (zeroCopy.awaitDue),
-// and it counts what the read delivered against that.
-type socketReader struct {
-	r  io.Reader
-	zc *zeroCopy
-}
+// socketReader is the kernel socket under a Reader's buffer: it reads the socket
+// itself (zeroCopy.read), so that it can set the socket's low-water mark to what the
+// frame in hand still owes just before it waits, and it counts what each read delivered
+// against that.
+type socketReader struct{ zc *zeroCopy }
 
-func (s socketReader) Read(p []byte) (int, error) {
-	s.zc.awaitDue()
-	n, err := s.r.Read(p)
-	s.zc.delivered(int64(n))
-	return n, err
-}
+func (s socketReader) Read(p []byte) (int, error) { return s.zc.read(p) }
 
 // noLock is the lock of a destination nobody else writes (a sink).
 type noLock struct{}

@@ -15,8 +15,9 @@ import (
 // zeroCopy is a kernel socket's state for the zero-copy paths: its raw descriptor, the
 // reader's buffer, and a pipe for splicing, made when first needed.
 type zeroCopy struct {
-	raw syscall.RawConn
-	br  *bufio.Reader
+	conn net.Conn // for the addresses a read's error names
+	raw  syscall.RawConn
+	br   *bufio.Reader
 
 	mu   sync.Mutex
 	pipe [2]int
@@ -42,7 +43,7 @@ func newZeroCopy(c net.Conn) *zeroCopy {
 	if err != nil {
 		return nil
 	}
-	return &zeroCopy{raw: raw, pipe: [2]int{-1, -1}, lowWater: 1}
+	return &zeroCopy{conn: c, raw: raw, pipe: [2]int{-1, -1}, lowWater: 1}
 }
 
 // owe says how many bytes of the frame in hand have yet to come from the socket.
@@ -58,36 +59,73 @@ const maxLowWater = 1 << 20
 
 // awaitDue sets the socket's low-water mark to the bytes the reader is owed (due,
 // within maxLowWater), so that the socket wakes the reader once they are there instead
-// of at every segment. The mark is never more than the peer has committed to send: a
-// mark past the end of what comes would leave the reader asleep until the peer
-// closes. It is also never more than a quarter of the socket's receive buffer: a mark
-// whose room in memory (the mark over the ratio of the segments' payload to the memory
-// they take) passes the buffer makes the kernel grow the buffer and clamp the TCP window
-// to the mark (tcp_set_rcvlowat), which would hold back a long path's window until
-// autotuning grows the buffer past it. A quarter leaves room for segments that take up
-// to four times their payload; an eighth cost one loopback stream 14–17 % of its rate
-// in an A/B run (its buffer grows to 18 MB, but not at once). Autotuning grows the
-// buffer, and the mark follows. Failing to set it only costs wake-ups.
-func (z *zeroCopy) awaitDue() {
+// of at every segment. It is called with the socket's descriptor just before the reader
+// waits, and only then: a read that does not wait returns what the socket holds
+// whatever the mark, so a mark set at every read (four system calls a frame, a third of
+// what a small file cost the receiver) bought nothing where the reader is behind the
+// wire. The mark is never more than the peer has committed to send: a mark past the end
+// of what comes would leave the reader asleep until the peer closes. It is also never
+// more than a quarter of the socket's receive buffer: a mark whose room in memory (the
+// mark over the ratio of the segments' payload to the memory they take) passes the
+// buffer makes the kernel grow the buffer and clamp the TCP window to the mark
+// (tcp_set_rcvlowat), which would hold back a long path's window until autotuning grows
+// the buffer past it. A quarter leaves room for segments that take up to four times
+// their payload; an eighth cost one loopback stream 14–17 % of its rate in an A/B run
+// (its buffer grows to 18 MB, but not at once). Autotuning grows the buffer, and the
+// mark follows. A mark left from an earlier wait does nothing to reads that do not wait,
+// and is set again before the next wait. Failing to set it only costs wake-ups.
+func (z *zeroCopy) awaitDue(fd int) {
 	want := int(min(max(z.due, 1), maxLowWater))
 	if want == z.lowWater {
 		return
 	}
-	z.raw.Control(func(fd uintptr) {
-		if want > 1 {
-			rcvbuf, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
-			if err != nil {
-				return
-			}
-			want = max(1, min(want, rcvbuf/4))
-			if want == z.lowWater {
-				return
+	if want > 1 {
+		rcvbuf, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		if err != nil {
+			return
+		}
+		want = max(1, min(want, rcvbuf/4))
+		if want == z.lowWater {
+			return
+		}
+	}
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, want) == nil {
+		z.lowWater = want
+	}
+}
+
+// read reads the socket into p, what a net.Conn's Read does, setting the low-water mark
+// (awaitDue) only when the socket has nothing and the reader is about to wait.
+func (z *zeroCopy) read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var rerr error
+	err := z.raw.Read(func(fd uintptr) bool {
+		for {
+			n, rerr = unix.Read(int(fd), p)
+			if rerr != unix.EINTR {
+				break
 			}
 		}
-		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, want) == nil {
-			z.lowWater = want
+		if rerr == unix.EAGAIN {
+			z.awaitDue(int(fd))
+			return false
 		}
+		return true
 	})
+	switch {
+	case err != nil:
+		return 0, err
+	case rerr != nil:
+		local := z.conn.LocalAddr()
+		return 0, &net.OpError{Op: "read", Net: local.Network(), Source: local, Addr: z.conn.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
+	case n == 0:
+		return 0, io.EOF
+	}
+	z.delivered(int64(n))
+	return n, nil
 }
 
 func (z *zeroCopy) close() {
@@ -215,10 +253,13 @@ func (z *zeroCopy) splice(dst *os.File, off, n int64, lock sync.Locker) error {
 func (z *zeroCopy) fill(want int64, mayWait bool) (int64, error) {
 	var moved int64
 	var serr error
-	z.awaitDue()
 	err := z.raw.Read(func(fd uintptr) bool {
 		moved, serr = unix.Splice(int(fd), nil, z.pipe[1], nil, int(want), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-		return serr != unix.EAGAIN || !mayWait
+		if serr == unix.EAGAIN && mayWait {
+			z.awaitDue(int(fd))
+			return false
+		}
+		return true
 	})
 	switch {
 	case err != nil:
