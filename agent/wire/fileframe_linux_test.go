@@ -1,0 +1,166 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// fileFramePair is a Conn whose writer sends over a kernel TCP socket (so that its
+// file-backed frames go by sendfile) and the raw socket at the other end.
+func fileFramePair(t *testing.T) (conn *Conn, far net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if far = <-accepted; far == nil {
+		t.Fatal("accept failed")
+	}
+	key := bytes.Repeat([]byte{7}, 32) // pair's key
+	conn = NewConn(c, Keys{MAC: key}, Keys{MAC: key})
+	if conn.zc == nil {
+		t.Fatal("a TCP connection without its zero-copy paths")
+	}
+	t.Cleanup(func() { conn.Close(); far.Close() })
+	return conn, far
+}
+
+// TestFileFrameIsTheBufferedFrame: a frame written from a file (its data sent by
+// sendfile, outside the tag) is byte for byte the frame written from the same bytes in
+// a buffer — data checked in flight by a CRC32C in its meta or not at all, of sizes
+// around the page and the block, at offsets that are not a page's.
+func TestFileFrameIsTheBufferedFrame(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 11))
+	content := make([]byte, 5<<20)
+	for i := range content {
+		content[i] = byte(rng.Uint32())
+	}
+	path := filepath.Join(t.TempDir(), "src")
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+
+	conn, far := fileFramePair(t)
+	var want bytes.Buffer
+	ref, _ := pair(&want, nil)
+	type frame struct {
+		flags Flags
+		off   int64
+		n     int
+	}
+	var frames []frame
+	sizes := []int{0, 1, 4095, 4096, 4097, 65_536, 1 << 20, 1<<20 + 13}
+	for range 8 {
+		sizes = append(sizes, 1+rng.IntN(2<<20))
+	}
+	for i, n := range sizes {
+		for _, flags := range []Flags{FlagDataOutsideTag, FlagDataOutsideTag | FlagDataUnchecked} {
+			off := int64(0)
+			switch i % 3 {
+			case 1:
+				off = 4096 * int64(rng.IntN(256))
+			case 2:
+				off = int64(rng.IntN(len(content) - n + 1))
+			}
+			frames = append(frames, frame{flags, off, n})
+		}
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(far)
+		got <- b
+	}()
+	for i, fr := range frames {
+		meta := BlockMeta{Chunk: 3, Offset: uint64(fr.off)}.Put(make([]byte, blockMetaSize))
+		if err := conn.Writer().WriteFrameFile(TypeBlock, fr.flags, meta, f, fr.off, fr.n); err != nil {
+			t.Fatalf("frame %d (%d bytes at %d, flags %#x) from the file: %v", i, fr.n, fr.off, fr.flags, err)
+		}
+		if err := ref.WriteFrameFlags(TypeBlock, fr.flags, meta, content[fr.off:fr.off+int64(fr.n)]); err != nil {
+			t.Fatalf("frame %d from a buffer: %v", i, err)
+		}
+	}
+	conn.Close()
+	stream := <-got
+	if !bytes.Equal(stream, want.Bytes()) {
+		at := 0
+		for at < min(len(stream), want.Len()) && stream[at] == want.Bytes()[at] {
+			at++
+		}
+		t.Fatalf("the file-backed frames differ from the buffered ones at byte %d of %d (%d sent)", at, want.Len(), len(stream))
+	}
+}
+
+// TestFileFrameOfAFileCutShort: a file shorter than the frame it was listed for is an
+// error, and the frame's tag never goes out: the reader cannot take what came of the
+// frame for a whole one.
+func TestFileFrameOfAFileCutShort(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		size      int64 // what the file holds when the frame is written
+		off       int64
+		n         int
+		wantError bool
+	}{
+		{"cut inside the frame", 1<<20 + 100, 1 << 20, 1 << 20, true},
+		{"cut at the frame's start", 1 << 20, 1 << 20, 1 << 20, true},
+		{"cut before the frame", 4096, 1 << 20, 65_536, true},
+		{"cut inside the frame's last page", 2<<20 - 1, 1 << 20, 1 << 20, true},
+		{"whole", 2 << 20, 1 << 20, 1 << 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "src")
+			if err := os.WriteFile(path, bytes.Repeat([]byte{0xa5}, int(tc.size)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			conn, far := fileFramePair(t)
+			got := make(chan []byte, 1)
+			go func() {
+				b, _ := io.ReadAll(far)
+				got <- b
+			}()
+			meta := BlockMeta{Chunk: 1, Offset: uint64(tc.off)}.Put(make([]byte, blockMetaSize))
+			err = conn.Writer().WriteFrameFile(TypeBlock, FlagDataOutsideTag|FlagDataUnchecked, meta, f, tc.off, tc.n)
+			conn.Close()
+			sent := <-got
+			whole := HeaderSize + blockMetaSize + tc.n + TagSize
+			if !tc.wantError {
+				if err != nil || len(sent) != whole {
+					t.Fatalf("a whole file's frame: %v, %d bytes sent of %d", err, len(sent), whole)
+				}
+				return
+			}
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("a frame past the file's end: %v, want io.ErrUnexpectedEOF", err)
+			}
+			if len(sent) >= whole-TagSize {
+				t.Fatalf("%d bytes of a %d-byte frame cut short went out", len(sent), whole)
+			}
+		})
+	}
+}
