@@ -15,23 +15,7 @@ import (
 // file-backed frames go by sendfile) and the raw socket at the other end.
 func fileFramePair(t *testing.T) (conn *Conn, far net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if far = <-accepted; far == nil {
-		t.Fatal("accept failed")
-	}
+	c, far := loopbackPair(t)
 	key := bytes.Repeat([]byte{7}, 32) // pair's key
 	conn = NewConn(c, Keys{MAC: key}, Keys{MAC: key})
 	if conn.zc == nil {
@@ -39,6 +23,21 @@ func fileFramePair(t *testing.T) (conn *Conn, far net.Conn) {
 	}
 	t.Cleanup(func() { conn.Close(); far.Close() })
 	return conn, far
+}
+
+// sourceFile is a file of content, open for reading until the test ends.
+func sourceFile(t *testing.T, content []byte) *os.File {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "src")
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
 
 // TestFileFrameIsTheBufferedFrame: a frame written from a file (its data sent by
@@ -51,16 +50,7 @@ func TestFileFrameIsTheBufferedFrame(t *testing.T) {
 	for i := range content {
 		content[i] = byte(rng.Uint32())
 	}
-	path := filepath.Join(t.TempDir(), "src")
-	if err := os.WriteFile(path, content, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-
+	f := sourceFile(t, content)
 	conn, far := fileFramePair(t)
 	var want bytes.Buffer
 	ref, _ := pair(&want, nil)
@@ -129,15 +119,7 @@ func TestFileFrameOfAFileCutShort(t *testing.T) {
 		{"whole", 2 << 20, 1 << 20, 1 << 20, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "src")
-			if err := os.WriteFile(path, bytes.Repeat([]byte{0xa5}, int(tc.size)), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			f, err := os.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
+			f := sourceFile(t, bytes.Repeat([]byte{0xa5}, int(tc.size)))
 			conn, far := fileFramePair(t)
 			got := make(chan []byte, 1)
 			go func() {
@@ -145,7 +127,7 @@ func TestFileFrameOfAFileCutShort(t *testing.T) {
 				got <- b
 			}()
 			meta := BlockMeta{Chunk: 1, Offset: uint64(tc.off)}.Put(make([]byte, blockMetaSize))
-			err = conn.Writer().WriteFrameFile(TypeBlock, FlagDataOutsideTag|FlagDataUnchecked, meta, f, tc.off, tc.n)
+			err := conn.Writer().WriteFrameFile(TypeBlock, FlagDataOutsideTag|FlagDataUnchecked, meta, f, tc.off, tc.n)
 			conn.Close()
 			sent := <-got
 			whole := HeaderSize + blockMetaSize + tc.n + TagSize

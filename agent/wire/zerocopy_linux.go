@@ -101,19 +101,12 @@ func (z *zeroCopy) read(p []byte) (int, error) {
 		return 0, nil
 	}
 	var n int
-	var rerr error
-	err := z.raw.Read(func(fd uintptr) bool {
+	rerr, err := z.rawRead(true, func(fd int) (err error) {
 		for {
-			n, rerr = unix.Read(int(fd), p)
-			if rerr != unix.EINTR {
-				break
+			if n, err = unix.Read(fd, p); err != unix.EINTR {
+				return err
 			}
 		}
-		if rerr == unix.EAGAIN {
-			z.awaitDue(int(fd))
-			return false
-		}
-		return true
 	})
 	switch {
 	case err != nil:
@@ -126,6 +119,22 @@ func (z *zeroCopy) read(p []byte) (int, error) {
 	}
 	z.delivered(int64(n))
 	return n, nil
+}
+
+// rawRead runs op on the socket's descriptor; op finding nothing (EAGAIN) while mayWait
+// sets the low-water mark (awaitDue) and waits for the socket to have something, then
+// runs op again. opErr is op's last error, err the wait's (a deadline, a closed
+// connection).
+func (z *zeroCopy) rawRead(mayWait bool, op func(fd int) error) (opErr, err error) {
+	err = z.raw.Read(func(fd uintptr) bool {
+		opErr = op(int(fd))
+		if opErr == unix.EAGAIN && mayWait {
+			z.awaitDue(int(fd))
+			return false
+		}
+		return true
+	})
+	return opErr, err
 }
 
 func (z *zeroCopy) close() {
@@ -252,14 +261,9 @@ func (z *zeroCopy) splice(dst *os.File, off, n int64, lock sync.Locker) error {
 // however small) — is 0 bytes and no error, and the held bytes go into the file first.
 func (z *zeroCopy) fill(want int64, mayWait bool) (int64, error) {
 	var moved int64
-	var serr error
-	err := z.raw.Read(func(fd uintptr) bool {
-		moved, serr = unix.Splice(int(fd), nil, z.pipe[1], nil, int(want), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-		if serr == unix.EAGAIN && mayWait {
-			z.awaitDue(int(fd))
-			return false
-		}
-		return true
+	serr, err := z.rawRead(mayWait, func(fd int) (err error) {
+		moved, err = unix.Splice(fd, nil, z.pipe[1], nil, int(want), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		return err
 	})
 	switch {
 	case err != nil:

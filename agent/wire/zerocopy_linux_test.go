@@ -14,33 +14,40 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// splicePair is a loopback TCP connection: raw is the sending end, written byte by byte
-// as the test chooses, and conn the receiving end, keyed as the frames written by
-// frames() expect.
-func splicePair(t *testing.T) (raw *net.TCPConn, conn *Conn) {
+// loopbackPair is a TCP connection over loopback: the dialed end and the accepted one.
+func loopbackPair(t *testing.T) (dialed, accepted net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
+	ch := make(chan net.Conn, 1)
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
-			close(accepted)
+			close(ch)
 			return
 		}
-		accepted <- c
+		ch <- c
 	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	dialed, err = net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, ok := <-accepted
+	accepted, ok := <-ch
 	if !ok {
 		t.Fatal("accept failed")
 	}
+	return dialed, accepted
+}
+
+// splicePair is a loopback TCP connection: raw is the sending end, written byte by byte
+// as the test chooses, and conn the receiving end, keyed as the frames written by
+// frames() expect.
+func splicePair(t *testing.T) (raw *net.TCPConn, conn *Conn) {
+	t.Helper()
+	c, srv := loopbackPair(t)
 	raw = c.(*net.TCPConn)
 	raw.SetNoDelay(true) // each small write its own segment
 	// Room for many small segments, so that they wait whole in the receiver's queue
