@@ -269,12 +269,15 @@ func (s *ssession) growBuffers() {
 	add := want - s.nbufs
 	s.nbufs = max(s.nbufs, want)
 	s.mu.Unlock()
+	if add <= 0 {
+		return
+	}
 	// One allocation for all of them: the heap grows once, by what the pool needs,
 	// instead of a buffer at a time, each growth past the collector's target a cycle
 	// that frees nothing (the buffers live as long as the session).
 	bs := int(s.cfg.BlockSize)
-	slab := make([]byte, max(add, 0)*bs)
-	for i := range max(add, 0) {
+	slab := make([]byte, add*bs)
+	for i := range add {
 		b := slab[i*bs : (i+1)*bs : (i+1)*bs]
 		s.bufs <- &b
 	}

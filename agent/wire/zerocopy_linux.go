@@ -61,8 +61,8 @@ const maxLowWater = 1 << 20
 // within maxLowWater), so that the socket wakes the reader once they are there instead
 // of at every segment. It is called with the socket's descriptor just before the reader
 // waits, and only then: a read that does not wait returns what the socket holds
-// whatever the mark, so a mark set at every read (four system calls a frame, a third of
-// what a small file cost the receiver) bought nothing where the reader is behind the
+// whatever the mark, so a mark set at every read (four system calls a frame, a quarter
+// of what a small file cost the receiver) bought nothing where the reader is behind the
 // wire. The mark is never more than the peer has committed to send: a mark past the end
 // of what comes would leave the reader asleep until the peer closes. It is also never
 // more than a quarter of the socket's receive buffer: a mark whose room in memory (the
