@@ -305,7 +305,10 @@ func roundNonNegative(x float64) int64 {
 }
 
 // ceilMillicores rounds a CPU figure up to whole millicores: a request slightly too
-// large costs nothing, one slightly too small throttles the agent.
+// large costs nothing, one slightly too small throttles the agent. A figure within a
+// billionth of a whole number is that number: a model calibrated on a sample of 80
+// millicores gives it back as 80.00000000000001 after its scaling, and asking 81 for it
+// would be the arithmetic's error, not the agent's need.
 func ceilMillicores(x float64) int64 {
 	x = finiteOr(x, 0)
 	if x <= 0 {
@@ -314,7 +317,7 @@ func ceilMillicores(x float64) int64 {
 	if x >= math.MaxInt64 {
 		return math.MaxInt64
 	}
-	return int64(math.Ceil(x))
+	return int64(math.Ceil(x - x*1e-9))
 }
 
 func finiteOr(x, def float64) float64 {
