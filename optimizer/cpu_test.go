@@ -75,9 +75,9 @@ func TestCPUModelInverse(t *testing.T) {
 		t.Errorf("a model without slope is not CPU bound: got %g", got)
 	}
 	// the documented default (the verified destination's prior): one core (1000 m)
-	// moves (1000−100)/290 Gbit/s
-	if got := DefaultCPUModel.BitsPerSecond(1000); !relClose(got, 900.0/290*1e9, 1e-12) {
-		t.Errorf("default model: one core moves %g bit/s, want %g", got, 900.0/290*1e9)
+	// moves (1000−100)/250 Gbit/s
+	if got := DefaultCPUModel.BitsPerSecond(1000); !relClose(got, 900.0/250*1e9, 1e-12) {
+		t.Errorf("default model: one core moves %g bit/s, want %g", got, 900.0/250*1e9)
 	}
 }
 
@@ -259,7 +259,7 @@ func TestQuantileKnots(t *testing.T) {
 }
 
 func TestCalibrateCPUModel(t *testing.T) {
-	prior := PriorCPUModel(Destination, DataPlane{Verify: true}) // 100 + 290·Th
+	prior := PriorCPUModel(Destination, DataPlane{Verify: true}) // 100 + 250·Th
 	tests := map[string]struct {
 		base    CPUModel
 		samples []Sample
@@ -268,12 +268,12 @@ func TestCalibrateCPUModel(t *testing.T) {
 		wantOK  bool
 	}{
 		// the demo's probe: one stream at 497 Mbit/s, the receiver at 80 millicores;
-		// the prior says 100 + 290·0.497 = 244.13, so both parts scale by 80/244.13
+		// the prior says 100 + 250·0.497 = 224.25, so both parts scale by 80/224.25
 		"one sample": {prior, []Sample{{Streams: 1, BitsPerSecond: 497e6, DestinationMillicores: 80}}, Destination,
-			CPUModel{InterceptMillicores: 100 * 80 / 244.13, MillicoresPerGbps: 290 * 80 / 244.13, Samples: 1}, true},
-		// two samples at one rate: their mean, 90 millicores at 1 Gbit/s against 390
+			CPUModel{InterceptMillicores: 100 * 80 / 224.25, MillicoresPerGbps: 250 * 80 / 224.25, Samples: 1}, true},
+		// two samples at one rate: their mean, 90 millicores at 1 Gbit/s against 350
 		"several at one rate": {prior, []Sample{{BitsPerSecond: 1e9, DestinationMillicores: 80}, {BitsPerSecond: 1e9, DestinationMillicores: 100}}, Destination,
-			CPUModel{InterceptMillicores: 100 * 90.0 / 390, MillicoresPerGbps: 290 * 90.0 / 390, Samples: 2}, true},
+			CPUModel{InterceptMillicores: 100 * 90.0 / 350, MillicoresPerGbps: 250 * 90.0 / 350, Samples: 2}, true},
 		// the source side reads SourceMillicores only
 		"the side's own measurement": {CPUModel{InterceptMillicores: 50, MillicoresPerGbps: 150}, []Sample{{BitsPerSecond: 2e9, SourceMillicores: 700, DestinationMillicores: 1}}, Source,
 			CPUModel{InterceptMillicores: 100, MillicoresPerGbps: 300, Samples: 1}, true},

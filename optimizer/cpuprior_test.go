@@ -12,10 +12,10 @@ func TestPriorCPUModel(t *testing.T) {
 		dp       DataPlane
 		src, dst float64 // millicores per Gbit/s
 	}{
-		{DataPlane{}, 130, 230},                              // 0.79 → 123.4, 1.45 → 226.6
-		{DataPlane{Verify: true}, 190, 290},                  // 1.19 → 185.9, 1.83 → 285.9
-		{DataPlane{Encrypted: true}, 150, 250},               // 0.93 → 145.3, 1.60 → 250 exactly
-		{DataPlane{Verify: true, Encrypted: true}, 220, 330}, // 1.35 → 210.9, 2.06 → 321.9
+		{DataPlane{}, 110, 200},                              // 0.66 → 103.1, 1.24 → 193.8
+		{DataPlane{Verify: true}, 170, 250},                  // 1.05 → 164.1, 1.58 → 246.9
+		{DataPlane{Encrypted: true}, 120, 200},               // 0.73 → 114.1, 1.27 → 198.4
+		{DataPlane{Verify: true, Encrypted: true}, 170, 260}, // 1.06 → 165.6, 1.64 → 256.3
 	}
 	for _, tt := range tests {
 		for side, want := range map[CPUSide]float64{Source: tt.src, Destination: tt.dst} {

@@ -131,7 +131,7 @@ func TestMakePlanFallbacks(t *testing.T) {
 		},
 		"no CPU samples: the data plane's prior per side": {
 			in:        PlanInput{Samples: []Sample{{Streams: 1, BitsPerSecond: predict(FullSecondOrder, fsoA, fsoB, fsoC, 1)}, {Streams: 2, BitsPerSecond: predict(FullSecondOrder, fsoA, fsoB, fsoC, 2)}, {Streams: 4, BitsPerSecond: predict(FullSecondOrder, fsoA, fsoB, fsoC, 4)}, {Streams: 8, BitsPerSecond: predict(FullSecondOrder, fsoA, fsoB, fsoC, 8)}}},
-			wantModel: true, wantNote: "using the prior (100 millicores + 130 millicores per Gbit/s)",
+			wantModel: true, wantNote: "using the prior (100 millicores + 110 millicores per Gbit/s)",
 			check: func(t *testing.T, p Plan) {
 				if p.SourceCPU != PriorCPUModel(Source, DataPlane{}) || p.DestinationCPU != PriorCPUModel(Destination, DataPlane{}) {
 					t.Errorf("CPU models %+v / %+v, want the clear data plane's priors", p.SourceCPU, p.DestinationCPU)
