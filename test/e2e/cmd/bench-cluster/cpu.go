@@ -34,7 +34,8 @@ type podCPU struct {
 	LastRequestMillicores  int64   `json:"lastRequestMillicores"`
 	UsedMillicores         int64   `json:"usedMillicores"`
 	Seconds                float64 `json:"seconds"`
-	// Ratio is used over requested.
+	// Ratio is used over requested, from the unrounded means (the two fields above
+	// are rounded to whole millicores).
 	Ratio float64 `json:"ratio"`
 }
 
@@ -145,11 +146,14 @@ func (w *cpuWatcher) results() []podCPU {
 		if !r.seen || dt < 1 {
 			continue
 		}
-		used := int64(float64(r.usage-r.usage0) / 1e9 / dt * 1000)
-		pc := podCPU{Role: r.role, Name: r.name, RequestMillicores: int64(math.Round(r.requestSeconds / dt)), UsedMillicores: used, Seconds: dt,
+		used := float64(r.usage-r.usage0) / 1e9 / dt * 1000
+		requested := r.requestSeconds / dt
+		pc := podCPU{Role: r.role, Name: r.name, RequestMillicores: int64(math.Round(requested)), UsedMillicores: int64(math.Round(used)), Seconds: dt,
 			FirstRequestMillicores: r.firstRequest, LastRequestMillicores: r.request}
-		if pc.RequestMillicores > 0 {
-			pc.Ratio = float64(used) / float64(pc.RequestMillicores)
+		if requested > 0 {
+			// from the unrounded figures: a coordinator's 2.4 against 2.6 millicores is
+			// 0.92, not the 2 against 3 (0.67) of the whole millicores shown
+			pc.Ratio = used / requested
 		}
 		out = append(out, pc)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -124,9 +125,27 @@ func TestPodCPURequestIsTimeWeighted(t *testing.T) {
 		t.Fatalf("results %+v", got)
 	}
 	// 6 CPU seconds over 40 s: 150 millicores used; (250·10 + 80·30)/40 = 122.5 asked
-	want := podCPU{Role: "sender", Name: "s0", RequestMillicores: 123, FirstRequestMillicores: 250, LastRequestMillicores: 80, UsedMillicores: 150, Seconds: 40, Ratio: 150.0 / 123}
+	want := podCPU{Role: "sender", Name: "s0", RequestMillicores: 123, FirstRequestMillicores: 250, LastRequestMillicores: 80, UsedMillicores: 150, Seconds: 40, Ratio: 150 / 122.5}
 	if got[0] != want {
 		t.Errorf("got %+v, want %+v", got[0], want)
+	}
+}
+
+// TestPodCPURatioOfSmallFigures: a coordinator that used 2.4 millicores where it asked
+// 2.6 used 0.92 of its request; whole millicores (2 of 3) would read 0.67.
+func TestPodCPURatioOfSmallFigures(t *testing.T) {
+	start := time.Unix(1000, 0)
+	w := &cpuWatcher{pods: map[string]*podReading{"c": {role: "coordinator", name: "c", firstRequest: 3, first: start, last: start}}}
+	r := w.pods["c"]
+	r.observe(3, 0, start.Add(60*time.Second))
+	r.observe(2, 240e6, start.Add(100*time.Second)) // 0.24 CPU seconds over 100 s
+	got := w.results()
+	if len(got) != 1 {
+		t.Fatalf("results %+v", got)
+	}
+	// asked (3·60 + 2·40)/100 = 2.6, used 2.4
+	if g := got[0]; g.RequestMillicores != 3 || g.UsedMillicores != 2 || math.Abs(g.Ratio-2.4/2.6) > 1e-12 {
+		t.Errorf("got %+v, want 3 and 2 millicores shown and a ratio of %.4f", g, 2.4/2.6)
 	}
 }
 
