@@ -34,6 +34,12 @@ import (
 //     (RescaleInput.PathBitsPerSecond), which a plan at that capacity has reached;
 //   - otherwise hold. The gap between the add and remove thresholds is hysteresis.
 //
+// No rule changes the shape of a job that ends before a change could settle (the
+// dataset left, at the window's rate, ends within Settle: EndingSoon): the change could
+// never be judged, and a stripe needs its pods started, its connections made and slow
+// start behind it before it carries anything — on the local cluster's four competing
+// flows, PathHasRoom added a stripe whose pods lived 2.7 s of a 56 s job.
+//
 // Every change is then judged on what it did: an addition that did not bring half a
 // stripe's worth (or stayed within the noise of the window), a removal that lost more
 // than 10 %, or more streams that gained less than 5 % are undone, and the same move
@@ -115,6 +121,9 @@ type Measurement struct {
 	Time                   time.Time
 	AggregateBitsPerSecond float64
 	Stripes                []StripeMeasurement
+	// RemainingBytes is what the job had still to move when the report was made; 0
+	// when the report did not say (a dataset still being listed).
+	RemainingBytes int64
 }
 
 // RescaleInput is one round of the policy.
@@ -622,6 +631,7 @@ func (r *round) remove(k int, reason, msg string) (Intent, bool) {
 // actions are built the same way).
 var rescaleRules = []func(r *round) (Intent, bool){
 	atRateLimit,
+	endingSoon,
 	modelOptimumChanged,
 	lossSubsided,
 	moreStripesThanPlanned,
@@ -629,6 +639,21 @@ var rescaleRules = []func(r *round) (Intent, bool){
 	highLoss,
 	pathSaturated,
 	belowPlannedRate,
+}
+
+// endingSoon holds a job whose dataset left ends, at the window's rate, before a
+// change could settle.
+func endingSoon(r *round) (Intent, bool) {
+	left := r.in.Measurement.RemainingBytes
+	if left <= 0 || !(r.agg > 0) {
+		return Intent{}, false
+	}
+	ends := time.Duration(float64(left) * 8 / r.agg * float64(time.Second))
+	if ends >= r.cfg.Settle {
+		return Intent{}, false
+	}
+	return r.hold("EndingSoon", fmt.Sprintf("%s: the %.0f MB left end in %s at this rate, before a change could settle (%s)",
+		r.rate, float64(left)/1e6, ends.Round(100*time.Millisecond), r.cfg.Settle))
 }
 
 // atRateLimit holds a job at its user's cap (spec.tuning.limits.maxBitsPerSecond).

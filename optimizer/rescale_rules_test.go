@@ -28,6 +28,12 @@ func TestRescaleRules(t *testing.T) {
 		{"under the cap", atRateLimit, func(r *round) { r.in.MaxBitsPerSecond = 1e9 }, "", "", Shape{}},
 		{"at 95 % of the cap", atRateLimit, func(r *round) { r.in.MaxBitsPerSecond = 8e8 / 0.95 }, "AtRateLimit", Hold, Shape{2, 4}},
 
+		// 800 Mbit/s: 1.4 GB is 14 s, 1.5 GB 15 s (the default Settle)
+		{"ending before a change settles", endingSoon, func(r *round) { r.in.Measurement.RemainingBytes = 1_400_000_000 }, "EndingSoon", Hold, Shape{2, 4}},
+		{"... a settle's worth left", endingSoon, func(r *round) { r.in.Measurement.RemainingBytes = 1_500_000_000 }, "", "", Shape{}},
+		{"... nothing said of what is left", endingSoon, nil, "", "", Shape{}},
+		{"... no rate", endingSoon, func(r *round) { r.in.Measurement.RemainingBytes, r.agg = 1e6, 0 }, "", "", Shape{}},
+
 		{"the optimum it knows", modelOptimumChanged, nil, "", "", Shape{}},
 		{"a new optimum", modelOptimumChanged, func(r *round) { r.optimum = 8 }, "ModelOptimumChanged", ChangeStreams, Shape{2, 8}},
 		{"a new optimum already in use", modelOptimumChanged, func(r *round) { r.optimum, r.cur.StreamsPerStripe = 8, 8 }, "", "", Shape{}},

@@ -144,6 +144,9 @@ func ProbeSamplesFromContract(ss []contract.Sample) []v1alpha1.ProbeSample {
 // and `send --auto` both follow their plans through it.
 func MeasurementFromReport(rep contract.Report) optimizer.Measurement {
 	m := optimizer.Measurement{Time: rep.Time, AggregateBitsPerSecond: float64(rep.BitsPerSecond)}
+	if rep.BytesTotal > 0 && rep.BytesDone < rep.BytesTotal {
+		m.RemainingBytes = rep.BytesTotal - rep.BytesDone
+	}
 	for _, s := range rep.Stripes {
 		m.Stripes = append(m.Stripes, optimizer.StripeMeasurement{BitsPerSecond: float64(s.BitsPerSecond), LossPPM: float64(s.LossPPM),
 			Connected: s.Connected, RTT: time.Duration(s.RTTMicros) * time.Microsecond})

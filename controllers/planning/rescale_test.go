@@ -48,8 +48,10 @@ func report(at time.Time, plan v1alpha1.TransferPlan, aggregate int64) contract.
 
 func TestRescaleFollowsThePath(t *testing.T) {
 	plan, in := runningPlan(t)
-	// 20 000 files of 64 KiB: the coordinator's request follows the predicted rate
-	const files, bytes = 20_000, 20_000 << 16
+	// 20 million files of 64 KiB (1.3 TB, 16 minutes at 11 Gbit/s: the job does not
+	// end within the run, which would hold every change, TestRescaleHoldsAJobEndingSoon):
+	// the coordinator's request follows the predicted rate
+	const files, bytes = 20_000_000, 20_000_000 << 16
 	plan.CoordinatorCPUMillicores = coordinatorCPU(files, bytes, plan.PredictedBitsPerSecond)
 	start := time.Unix(300_000, 0)
 	var state *RescaleState
@@ -121,6 +123,38 @@ func TestRescaleHolds(t *testing.T) {
 	dec, _ := Rescale(nil, RescaleInput{Tuning: lowered, Plan: plan, Report: report(now, plan, 1), SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Now: now})
 	if dec.Plan == nil || dec.Plan.StripesPerNode != 2 || dec.Reason != "LimitsChanged" || !strings.Contains(dec.Message, "exceed") {
 		t.Errorf("lowered limit: %+v", dec)
+	}
+}
+
+// TestRescaleHoldsAJobEndingSoon: the path halves under the running plan, which
+// removes stripes (PathSaturated) while the job has minutes left; with less than a
+// change's settle left at the rate, it holds (EndingSoon), and a report that does not
+// say what is left (a dataset still listed) does not.
+func TestRescaleHoldsAJobEndingSoon(t *testing.T) {
+	start := time.Unix(500_000, 0)
+	decide := func(total, done int64) RescaleDecision {
+		plan, in := runningPlan(t)
+		var state *RescaleState
+		var dec RescaleDecision
+		for round := 0; round < 6 && dec.Plan == nil; round++ {
+			now := start.Add(time.Duration(round) * 10 * time.Second)
+			rep := report(now, plan, 5_000_000_000) // 5 of the plan's 11.3 Gbit/s
+			rep.BytesTotal, rep.BytesDone = total, done
+			dec, state = Rescale(state, RescaleInput{Tuning: in.Tuning, Plan: plan, Report: rep,
+				SourceNodes: in.SourceNodes, DestinationNodes: in.DestinationNodes, Now: now})
+		}
+		return dec
+	}
+	if dec := decide(1e12, 0); dec.Plan == nil || dec.Reason != "PathSaturated" {
+		t.Fatalf("1 TB left at 5 Gbit/s: %s %q, want PathSaturated", dec.Reason, dec.Message)
+	}
+	if dec := decide(0, 0); dec.Plan == nil || dec.Reason != "PathSaturated" {
+		t.Fatalf("nothing said of what is left: %s %q, want PathSaturated", dec.Reason, dec.Message)
+	}
+	// 6.25 GB left at 5 Gbit/s: 10 s, within the 15 s a change needs to settle
+	dec := decide(1e12, 1e12-6_250_000_000)
+	if dec.Plan != nil || dec.Reason != "EndingSoon" || !strings.Contains(dec.Message, "6250 MB left end in 10s") {
+		t.Fatalf("10 s left: %s %q, want EndingSoon saying what is left and when it ends", dec.Reason, dec.Message)
 	}
 }
 
