@@ -34,6 +34,9 @@ import (
 //     (RescaleInput.PathBitsPerSecond), which a plan at that capacity has reached;
 //   - otherwise hold. The gap between the add and remove thresholds is hysteresis.
 //
+// No stripe is added while the running stripes hold every unit left (NoWorkToShare):
+// it would be given nothing to move.
+//
 // No rule changes the shape of a job that ends before a change could settle (the
 // dataset left, at the window's rate, ends within Settle: EndingSoon): the change could
 // never be judged, and a stripe needs its pods started, its connections made and slow
@@ -124,6 +127,9 @@ type Measurement struct {
 	// RemainingBytes is what the job had still to move when the report was made; 0
 	// when the report did not say (a dataset still being listed).
 	RemainingBytes int64
+	// UnitsUnleased is how many units no stripe held when the report was made: what
+	// a stripe added now could be given. nil when the report did not say.
+	UnitsUnleased *int64
 }
 
 // RescaleInput is one round of the policy.
@@ -615,6 +621,13 @@ func (r *round) streams(n int, reason, msg string) (Intent, bool) {
 }
 
 func (r *round) add(k int, reason, msg string) (Intent, bool) {
+	// A stripe added when every unit is held by the stripes running gets no work:
+	// the sender leases as many as the coordinator lets it (eight chunks of 256 MiB,
+	// the second half of a 4 GiB file), so on the four competing flows a stripe added
+	// 22 s before the end moved almost nothing for the 19 s its pods ran.
+	if u := r.in.Measurement.UnitsUnleased; u != nil && *u == 0 {
+		return r.hold("NoWorkToShare", fmt.Sprintf("%s; %s, but the running stripes hold every unit left: a new stripe would get none", msg, reason))
+	}
 	to := Shape{Stripes: r.cur.Stripes + k, StreamsPerStripe: r.cur.StreamsPerStripe}
 	return Intent{Action: AddStripes, Stripes: k, To: to, Reason: reason,
 		Message: fmt.Sprintf("%s; adding %d stripe(s) (%d → %d)", msg, k, r.cur.Stripes, to.Stripes)}, true

@@ -49,6 +49,8 @@ func TestRescaleRules(t *testing.T) {
 
 		{"at their rate, room to the plan", stripesAtTheirRate, nil, "PathHasRoom", AddStripes, Shape{4, 4}},
 		{"... one stripe doubles at most", stripesAtTheirRate, func(r *round) { r.cur.Stripes = 1 }, "PathHasRoom", AddStripes, Shape{2, 4}},
+		{"... units left to give a new stripe", stripesAtTheirRate, func(r *round) { r.in.Measurement.UnitsUnleased = new(int64(3)) }, "PathHasRoom", AddStripes, Shape{4, 4}},
+		{"... every unit held by the running stripes", stripesAtTheirRate, func(r *round) { r.in.Measurement.UnitsUnleased = new(int64(0)) }, "NoWorkToShare", Hold, Shape{2, 4}},
 		{"... at the path's capacity", stripesAtTheirRate, func(r *round) { r.atPath = true }, "AtPathCapacity", Hold, Shape{2, 4}},
 		{"... at the planned stripes", stripesAtTheirRate, func(r *round) { r.cur.Stripes = 4 }, "AtPlannedStripes", Hold, Shape{4, 4}},
 		{"... additions blocked", stripesAtTheirRate, func(r *round) { r.st.AddBlock = blocked }, "AdditionBlocked", Hold, Shape{2, 4}},
@@ -68,6 +70,7 @@ func TestRescaleRules(t *testing.T) {
 		{"above RemoveBelow", pathSaturated, func(r *round) { r.ratio = 0.6 }, "", "", Shape{}},
 
 		{"below the planned rate", belowPlannedRate, nil, "BelowPlannedRate", AddStripes, Shape{3, 4}},
+		{"... every unit held by the running stripes", belowPlannedRate, func(r *round) { r.in.Measurement.UnitsUnleased = new(int64(0)) }, "NoWorkToShare", Hold, Shape{2, 4}},
 		{"... near it", belowPlannedRate, func(r *round) { r.nearPlan = true }, "", "", Shape{}},
 		{"... no planned rate", belowPlannedRate, func(r *round) { r.in.PlannedBitsPerSecond = 0 }, "", "", Shape{}},
 		{"... at the most stripes", belowPlannedRate, func(r *round) { r.cur.Stripes = 8 }, "", "", Shape{}},

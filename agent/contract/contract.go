@@ -227,6 +227,10 @@ type Report struct {
 	BytesTotal int64 `json:"bytesTotal"`
 	FilesDone  int64 `json:"filesDone"`
 	FilesTotal int64 `json:"filesTotal"`
+	// UnitsUnleased is how many units (files and chunks) no stripe holds yet: what a
+	// stripe added now could be given. nil before the dataset is listed and from
+	// coordinators that do not say.
+	UnitsUnleased *int64 `json:"unitsUnleased,omitempty"`
 	// FilesFailed counts the files that failed (moving them, or the final check at the
 	// destination); FailedFiles lists the first MaxFailedFiles of them with why.
 	FilesFailed int64        `json:"filesFailed,omitempty"`

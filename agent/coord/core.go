@@ -1035,6 +1035,12 @@ func (c *Core) Report() contract.Report {
 	if c.ch != nil {
 		r.Scheduler = string(c.ch.sched) // "" when static
 	}
+	if c.built {
+		// units given back and then reported done stay queued until a request skips
+		// them: this may count a few too many, never too few
+		unleased := int64(len(c.pending))
+		r.UnitsUnleased = &unleased
+	}
 	if !c.firstByte.IsZero() {
 		t := c.firstByte
 		r.FirstByteTime = &t

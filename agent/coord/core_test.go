@@ -293,3 +293,45 @@ func TestGuidedShareOfTheLastUnits(t *testing.T) {
 		t.Errorf("the fast stripe did %d units and the slow one holds %d, want 75 and 25", done, len(slow.leases))
 	}
 }
+
+// TestReportSaysWhatANewStripeCouldBeGiven: a 16-chunk file (a 4 GiB file in 256 MiB
+// chunks) with a stripe holding the chunk cap's eight: the report counts the units no
+// stripe holds, and once the running stripe holds every one left, a stripe that joins
+// gets nothing — what the rescale policy reads to add no stripe then (NoWorkToShare).
+func TestReportSaysWhatANewStripeCouldBeGiven(t *testing.T) {
+	c := newCore(t, map[string]int{"d/huge": 16 * 300})
+	s0 := c.Join(0)
+	if u := c.Report().UnitsUnleased; u != nil {
+		t.Fatalf("before the dataset is listed: %d units unleased, want nil", *u)
+	}
+	s0.Summary(wire.Summary{Last: true})
+	unleased := func() int64 {
+		t.Helper()
+		u := c.Report().UnitsUnleased
+		if u == nil {
+			t.Fatal("a listed dataset's report does not say what is unleased")
+		}
+		return *u
+	}
+	if got := unleased(); got != 16 {
+		t.Fatalf("listed, nothing leased: %d units unleased, want 16", got)
+	}
+	g := request(t, s0, 256) // a sender asks for what its window holds
+	if len(g.Units) != 8 || unleased() != 8 {
+		t.Fatalf("granted %d chunks, %d unleased; want the chunk cap of 8 and 8 left", len(g.Units), unleased())
+	}
+	s0.Done(ok(g.Units...))
+	g = request(t, s0, 256)
+	if len(g.Units) != 8 || unleased() != 0 {
+		t.Fatalf("second grant %d chunks, %d unleased; want the last 8 and none left", len(g.Units), unleased())
+	}
+	s1 := c.Join(1)
+	if g1, ok := c.request(s1, 256); ok {
+		t.Fatalf("a stripe joining when every unit is held got %d units", len(g1.Units))
+	}
+	s1.Leave()
+	s0.Leave() // its leases go back: a new stripe could be given them
+	if got := unleased(); got != 8 {
+		t.Errorf("after the stripe holding them left: %d units unleased, want its 8", got)
+	}
+}

@@ -147,6 +147,10 @@ func MeasurementFromReport(rep contract.Report) optimizer.Measurement {
 	if rep.BytesTotal > 0 && rep.BytesDone < rep.BytesTotal {
 		m.RemainingBytes = rep.BytesTotal - rep.BytesDone
 	}
+	if rep.UnitsUnleased != nil {
+		u := max(*rep.UnitsUnleased, 0)
+		m.UnitsUnleased = &u
+	}
 	for _, s := range rep.Stripes {
 		m.Stripes = append(m.Stripes, optimizer.StripeMeasurement{BitsPerSecond: float64(s.BitsPerSecond), LossPPM: float64(s.LossPPM),
 			Connected: s.Connected, RTT: time.Duration(s.RTTMicros) * time.Microsecond})
