@@ -622,9 +622,10 @@ func (r *round) streams(n int, reason, msg string) (Intent, bool) {
 
 func (r *round) add(k int, reason, msg string) (Intent, bool) {
 	// A stripe added when every unit is held by the stripes running gets no work:
-	// the sender leases as many as the coordinator lets it (eight chunks of 256 MiB,
-	// the second half of a 4 GiB file), so on the four competing flows a stripe added
-	// 22 s before the end moved almost nothing for the 19 s its pods ran.
+	// the sender leases as many as the coordinator lets it (eight chunks, the last
+	// 512 MiB of a file at the default 64 MiB), so on the four competing flows, with
+	// 256 MiB chunks then, a stripe added 22 s before the end moved almost nothing
+	// for the 19 s its pods ran.
 	if u := r.in.Measurement.UnitsUnleased; u != nil && *u == 0 {
 		return r.hold("NoWorkToShare", fmt.Sprintf("%s; %s, but the running stripes hold every unit left: a new stripe would get none", msg, reason))
 	}

@@ -186,7 +186,7 @@ func (c *Core) classProgressLocked(now time.Time) (progress []optimizer.ClassPro
 		done := c.classDone[class]
 		var bps float64
 		if n := len(r.marks); n > 0 {
-			// units complete whole (a chunk is 256 MiB): a window shorter than a
+			// units complete whole (a chunk is 64 MiB): a window shorter than a
 			// period would read one unit's bytes as a burst of rate
 			first := r.marks[0]
 			if dt := now.Sub(first.at); dt >= optimizer.ReallocationPeriod/2 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/wire"
+	"github.com/dtnflow/dtnflow/optimizer"
 )
 
 func newCore(t testing.TB, files map[string]int) *Core {
@@ -294,7 +295,7 @@ func TestGuidedShareOfTheLastUnits(t *testing.T) {
 	}
 }
 
-// TestReportSaysWhatANewStripeCouldBeGiven: a 16-chunk file (a 4 GiB file in 256 MiB
+// TestReportSaysWhatANewStripeCouldBeGiven: a 16-chunk file (a 1 GiB file in 64 MiB
 // chunks) with a stripe holding the chunk cap's eight: the report counts the units no
 // stripe holds, and once the running stripe holds every one left, a stripe that joins
 // gets nothing — what the rescale policy reads to add no stripe then (NoWorkToShare).
@@ -333,5 +334,62 @@ func TestReportSaysWhatANewStripeCouldBeGiven(t *testing.T) {
 	s0.Leave() // its leases go back: a new stripe could be given them
 	if got := unleased(); got != 8 {
 		t.Errorf("after the stripe holding them left: %d units unleased, want its 8", got)
+	}
+}
+
+// TestAStripeAddedHalfwayThroughALargeFileGetsWork: issue 11's large row is one 4 GiB
+// file, and the rescale policy adds stripes while it moves (a probe's second stripe, a
+// plan's, PathHasRoom, BelowPlannedRate). At the default chunk size and chunk cap, a
+// stripe that joins with half of the file done must be given a full cap of chunks and
+// leave some unleased for the next: with 256 MiB chunks the running stripe held every
+// one of the last eight and the joining stripe got nothing (the four-flow row's added
+// stripe used 7 and 11 millicores for the 19 s its pods ran).
+func TestAStripeAddedHalfwayThroughALargeFileGetsWork(t *testing.T) {
+	const fileSize = 4 << 30
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "d"), 0o755)
+	f, err := os.Create(filepath.Join(dir, "d", "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(fileSize); err != nil { // sparse: only the size is read
+		t.Fatal(err)
+	}
+	f.Close()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	c, err := New(Options{Root: root, Paths: []string{"d"}, DestPath: "out", Job: "j", Checksum: "SHA256", Verify: true,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, Params{Streams: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetPhase(contract.PhaseTransferring)
+	running := c.Join(0)
+	running.Summary(wire.Summary{Last: true})
+	bytesOf := func(us []wire.Unit) (n int64) {
+		for _, u := range us {
+			n += u.Length
+		}
+		return n
+	}
+	var done int64
+	for done < fileSize/2 {
+		g := request(t, running, 256) // a sender asks for what its window holds
+		running.Done(ok(g.Units...))
+		done += bytesOf(g.Units)
+	}
+	held := bytesOf(request(t, running, 256).Units)
+	joined := c.Join(1)
+	g := request(t, joined, 256)
+	chunkCap := 2 * int(max(optimizer.DefaultConcurrency, c.Params().Concurrency))
+	if len(g.Units) != chunkCap {
+		t.Fatalf("a stripe joining with %d of %d bytes done (the running one holding %d) got %d chunks, want the cap of %d",
+			done, int64(fileSize), held, len(g.Units), chunkCap)
+	}
+	if u := c.Report().UnitsUnleased; u == nil || *u == 0 {
+		t.Errorf("with %d bytes left and two stripes at their cap, no unit is left for a third (unleased %v)", fileSize-done, u)
 	}
 }
