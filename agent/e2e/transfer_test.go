@@ -310,6 +310,42 @@ func TestResumeSendsOnlyWhatIsMissing(t *testing.T) {
 	assertSameTree(t, src, dst, "big")
 }
 
+// TestResumeAcrossAChunkSizeChange kills the sender half way through large files and
+// resumes with another chunk size — what an upgrade that changes the default (256 to 64
+// MiB) does to a job in flight. The receiver's journal holds chunks and blocks of the
+// first chunking, whose indexes name other byte ranges in the second: none of them may
+// stand for a chunk of the second, and every file must end at the source's bytes.
+func TestResumeAcrossAChunkSizeChange(t *testing.T) {
+	for _, sizes := range [][2]string{{"2M", "512K"}, {"512K", "2M"}, {"2M", "1536K"}} {
+		t.Run(sizes[0]+"-then-"+sizes[1], func(t *testing.T) {
+			dir := t.TempDir()
+			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+			os.MkdirAll(dst, 0o755)
+			// sizes that are no multiple of either chunk: last chunks of every length
+			total := makeTree(t, src, 5, []fileSpec{{path: "big/a", size: 8<<20 + 1}, {path: "big/b", size: 7<<20 - 4095}, {path: "big/c", size: 6<<20 + 131073}})
+			key := writeSecret(t, dir, "key", secret)
+			recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+			addr := recv.waitListening()
+			first := start(t, nil, sendArgs(addr, src, key, "--streams", "2", "--max-rate", "40M", "--chunk-size", sizes[0], "big")...)
+			pollUntil(t, 30*time.Second, "half", func() bool { return first.exited() || receivedBytes(t, addr) >= total/2 })
+			if first.exited() {
+				t.Fatalf("the first run ended before half of the files arrived: nothing to resume\n%s", first.output())
+			}
+			first.kill()
+			again := start(t, nil, sendArgs(addr, src, key, "--streams", "2", "--chunk-size", sizes[1], "big")...)
+			if err := again.wait(60 * time.Second); err != nil {
+				t.Fatalf("resume at another chunk size: %v\n%s", err, again.output())
+			}
+			assertSameTree(t, src, dst, "big")
+			// The digests would repair a chunk resumed from the other chunking's blocks;
+			// none may need it: those blocks are not taken for this chunking's.
+			if m := repairsRE.FindStringSubmatch(again.stdoutText()); m != nil && m[1] != "0" {
+				t.Errorf("the resumed run repaired %s chunks that failed their digest: it trusted the first chunking's records\n%s", m[1], again.stdoutText())
+			}
+		})
+	}
+}
+
 var repairsRE = regexp.MustCompile(`(\d+) integrity failures and (\d+) stalls repaired`)
 
 // TestBitFlipsAnywhere sends a dataset through a relay that flips single bits at random
