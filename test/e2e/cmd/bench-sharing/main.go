@@ -96,7 +96,7 @@ type Result struct {
 	// Reported* are the same comparison from the rates the jobs reported
 	// (status.progress.currentBitsPerSecond), averaged over the reads between the
 	// first time every job started together reported one and the first completion:
-	// a job of one file verifies its bytes in 256 MiB chunks, too coarse for a window
+	// a job of one file verifies its bytes in whole chunks (64 MiB, 256 MiB before 539b39f), coarse for a window
 	// of 15–30 s, where the reported rate is the bytes its receiver acknowledged.
 	ReportedBitsPerSecond          []int64 `json:"reportedBitsPerSecond,omitempty"`
 	ReportedAggregateBitsPerSecond int64   `json:"reportedAggregateBitsPerSecond,omitempty"`
@@ -128,7 +128,7 @@ func run() error {
 	reuse := flag.Bool("reuse", false, "use the running local cluster instead of starting one")
 	keep := flag.Bool("keep", false, "leave the cluster running at the end")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound of each phase")
-	filesOf := flag.String("files-of", "0", "each job's bytes as files of this size (0: one file of -size, whose verified bytes move in 256 MiB chunks; with 64 files of 16 MiB the job alone's probe stopped early, its profile left incomplete, and the shared jobs took turns probing, each starting about 6 s after the one before)")
+	filesOf := flag.String("files-of", "0", "each job's bytes as files of this size (0: one file of -size, whose verified bytes move in whole chunks of 64 MiB; with 64 files of 16 MiB the job alone's probe stopped early, its profile left incomplete, and the shared jobs took turns probing, each starting about 6 s after the one before)")
 	managerLog := flag.String("manager-log", "", "write the manager's log here at the end of the run (why a job waited is in it)")
 	flows := flag.Int("flows", 0, "instead of shared jobs: one job of -size against this many long-lived iperf3 flows on the WAN, in -fairness mode")
 	fairnessMode := flag.String("fairness", "Strict", "the job's spec.tuning.fairness with -flows: Strict or Default")
@@ -286,7 +286,7 @@ func (b *bench) job(name string, class string, size int64) (*dtnflowv1alpha1.Tra
 	spec := wan.DatasetSpec{Kind: wan.Large, LargeBytes: size, Seed: uint64(len(b.dirs) + 1)}
 	if b.filesOf > 0 && b.filesOf < size {
 		// files of filesOf bytes: a job's verified bytes then move in steps of one file,
-		// not of one 256 MiB chunk, and a window of a few seconds reads its rate
+		// not of one 64 MiB chunk, and a window of a few seconds reads its rate
 		spec = wan.DatasetSpec{Kind: wan.Small, SmallCount: int(size / b.filesOf), SmallBytes: b.filesOf, Seed: spec.Seed}
 	}
 	if _, err := wan.Generate(spec, dir); err != nil {
