@@ -24,13 +24,20 @@ func newCore(t testing.TB, files map[string]int) *Core {
 			t.Fatal(err)
 		}
 	}
+	return transferringCore(t, dir, 100, 300)
+}
+
+// transferringCore is a coordinator of dir's "d", transferring, with blocks and chunks
+// of these sizes (0: the defaults).
+func transferringCore(t testing.TB, dir string, blockSize, chunkSize int64) *Core {
+	t.Helper()
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
 	c, err := New(Options{Root: root, Paths: []string{"d"}, DestPath: "out", Job: "j", Checksum: "SHA256", Verify: true,
-		BlockSize: 100, ChunkSize: 300, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, Params{Streams: 2})
+		BlockSize: blockSize, ChunkSize: chunkSize, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, Params{Streams: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,17 +363,7 @@ func TestAStripeAddedHalfwayThroughALargeFileGetsWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	c, err := New(Options{Root: root, Paths: []string{"d"}, DestPath: "out", Job: "j", Checksum: "SHA256", Verify: true,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, Params{Streams: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetPhase(contract.PhaseTransferring)
+	c := transferringCore(t, dir, 0, 0) // the defaults' chunk size and cap
 	running := c.Join(0)
 	running.Summary(wire.Summary{Last: true})
 	bytesOf := func(us []wire.Unit) (n int64) {
