@@ -24,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dtnflow/dtnflow/test/bench/agentbuild"
 )
 
 var (
@@ -60,6 +62,9 @@ type Result struct {
 	ClientCPUSecondsPerGB float64 `json:"clientCpuSecondsPerGB"`
 	ServerCPUSecondsPerGB float64 `json:"serverCpuSecondsPerGB"`
 	Command               string  `json:"command"`
+	// Build is the digest of the dtnflow-agent binary a dtnflow or baseline row ran
+	// (agentbuild.Info.Digest): which build the figures are of.
+	Build string `json:"build,omitempty"`
 }
 
 func main() {
@@ -208,6 +213,14 @@ func run() error {
 		}
 	}
 	agentPath, _ := filepath.Abs(*agent)
+	agentInfo, err := agentbuild.Describe(agentPath, agentbuild.RepoAbove())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "dtnflow-agent: %s (%s, written %s)\n", agentPath, agentInfo.Digest, agentInfo.Modified.UTC().Format(time.DateTime))
+	if w := agentInfo.Warning(); w != "" {
+		fmt.Fprintln(os.Stderr, w)
+	}
 	os.RemoveAll(*workDir)
 	src := filepath.Join(*workDir, "src")
 	must(os.MkdirAll(filepath.Join(src, "small"), 0o755))
@@ -258,8 +271,13 @@ func run() error {
 	// The baseline agent may speak an older protocol: it sends to a receiver of its own.
 	var basePath, baseAddr string
 	var baseRecv *server
+	var baseInfo agentbuild.Info
 	if *baseline != "" {
 		basePath, _ = filepath.Abs(*baseline)
+		if baseInfo, err = agentbuild.Describe(basePath, ""); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "baseline: %s (%s)\n", basePath, baseInfo.Digest)
 		basePort := freePort()
 		baseAddr = fmt.Sprintf("127.0.0.1:%d", basePort)
 		baseRecv = startServer(basePath, "receive", "--listen", baseAddr, "--root", baseDst, "--secret-file", secret)
@@ -347,6 +365,12 @@ func run() error {
 					ClientCPUSecondsPerGB: ccpu / (float64(bytes) / 1e9), ServerCPUSecondsPerGB: scpu / (float64(bytes) / 1e9)}
 				if files > 0 {
 					r.FilesPerSecond = float64(files) / secs
+				}
+				switch c.tool {
+				case "dtnflow":
+					r.Build = agentInfo.Digest
+				case "baseline":
+					r.Build = baseInfo.Digest
 				}
 				runs[i] = append(runs[i], r)
 			}

@@ -51,6 +51,7 @@ import (
 	"github.com/dtnflow/dtnflow/agent/journal"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/controllers"
+	"github.com/dtnflow/dtnflow/test/bench/agentbuild"
 	"github.com/dtnflow/dtnflow/test/bench/wan"
 	"github.com/dtnflow/dtnflow/test/e2e/framework"
 	"github.com/dtnflow/dtnflow/test/topology"
@@ -101,8 +102,11 @@ type Result struct {
 	// AgentConfig is what the agent alone ran with (tool dtnflow-agent-auto) and what
 	// it chose.
 	AgentConfig string `json:"agentConfig,omitempty"`
-	State       string `json:"state"`
-	Error       string `json:"error,omitempty"`
+	// Build is the digest of the dtnflow-agent binary the agent's own rows ran (-agent;
+	// agentbuild.Info.Digest); the operator's rows run the agent image's binary.
+	Build string `json:"build,omitempty"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
 	// Flows and GilbertElliott are the scenario's competing TCP flows and bursty loss.
 	Flows          int                   `json:"flows,omitempty"`
 	GilbertElliott *wanem.GilbertElliott `json:"gilbertElliott,omitempty"`
@@ -227,6 +231,16 @@ func run() error {
 	if err != nil || len(fx) != 2 {
 		return fmt.Errorf("-fixed %q: want streams,stripes", *fixed)
 	}
+	agentInfo, err := agentbuild.Describe(*agentBin, framework.RepoRoot())
+	if err != nil && slices.ContainsFunc(toolList, func(t string) bool { return t != "operator" && !strings.HasPrefix(t, "gridftp") }) {
+		return fmt.Errorf("-agent: %w", err)
+	}
+	if err == nil {
+		fmt.Fprintf(os.Stderr, "dtnflow-agent for the agent's own rows: %s (%s, written %s)\n", *agentBin, agentInfo.Digest, agentInfo.Modified.UTC().Format(time.DateTime))
+		if w := agentInfo.Warning(); w != "" {
+			fmt.Fprintln(os.Stderr, w)
+		}
+	}
 	topts := toolOptions{agent: *agentBin, maxStripes: *maxStripes, maxStreams: *maxStreams, gridStreams: gs, gridStripes: gk,
 		fixed: wan.DtnflowConfig{Streams: fx[0], Stripes: fx[1]}, sampleSeconds: *sampleSeconds, runLimit: *runLimit, logDir: *logDir}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -321,6 +335,9 @@ func run() error {
 				r = runWANTool(ctx, c, i, s, tool.name, topts)
 			}
 			r.Flows, r.GilbertElliott, r.Schedule = s.Flows, s.GilbertElliott, s.Schedule
+			if tool.name != "operator" && !strings.HasPrefix(r.Tool, "gridftp") {
+				r.Build = agentInfo.Digest
+			}
 			if r.Tool == "dtnflow-grid" && r.Error == "" && s.Loss == 0 && s.Flows == 0 && s.GilbertElliott == nil && s.Dataset.Kind == wan.Large {
 				if cfg, ok := parseFixed(r.AgentConfig); ok {
 					topts.fixed = cfg

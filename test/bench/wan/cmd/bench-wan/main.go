@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dtnflow/dtnflow/test/bench/agentbuild"
 	"github.com/dtnflow/dtnflow/test/bench/wan"
 	"github.com/dtnflow/dtnflow/test/wanem"
 )
@@ -186,6 +187,16 @@ func run() error {
 		return fmt.Errorf("-dtnflow-buffers: %w", err)
 	}
 	agentPath, _ := filepath.Abs(*agent)
+	if strings.Contains(*tools, "dtnflow") {
+		info, err := agentbuild.Describe(agentPath, agentbuild.RepoAbove())
+		if err != nil {
+			return fmt.Errorf("-agent: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "dtnflow-agent: %s (%s, written %s)\n", agentPath, info.Digest, info.Modified.UTC().Format(time.DateTime))
+		if w := info.Warning(); w != "" {
+			fmt.Fprintln(os.Stderr, w)
+		}
+	}
 
 	var runners []wan.Runner
 	for _, t := range strings.Split(*tools, ",") {
