@@ -102,8 +102,10 @@ type Result struct {
 	// AgentConfig is what the agent alone ran with (tool dtnflow-agent-auto) and what
 	// it chose.
 	AgentConfig string `json:"agentConfig,omitempty"`
-	// Build is the digest of the dtnflow-agent binary the agent's own rows ran (-agent;
-	// agentbuild.Info.Digest); the operator's rows run the agent image's binary.
+	// Build is which dtnflow-agent a dtnflow row ran: the digest of the binary of the
+	// agent's own rows (-agent; agentbuild.Info.Digest), and the agent image of the
+	// operator's rows (hack/images/build.sh tags it "dev-" and the same digest of the
+	// binary inside it).
 	Build string `json:"build,omitempty"`
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
@@ -335,7 +337,10 @@ func run() error {
 				r = runWANTool(ctx, c, i, s, tool.name, topts)
 			}
 			r.Flows, r.GilbertElliott, r.Schedule = s.Flows, s.GilbertElliott, s.Schedule
-			if tool.name != "operator" && !strings.HasPrefix(r.Tool, "gridftp") {
+			switch {
+			case tool.name == "operator":
+				r.Build = c.Images.Agent
+			case !strings.HasPrefix(r.Tool, "gridftp"):
 				r.Build = agentInfo.Digest
 			}
 			if r.Tool == "dtnflow-grid" && r.Error == "" && s.Loss == 0 && s.Flows == 0 && s.GilbertElliott == nil && s.Dataset.Kind == wan.Large {
