@@ -205,10 +205,24 @@ func Partition(h Histogram, bandwidthBitsPerSecond, bdpBytes float64) []Chunk {
 	}
 	// Classes must stay unique and ordered (the API keys size classes by class); a
 	// merge can only move a class between its neighbours' classes, but guard anyway.
-	for i := 1; i < len(chunks); i++ {
-		if chunks[i].Class.rank() <= chunks[i-1].Class.rank() {
-			chunks[i].Class = SizeClasses[min(chunks[i-1].Class.rank()+1, len(SizeClasses)-1)]
+	// A chunk out of order after the last class has no class left to take: it joins
+	// the chunk before it (FuzzPartition found two Huge chunks, of files of 2^60 and
+	// 2^61 bytes, once the guard could only repeat the last class).
+	for i := 1; i < len(chunks); {
+		prev := &chunks[i-1]
+		if chunks[i].Class.rank() > prev.Class.rank() {
+			i++
+			continue
 		}
+		if next := prev.Class.rank() + 1; next < len(SizeClasses) {
+			chunks[i].Class = SizeClasses[next]
+			i++
+			continue
+		}
+		prev.Files += chunks[i].Files
+		prev.Bytes += chunks[i].Bytes
+		prev.MaxLog2 = chunks[i].MaxLog2
+		chunks = append(chunks[:i], chunks[i+1:]...)
 	}
 	for i := range chunks {
 		if i == len(chunks)-1 {
