@@ -122,6 +122,15 @@ func RepoAbove() string {
 	}
 }
 
+// Report writes to w, under label, what a benchmark is about to run: the binary, its
+// digest and when it was written, then Warning's line when there is one.
+func (i Info) Report(w io.Writer, label string) {
+	fmt.Fprintf(w, "%s: %s (%s, written %s)\n", label, i.Path, i.Digest, i.Modified.UTC().Format(time.DateTime))
+	if msg := i.Warning(); msg != "" {
+		fmt.Fprintln(w, msg)
+	}
+}
+
 // Warning is what a benchmark prints before it runs a stale binary; "" when the
 // binary is not older than its sources.
 func (i Info) Warning() string {

@@ -112,6 +112,11 @@ func TestDescribeFindsAnOlderBinary(t *testing.T) {
 	if w := info.Warning(); !strings.Contains(w, dep) || !strings.Contains(w, info.Digest) {
 		t.Fatalf("warning %q names neither the source nor the build", w)
 	}
+	var report strings.Builder
+	info.Report(&report, "dtnflow-agent")
+	if !strings.HasPrefix(report.String(), "dtnflow-agent: "+bin+" ("+info.Digest) || !strings.Contains(report.String(), info.Warning()) {
+		t.Fatalf("report %q lacks the binary, its digest or the warning", report.String())
+	}
 
 	// Two different binaries have different digests.
 	other := filepath.Join(t.TempDir(), "dtnflow-agent")

@@ -217,10 +217,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "dtnflow-agent: %s (%s, written %s)\n", agentPath, agentInfo.Digest, agentInfo.Modified.UTC().Format(time.DateTime))
-	if w := agentInfo.Warning(); w != "" {
-		fmt.Fprintln(os.Stderr, w)
-	}
+	agentInfo.Report(os.Stderr, "dtnflow-agent")
 	os.RemoveAll(*workDir)
 	src := filepath.Join(*workDir, "src")
 	must(os.MkdirAll(filepath.Join(src, "small"), 0o755))
@@ -277,7 +274,7 @@ func run() error {
 		if baseInfo, err = agentbuild.Describe(basePath, ""); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "baseline: %s (%s)\n", basePath, baseInfo.Digest)
+		baseInfo.Report(os.Stderr, "baseline")
 		basePort := freePort()
 		baseAddr = fmt.Sprintf("127.0.0.1:%d", basePort)
 		baseRecv = startServer(basePath, "receive", "--listen", baseAddr, "--root", baseDst, "--secret-file", secret)

@@ -238,10 +238,7 @@ func run() error {
 		return fmt.Errorf("-agent: %w", err)
 	}
 	if err == nil {
-		fmt.Fprintf(os.Stderr, "dtnflow-agent for the agent's own rows: %s (%s, written %s)\n", *agentBin, agentInfo.Digest, agentInfo.Modified.UTC().Format(time.DateTime))
-		if w := agentInfo.Warning(); w != "" {
-			fmt.Fprintln(os.Stderr, w)
-		}
+		agentInfo.Report(os.Stderr, "dtnflow-agent for the agent's own rows")
 	}
 	topts := toolOptions{agent: *agentBin, maxStripes: *maxStripes, maxStreams: *maxStreams, gridStreams: gs, gridStripes: gk,
 		fixed: wan.DtnflowConfig{Streams: fx[0], Stripes: fx[1]}, sampleSeconds: *sampleSeconds, runLimit: *runLimit, logDir: *logDir}

@@ -192,10 +192,7 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("-agent: %w", err)
 		}
-		fmt.Fprintf(os.Stderr, "dtnflow-agent: %s (%s, written %s)\n", agentPath, info.Digest, info.Modified.UTC().Format(time.DateTime))
-		if w := info.Warning(); w != "" {
-			fmt.Fprintln(os.Stderr, w)
-		}
+		info.Report(os.Stderr, "dtnflow-agent")
 	}
 
 	var runners []wan.Runner
