@@ -53,6 +53,47 @@ const (
 	AnnotationReport = "dtnflow.io/report"
 )
 
+// The warm pool (TransferEndpoint spec.agentPods.warmPool): agents started before any
+// job, each waiting in `dtnflow-agent standby` until the controller claims it for one
+// agent of one job.
+//
+//   - A warm agent's pod carries LabelWarmPool (its endpoint) and LabelWarmSide, and
+//     mounts its own Secret (key WarmKey, at WarmKeyMountPath): 32 random bytes the
+//     controller made for that pod alone. Its ServiceAccount may get, watch and patch
+//     that pod only, as a coordinator's may.
+//   - The controller claims it by writing AnnotationClaim: the claim (the job's
+//     secret, the role's arguments, its environment) sealed with the pod's key and
+//     bound to the pod's UID (package agent/contract/claim), so that nobody who can only edit
+//     the pod's annotations can direct the agent or read the job's secret. The same
+//     patch gives the pod the job's labels and the job as its controlling owner.
+//   - The agent opens the claim, writes the job's secret where a job's own pod has it
+//     (SecretMountPath, a memory-backed volume in a warm pod) and replaces itself
+//     (exec) with the role's command: from then on it is that agent of the job.
+const (
+	// LabelWarmPool names the TransferEndpoint whose warm pool started the pod.
+	LabelWarmPool = "dtnflow.io/warm-pool"
+	// LabelWarmSide says which side of a transfer a warm agent can serve: WarmSideSource
+	// (a coordinator or a sender: the storage mounted read-only) or WarmSideDestination
+	// (a receiver).
+	LabelWarmSide = "dtnflow.io/warm-side"
+	// AnnotationClaim holds the sealed claim of a warm agent.
+	AnnotationClaim = "dtnflow.io/claim"
+	// AnnotationAgentArgs holds, in the clear, the arguments a claim gave the agent
+	// (JSON list), for the controller's own reading: they hold no secret.
+	AnnotationAgentArgs = "dtnflow.io/agent-args"
+	// WarmKeyMountPath is where a warm agent's pod mounts its own Secret; the key
+	// file is WarmKeyMountPath + "/" + WarmKey.
+	WarmKeyMountPath = "/var/run/dtnflow/warm"
+	// WarmKey is the key of the warm agent's key in its Secret.
+	WarmKey = "key"
+)
+
+// The sides a warm agent serves.
+const (
+	WarmSideSource      = "source"
+	WarmSideDestination = "destination"
+)
+
 // EnvInitialDirective is the coordinator's environment variable holding the directive
 // its pod was created with: the kubelet fills it from AnnotationDirective (the downward
 // API) as the container starts, so the coordinator serves its stripes on that

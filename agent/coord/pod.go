@@ -206,47 +206,77 @@ func HumanRate(bps int64) string {
 func (p *PodChannel) Watch(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	go func() {
-		backoff := 100 * time.Millisecond
 		last := ""
-		for ctx.Err() == nil {
-			seen, err := p.watchOnce(ctx, &last, out)
-			if ctx.Err() != nil {
-				return
+		p.follow(ctx, func(_ string, annotations map[string]string) bool {
+			if d := annotations[contract.AnnotationDirective]; d != last {
+				last = d
+				select {
+				case out <- struct{}{}:
+				default: // one is pending already: the Runner reads the latest
+				}
 			}
-			if seen {
-				backoff = 100 * time.Millisecond
-			}
-			if err != nil {
-				slog.Default().Debug("Watching the coordinator pod", "err", err.Error())
-			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			backoff = min(2*backoff, 5*time.Second)
-		}
+			return false
+		})
 	}()
 	return out
 }
 
-// watchOnce follows one watch until it ends; seen says it delivered an event.
-func (p *PodChannel) watchOnce(ctx context.Context, last *string, out chan<- struct{}) (seen bool, err error) {
+// WaitFor watches the pod until accept takes one of its states (its UID and
+// annotations, the first event the pod as it is), and returns accept's error then; nil
+// when ctx ends first. A watch that ends or fails is opened again after a pause that
+// grows to 5 s.
+func (p *PodChannel) WaitFor(ctx context.Context, accept func(uid string, annotations map[string]string) (bool, error)) error {
+	var err error
+	p.follow(ctx, func(uid string, annotations map[string]string) bool {
+		var done bool
+		done, err = accept(uid, annotations)
+		return done
+	})
+	return err
+}
+
+// follow watches the pod and calls each with every state of it the watch delivers,
+// until each says it is done or ctx ends.
+func (p *PodChannel) follow(ctx context.Context, each func(uid string, annotations map[string]string) bool) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		seen, done, err := p.watchOnce(ctx, each)
+		if done || ctx.Err() != nil {
+			return
+		}
+		if seen {
+			backoff = 100 * time.Millisecond
+		}
+		if err != nil {
+			slog.Default().Debug("Watching the agent's pod", "err", err.Error())
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// watchOnce follows one watch until it ends or each is done; seen says it delivered an
+// event.
+func (p *PodChannel) watchOnce(ctx context.Context, each func(uid string, annotations map[string]string) bool) (seen, done bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.watchURL, nil)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		return false, fmt.Errorf("watching pod %s/%s: %s: %s", p.Namespace, p.Name, resp.Status, strings.TrimSpace(string(b)))
+		return false, false, fmt.Errorf("watching pod %s/%s: %s: %s", p.Namespace, p.Name, resp.Status, strings.TrimSpace(string(b)))
 	}
 	dec := json.NewDecoder(resp.Body)
 	for {
@@ -255,26 +285,23 @@ func (p *PodChannel) watchOnce(ctx context.Context, last *string, out chan<- str
 			Object struct {
 				Metadata struct {
 					Name        string            `json:"name"`
+					UID         string            `json:"uid"`
 					Annotations map[string]string `json:"annotations"`
 				} `json:"metadata"`
 			} `json:"object"`
 		}
 		if err := dec.Decode(&ev); err != nil {
 			if errors.Is(err, io.EOF) {
-				return seen, nil
+				return seen, false, nil
 			}
-			return seen, err
+			return seen, false, err
 		}
 		seen = true
 		if ev.Type != "ADDED" && ev.Type != "MODIFIED" || ev.Object.Metadata.Name != p.Name {
 			continue // ERROR (an expired watch), BOOKMARK, DELETED: nothing to read
 		}
-		if d := ev.Object.Metadata.Annotations[contract.AnnotationDirective]; d != *last {
-			*last = d
-			select {
-			case out <- struct{}{}:
-			default: // one is pending already: the Runner reads the latest
-			}
+		if each(ev.Object.Metadata.UID, ev.Object.Metadata.Annotations) {
+			return true, true, nil
 		}
 	}
 }

@@ -23,6 +23,7 @@ Usage:
   dtnflow-agent send       --mem --to HOST:PORT --secret-file FILE --streams N [--duration 10s | --bytes N]
   dtnflow-agent send       --stripe K --coordinator HOST:PORT --receiver HOST:PORT --root DIR --secret-file FILE
   dtnflow-agent coordinate --listen :7100 --root DIR --secret-file FILE --path P... [--pod NS/NAME]
+  dtnflow-agent standby    --pod NS/NAME   (a warm agent: waits for its claim, then runs it)
   dtnflow-agent probe      --to HOST:PORT --secret-file FILE [--streams 1,2,4,8] [--seconds 3]
   dtnflow-agent plan       [--in samples.json]
 
@@ -58,6 +59,8 @@ func main() {
 		err = runSend(ctx, os.Args[2:], log)
 	case "coordinate":
 		err = runCoordinate(ctx, os.Args[2:], log)
+	case "standby":
+		err = runStandby(ctx, os.Args[2:], log)
 	case "probe":
 		err = runProbe(ctx, os.Args[2:], log)
 	case "plan":
