@@ -119,6 +119,40 @@ type AgentPodSettings struct {
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.agentPods.memoryLimit must be positive"
 	// +optional
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
+
+	// warmPool keeps agents started and waiting on the endpoint's ready DTN nodes
+	// before any job needs them. A job takes a waiting agent for each agent it starts
+	// on such a node (in its own namespace), so its first bytes move without waiting
+	// for a pod to start (about a second on a cluster); the pool starts a replacement
+	// behind it. A job that finds no waiting agent starts its own pods, as without a
+	// pool. Waiting agents use a few millicores each.
+	// +optional
+	WarmPool *WarmPool `json:"warmPool,omitempty"`
+}
+
+// WarmPool is how many agents wait on each DTN node of an endpoint, and for which
+// namespaces' jobs.
+type WarmPool struct {
+	// agentsPerNode is how many agents wait on each ready DTN node, for each side of a
+	// transfer the endpoint can serve (a coordinator or a sender reads the storage; a
+	// receiver writes it, unless storage.readOnly) and in each of namespaces. A job on
+	// one node takes two on its source side (its coordinator and first sender) and one
+	// on its destination side.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=8
+	AgentsPerNode int32 `json:"agentsPerNode"`
+
+	// namespaces are the namespaces whose jobs the pool serves. An agent waits in the
+	// namespace of the job that will take it, since a pod never moves to another
+	// namespace, and runs as the storage owner with the storage root mounted, as a
+	// job's own agents do; a namespace that namespaceSelector does not select gets no
+	// agents.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	Namespaces []string `json:"namespaces"`
 }
 
 // EndpointSharing limits the jobs that use a site, as source or destination, over every

@@ -330,6 +330,9 @@ func transferEndpointCreateTable() validationTable {
 	expression := func(o object) {
 		set(o, "spec.namespaceSelector", object{"matchExpressions": []any{object{"key": "team", "operator": "In", "values": []any{"physics"}}}})
 	}
+	warmPool := func(o object) {
+		set(o, "spec.agentPods.warmPool", object{"agentsPerNode": 2, "namespaces": []any{"physics"}})
+	}
 	return validationTable{
 		kind: "TransferEndpoint",
 		op:   opCreate,
@@ -425,9 +428,29 @@ func transferEndpointCreateTable() validationTable {
 					set(o, "spec.agentPods", object{"memoryRequest": "2Gi", "memoryLimit": "1Gi"})
 				}, check: "rule", field: "spec.agentPods.memoryLimit", want: "spec.agentPods.memoryLimit must be at least memoryRequest"},
 			},
+			boundCases("spec.agentPods.warmPool.agentsPerNode", warmPool, 1, upTo(8)),
+			[]validationCase{
+				required("spec.agentPods.warmPool.agentsPerNode", warmPool),
+				required("spec.agentPods.warmPool.namespaces", warmPool),
+				{name: "warmPool of no namespace", mutate: func(o object) { warmPool(o); set(o, "spec.agentPods.warmPool.namespaces", []any{}) },
+					check: "minItems", field: "spec.agentPods.warmPool.namespaces", want: "should have at least 1 items"},
+				{name: "warmPool of 17 namespaces", mutate: func(o object) {
+					warmPool(o)
+					set(o, "spec.agentPods.warmPool.namespaces", listOf(17, func(i int) any { return fmt.Sprintf("ns-%02d", i) }))
+				}, check: "maxItems", field: "spec.agentPods.warmPool.namespaces", want: "must have at most 16 items"},
+				{name: "warmPool namespace twice", mutate: func(o object) { warmPool(o); set(o, "spec.agentPods.warmPool.namespaces", []any{"physics", "physics"}) },
+					check: "unique", field: "spec.agentPods.warmPool.namespaces[1]", want: "Duplicate value"},
+				{name: "warmPool namespace longer than 63", mutate: func(o object) { warmPool(o); set(o, "spec.agentPods.warmPool.namespaces[0]", strings.Repeat("a", 64)) },
+					check: "maxLength", field: "spec.agentPods.warmPool.namespaces[0]", want: "may not be more than 63 bytes"},
+				{name: "warmPool namespace not a DNS label", mutate: func(o object) { warmPool(o); set(o, "spec.agentPods.warmPool.namespaces[0]", "a.b") },
+					check: "pattern", field: "spec.agentPods.warmPool.namespaces[0]", want: dnsPattern},
+			},
 		),
 		accepted: []acceptedCase{
 			{"name of 253 characters", func(o object) { set(o, "metadata.name", dnsName(253)) }},
+			{"warmPool of 8 agents per node in 16 namespaces", func(o object) {
+				set(o, "spec.agentPods.warmPool", object{"agentsPerNode": 8, "namespaces": listOf(16, func(i int) any { return fmt.Sprintf("ns-%02d", i) })})
+			}},
 			{"nodeSelector of 64 labels", func(o object) {
 				set(o, "spec.nodeSelector", mapOf(64, func(i int) (string, any) { return fmt.Sprintf("l%02d", i), "x" }))
 			}},
