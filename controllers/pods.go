@@ -97,19 +97,7 @@ type agentPod struct {
 // the path is probed, when the probe's CPU request and the "probe" hash are used.
 func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.TransferPlan, p agentPod, opts AgentPodOptions) *corev1.Pod {
 	name := AgentPodName(job.Name, p.Role, p.Stripe)
-	planHash := ProbePlanHash
-	if plan != nil && plan.Hash != "" {
-		planHash = plan.Hash
-	}
-	labels := map[string]string{
-		contract.LabelManagedBy: contract.ManagedByValue,
-		contract.LabelJob:       JobLabelValue(job.Name),
-		contract.LabelRole:      string(p.Role),
-		contract.LabelPlanHash:  planHash,
-	}
-	if p.Role != contract.RoleCoordinator {
-		labels[contract.LabelStripe] = strconv.Itoa(int(p.Stripe))
-	}
+	labels := agentLabels(job, plan, p)
 
 	secretName := p.Secret
 	if secretName == "" {
@@ -127,9 +115,9 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          agentContainerSecurity(),
 	}
+	container.Args = agentContainerArgs(job, p, name)
 	switch p.Role {
 	case contract.RoleCoordinator:
-		container.Args = contract.CoordinatorArgs(p.Port, job.Namespace+"/"+name, jobOptions(job))
 		container.Ports = []corev1.ContainerPort{{Name: "coordinator", ContainerPort: p.Port, HostPort: p.Port, Protocol: corev1.ProtocolTCP}}
 		if p.Directive != "" {
 			container.Env = append(container.Env, corev1.EnvVar{Name: contract.EnvInitialDirective, ValueFrom: &corev1.EnvVarSource{
@@ -140,16 +128,12 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 				corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: opts.APIServerHost},
 				corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: opts.APIServerPort})
 		}
-	case contract.RoleSender:
-		container.Args = contract.SenderArgs(p.Stripe, p.CoordinatorAddress, p.ReceiverAddress)
 	case contract.RoleReceiver:
-		container.Args = contract.ReceiverArgsWith(p.Stripe, p.Port, p.Receiver)
 		container.Ports = []corev1.ContainerPort{{Name: "receiver", ContainerPort: p.Port, HostPort: p.Port, Protocol: corev1.ProtocolTCP}}
 	}
 	if p.MetricsPort > 0 {
 		// Agents share their node's network: each serves its metrics on a port of its
 		// own, declared so that the scheduler and the port allocator count it.
-		container.Args = append(container.Args, metricsAddrFlag, hostPort("127.0.0.1", p.MetricsPort))
 		container.Ports = append(container.Ports, corev1.ContainerPort{Name: metricsPortName, ContainerPort: p.MetricsPort, HostPort: p.MetricsPort, Protocol: corev1.ProtocolTCP})
 	}
 
@@ -203,6 +187,42 @@ func buildAgentPod(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.Trans
 		}
 	}
 	return pod
+}
+
+// agentLabels are the labels of a job's agent p: the job's, its role, its stripe and the
+// plan it was made for ("probe" before any plan).
+func agentLabels(job *dtnflowv1alpha1.TransferJob, plan *dtnflowv1alpha1.TransferPlan, p agentPod) map[string]string {
+	planHash := ProbePlanHash
+	if plan != nil && plan.Hash != "" {
+		planHash = plan.Hash
+	}
+	labels := map[string]string{
+		contract.LabelManagedBy: contract.ManagedByValue,
+		contract.LabelJob:       JobLabelValue(job.Name),
+		contract.LabelRole:      string(p.Role),
+		contract.LabelPlanHash:  planHash,
+	}
+	if p.Role != contract.RoleCoordinator {
+		labels[contract.LabelStripe] = strconv.Itoa(int(p.Stripe))
+	}
+	return labels
+}
+
+// agentContainerArgs is the command line of a job's agent p running in the pod podName.
+func agentContainerArgs(job *dtnflowv1alpha1.TransferJob, p agentPod, podName string) []string {
+	var args []string
+	switch p.Role {
+	case contract.RoleCoordinator:
+		args = contract.CoordinatorArgs(p.Port, job.Namespace+"/"+podName, jobOptions(job))
+	case contract.RoleSender:
+		args = contract.SenderArgs(p.Stripe, p.CoordinatorAddress, p.ReceiverAddress)
+	case contract.RoleReceiver:
+		args = contract.ReceiverArgsWith(p.Stripe, p.Port, p.Receiver)
+	}
+	if p.MetricsPort > 0 {
+		args = append(args, metricsAddrFlag, hostPort("127.0.0.1", p.MetricsPort))
+	}
+	return args
 }
 
 // agentPodSecurity runs an agent as its endpoint's storage owner, never as root, under
@@ -380,7 +400,7 @@ func hostPort(address string, port int32) string {
 // senderFor reports whether a sender pod was made as stripe k's sender to coordAddr
 // and recvAddr; its metrics address is its own and not compared.
 func senderFor(pod *corev1.Pod, k int32, coordAddr, recvAddr string) bool {
-	args := pod.Spec.Containers[0].Args
+	args := agentArgs(pod)
 	if i := slices.Index(args, metricsAddrFlag); i >= 0 && i+1 < len(args) {
 		args = slices.Delete(slices.Clone(args), i, i+2)
 	}

@@ -107,6 +107,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 			return fmt.Errorf("setting up the RemoteSite controller: %w", err)
 		}
 	}
+	pool := &WarmPoolReconciler{Client: mgr.GetClient(), Pods: cfg.Pods, keys: jobs.warm, ports: jobs.ports}
+	if err := pool.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the warm pool controller: %w", err)
+	}
 	endpoints := &TransferEndpointReconciler{Client: mgr.GetClient(), Clock: clk}
 	if err := endpoints.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TransferEndpoint controller: %w", err)

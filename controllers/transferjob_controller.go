@@ -55,6 +55,11 @@ type TransferJobReconciler struct {
 	sharing *sharingLedger
 	// authReady holds the UIDs of jobs whose secret and coordinator RBAC were created.
 	authReady sync.Map
+	// jobSecrets holds the secrets of the jobs this manager made them for (job UID →
+	// bytes), which a claim hands to a warm agent; the manager never reads a Secret.
+	jobSecrets sync.Map
+	// warm holds the keys of the warm agents the pool started (warmpool.go).
+	warm *warmKeys
 }
 
 // forget drops what the reconciler remembers of a job that is gone.
@@ -63,6 +68,7 @@ func (r *TransferJobReconciler) forget(uid types.UID) {
 	r.rescale.forget(uid)
 	r.sharing.forget(uid)
 	r.authReady.Delete(uid)
+	r.jobSecrets.Delete(uid)
 }
 
 // PauseReports is how many report intervals a suspension waits for the coordinator to
@@ -95,6 +101,9 @@ func (r *TransferJobReconciler) setDefaults() {
 	}
 	r.exp = newExpectations(r.Clock)
 	r.ports = newPortAllocator(r.Clock)
+	if r.warm == nil {
+		r.warm = newWarmKeys()
+	}
 	r.rescale = rescaleMemory{states: map[types.UID]any{}}
 	r.sharing = newSharingLedger()
 }

@@ -37,16 +37,23 @@ func (r *TransferJobReconciler) ensureAuth(ctx context.Context, p *pass) error {
 		return nil
 	}
 	objs := []client.Object{buildCoordinatorServiceAccount(job), buildCoordinatorRole(job), buildCoordinatorRoleBinding(job)}
+	var secret *corev1.Secret
 	if _, side, _ := remoteOf(job); side == "" { // a job with a peer: ensureRemoteAuth
-		secret, err := buildJobSecret(job)
-		if err != nil {
+		var err error
+		if secret, err = buildJobSecret(job); err != nil {
 			return err
 		}
 		objs = append(objs, secret)
 	}
 	for _, obj := range objs {
-		if err := r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := r.Client.Create(ctx, obj)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+		if obj == client.Object(secret) && err == nil {
+			// the bytes the job's agents prove, for the warm agents it claims; a Secret
+			// that already existed holds other bytes, unknown here
+			r.jobSecrets.Store(job.UID, secret.Data[contract.SecretKey])
 		}
 	}
 	r.authReady.Store(job.UID, struct{}{})

@@ -149,7 +149,7 @@ func (r *TransferJobReconciler) observePods(ctx context.Context, job *dtnflowv1a
 		if controllerUID(pod) != job.UID {
 			continue // a pod of an earlier job of the same name; the sweep removes it
 		}
-		present[pod.Name] = pod.UID
+		present[slotName(job.Name, pod)] = pod.UID
 	}
 	r.exp.Observe(job.UID, present)
 	for i := range pods.Items {
@@ -157,8 +157,9 @@ func (r *TransferJobReconciler) observePods(ctx context.Context, job *dtnflowv1a
 		if controllerUID(pod) != job.UID {
 			continue
 		}
+		slot := slotName(job.Name, pod)
 		if pod.DeletionTimestamp != nil || r.exp.Deleted(job.UID, pod.UID) {
-			o.leaving[pod.Name] = true
+			o.leaving[slot] = true
 			if !r.exp.Deleted(job.UID, pod.UID) && !podTerminal(pod) {
 				o.vanishing = append(o.vanishing, pod)
 			}
@@ -168,11 +169,11 @@ func (r *TransferJobReconciler) observePods(ctx context.Context, job *dtnflowv1a
 		stripe, err := strconv.ParseInt(pod.Labels[contract.LabelStripe], 10, 32)
 		k := int32(stripe)
 		switch {
-		case role == contract.RoleCoordinator && pod.Name == CoordinatorPodName(job.Name):
+		case role == contract.RoleCoordinator && slot == CoordinatorPodName(job.Name) && o.coordinator == nil:
 			o.coordinator = pod
-		case role == contract.RoleSender && err == nil && pod.Name == AgentPodName(job.Name, role, k):
+		case role == contract.RoleSender && err == nil && slot == AgentPodName(job.Name, role, k) && o.senders[k] == nil:
 			o.senders[k] = pod
-		case role == contract.RoleReceiver && err == nil && pod.Name == AgentPodName(job.Name, role, k):
+		case role == contract.RoleReceiver && err == nil && slot == AgentPodName(job.Name, role, k) && o.receivers[k] == nil:
 			o.receivers[k] = pod
 		default:
 			o.strays = append(o.strays, pod)

@@ -449,6 +449,9 @@ func (r *TransferJobReconciler) createAgent(ctx context.Context, p *pass, plan *
 	if n == nil {
 		return nil, nil
 	}
+	if claimed, err := r.claimWarmAgent(ctx, p, plan, ap); claimed != nil || err != nil {
+		return claimed, err
+	}
 	var err error
 	ap.Port, ap.MetricsPort, err = r.ports.AllocateAgent(ap.Node, portRangeOf(ap.Endpoint), sets.New(n.HostPorts...), job.Namespace+"/"+name, ap.Role != contract.RoleSender)
 	if err != nil {
@@ -474,8 +477,9 @@ func (r *TransferJobReconciler) deletePod(ctx context.Context, p *pass, pod *cor
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting pod %s: %w", podKey(pod), err)
 	}
-	r.exp.ExpectDelete(p.job.UID, pod.Name, pod.UID)
-	p.obs.leaving[pod.Name] = true
+	slot := slotName(p.job.Name, pod)
+	r.exp.ExpectDelete(p.job.UID, slot, pod.UID)
+	p.obs.leaving[slot] = true
 	logf.FromContext(ctx).V(1).Info("Deleted an agent pod", "pod", podKey(pod))
 	return nil
 }
@@ -614,11 +618,12 @@ func (r *TransferJobReconciler) accountFailures(ctx context.Context, p *pass) er
 	}
 	for _, pod := range obs.vanishing {
 		role := contract.Role(pod.Labels[contract.LabelRole])
-		k, _ := stripeIndex(job.Name, strings.TrimSuffix(strings.TrimSuffix(pod.Name, "-send"), "-recv"))
+		slot := slotName(job.Name, pod)
+		k, _ := stripeIndex(job.Name, strings.TrimSuffix(strings.TrimSuffix(slot, "-send"), "-recv"))
 		if (role == contract.RoleCoordinator && wasRunning) || (role != contract.RoleCoordinator && runningStripes[k]) {
 			count(nil, pod.Name, role)
 		}
-		r.exp.ExpectDelete(job.UID, pod.Name, pod.UID)
+		r.exp.ExpectDelete(job.UID, slot, pod.UID)
 	}
 	rem := obs.remote
 	if !rem.isSource() && obs.coordinator == nil && gone(CoordinatorPodName(job.Name)) && wasRunning {
