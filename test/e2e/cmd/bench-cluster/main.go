@@ -167,7 +167,7 @@ func run() error {
 	agentConcurrency := flag.Int("agent-concurrency", 0, "send --auto --concurrency, the files in flight per stripe its size classes may use (0: the agent's default)")
 	suiteName := flag.String("suite", "", "issue11: every scenario of make bench-wan (one large file at loss 0, 1e-4 and 1e-3, at 1e-3 with a competing flow, the mixed dataset, the small files) plus bursty loss and -flows competing flows, at the first -rate and -rtt; empty: the matrix of -rate, -rtt, -loss, -dataset")
 	flows := flag.Int("flows", 4, "competing TCP flows of the suite's flows scenario")
-	tools := flag.String("tools", "operator,agent-auto", "tools to run on each scenario, in order: operator, agent-auto, dtnflow-grid, dtnflow-fixed (-fixed), gridftp-default, gridftp-preset")
+	tools := flag.String("tools", "operator,agent-auto", "tools to run on each scenario, in order: operator, operator-warm-pool (the endpoints given a warm pool first), agent-auto, dtnflow-grid, dtnflow-fixed (-fixed), gridftp-default, gridftp-preset")
 	gridStreams := flag.String("grid-streams", "1,4,16", "dtnflow-grid: streams per stripe")
 	gridStripes := flag.String("grid-stripes", "1,2,4", "dtnflow-grid: stripes")
 	sampleSeconds := flag.Float64("sample-seconds", 3, "dtnflow-grid: each grid point is probed on a sample of this many seconds at the link rate")
@@ -326,8 +326,16 @@ func run() error {
 				tool.name = "dtnflow-fixed"
 			}
 			switch tool.name {
-			case "operator":
+			case "operator", "operator-warm-pool":
+				pool := tool.name == "operator-warm-pool"
+				if err := setWarmPools(ctx, c, pool); err != nil {
+					r = Result{Scenario: s.Name(), Tool: "dtnflow-" + tool.name, Error: err.Error()}
+					break
+				}
 				r = runScenario(ctx, c, peer != nil, 10*i+n, s, tool.inFlight, !*warm, *verify, *jobVerify, *timeout, *logDir)
+				if pool {
+					r.Tool += "-warm-pool"
+				}
 			case "agent-auto":
 				r = runAgentAuto(ctx, c, i, s, *agentBin, *maxStripes, *maxStreams, *agentConcurrency, *verify, *jobVerify, *timeout, *logDir)
 			default:
@@ -335,7 +343,7 @@ func run() error {
 			}
 			r.Flows, r.GilbertElliott, r.Schedule = s.Flows, s.GilbertElliott, s.Schedule
 			switch {
-			case tool.name == "operator":
+			case tool.name == "operator" || tool.name == "operator-warm-pool":
 				r.Build = c.Images.Agent
 			case !strings.HasPrefix(r.Tool, "gridftp"):
 				r.Build = agentInfo.Digest
@@ -862,7 +870,7 @@ func expandModes(tools, modes []string) []toolRun {
 	var out []toolRun
 	for _, t := range tools {
 		t = strings.TrimSpace(t)
-		if t != "operator" {
+		if t != "operator" && t != "operator-warm-pool" {
 			out = append(out, toolRun{name: t})
 			continue
 		}
