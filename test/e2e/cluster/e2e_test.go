@@ -10,8 +10,9 @@ import "testing"
 //     helm upgrade to a chart with a changed CRD and back, the CRD following;
 //  2. invalid TransferJobs refused by the API server, naming the field;
 //  3. a cold job: probe, fit, plan, move a mixed dataset, every SHA-256 equal;
-//  4. a second job on the path starting warm from the PathProfile, and two jobs
-//     writing the same files, the second waiting (FilesInUse) until the first is done;
+//  4. a second job on the path starting warm from the PathProfile, a job whose agents
+//     are the endpoints' warm pool's, and two jobs writing the same files, the second
+//     waiting (FilesInUse) until the first is done;
 //  5. agent pods killed mid-transfer, the job still completing with identical files;
 //  6. the path's rate halved mid-transfer, and the re-plan that follows;
 //  7. kubectl dtnflow on a recurring job: logs through the kubelets, get, describe,
@@ -29,6 +30,7 @@ func TestLocalCluster(t *testing.T) {
 		{"invalid-jobs-rejected", testInvalidJobRejected},
 		{"cold-transfer", testColdTransfer},
 		{"warm-start", testWarmStart},
+		{"warm-pool", testWarmPool},
 		{"files-in-use", testFilesInUse},
 		{"agent-killed", testAgentKilledMidTransfer},
 		{"path-rate-halved", testPathRateHalvedReplans},
