@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 )
 
@@ -56,7 +58,13 @@ func (r *TransferEndpointReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	st := endpointStatus(&ep, nodes, apiTime(r.Clock.Now()))
+	var warm *warmPoolView
+	if ep.Spec.AgentPods != nil && ep.Spec.AgentPods.WarmPool != nil {
+		if warm, err = observeWarmPool(ctx, r.Client, &ep); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	st := endpointStatus(&ep, nodes, warm, apiTime(r.Clock.Now()))
 	if equality.Semantic.DeepEqual(st, ep.Status) {
 		return ctrl.Result{}, nil
 	}
@@ -74,6 +82,20 @@ func (r *TransferEndpointReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	r.wrote(ep.Name)
 	ctrl.LoggerFrom(ctx).V(1).Info("Updated endpoint status", "transferEndpoint", klog.KObj(&ep), "readyNodes", st.ReadyNodes)
 	return ctrl.Result{}, nil
+}
+
+// observeWarmPool observes the namespaces of the endpoint's warm pool and its waiting
+// agents.
+func observeWarmPool(ctx context.Context, c client.Reader, ep *dtnflowv1alpha1.TransferEndpoint) (*warmPoolView, error) {
+	namespaces, err := observeWarmNamespaces(ctx, c, ep)
+	if err != nil {
+		return nil, err
+	}
+	waiting, _, err := listWarmAgents(ctx, c, ep)
+	if err != nil {
+		return nil, err
+	}
+	return &warmPoolView{Namespaces: namespaces, Waiting: waiting}, nil
 }
 
 // untilNextWrite is how long the endpoint's next status write must wait.
@@ -97,8 +119,9 @@ func (r *TransferEndpointReconciler) wrote(name string) {
 }
 
 // SetupWithManager registers the reconciler: it watches endpoints, the nodes they may
-// select (when labels, readiness, schedulability or CPU change) and agent pods (when one
-// starts or ends on a node).
+// select (when labels, readiness, schedulability or CPU change), agent pods (when one
+// starts or ends on a node; a warm agent also when it comes to run or a job claims it)
+// and the namespaces warm pools list.
 func (r *TransferEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("transferendpoint").
@@ -107,6 +130,8 @@ func (r *TransferEndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(nodeChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.endpointsForPod),
 			builder.WithPredicates(agentPodStartedOrEnded())).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.endpointsForNamespace),
+			builder.WithPredicates(labelsChanged())).
 		Complete(r)
 }
 
@@ -125,23 +150,47 @@ func (r *TransferEndpointReconciler) endpointsForNode(ctx context.Context, _ cli
 	return reqs
 }
 
-// endpointsForPod maps an agent pod to the endpoints that select its node.
-func (r *TransferEndpointReconciler) endpointsForPod(ctx context.Context, o client.Object) []reconcile.Request {
-	name := pinnedNode(o.(*corev1.Pod))
-	if name == "" {
-		return nil
-	}
-	var node corev1.Node
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
-		return nil
-	}
+// endpointsForNamespace maps a namespace to the endpoints whose warm pool lists it.
+func (r *TransferEndpointReconciler) endpointsForNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	var eps dtnflowv1alpha1.TransferEndpointList
 	if err := r.Client.List(ctx, &eps); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing endpoints for a pod event")
+		ctrl.LoggerFrom(ctx).Error(err, "Listing endpoints for a namespace event")
 		return nil
 	}
 	var reqs []reconcile.Request
 	for _, ep := range eps.Items {
+		if p := ep.Spec.AgentPods; p != nil && p.WarmPool != nil && slices.Contains(p.WarmPool.Namespaces, o.GetName()) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: ep.Name}})
+		}
+	}
+	return reqs
+}
+
+// endpointsForPod maps an agent pod to the endpoints that select its node, and a warm
+// agent to its pool's endpoint.
+func (r *TransferEndpointReconciler) endpointsForPod(ctx context.Context, o client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	pool := o.GetLabels()[contract.LabelWarmPool]
+	if pool != "" {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: pool}})
+	}
+	name := pinnedNode(o.(*corev1.Pod))
+	if name == "" {
+		return reqs
+	}
+	var node corev1.Node
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
+		return reqs
+	}
+	var eps dtnflowv1alpha1.TransferEndpointList
+	if err := r.Client.List(ctx, &eps); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing endpoints for a pod event")
+		return reqs
+	}
+	for _, ep := range eps.Items {
+		if ep.Name == pool {
+			continue
+		}
 		if len(ep.Spec.NodeSelector) > 0 && labels.SelectorFromSet(ep.Spec.NodeSelector).Matches(labels.Set(node.Labels)) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: ep.Name}})
 		}
@@ -164,12 +213,18 @@ func nodeChanged() predicate.Predicate {
 	}
 }
 
-// agentPodStartedOrEnded passes the pod events that change a node's stripe count.
+// agentPodStartedOrEnded passes the pod events that change a node's stripe count, and
+// those that change a warm pool's counts: a warm agent that comes to run, or that a job
+// claims (its controlling owner changes).
 func agentPodStartedOrEnded() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
-			return podTerminal(o) != podTerminal(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+			if podTerminal(o) != podTerminal(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) {
+				return true
+			}
+			_, warm := n.Labels[contract.LabelWarmPool]
+			return warm && (o.Status.Phase != n.Status.Phase || controllerUID(o) != controllerUID(n))
 		},
 	}
 }

@@ -2,6 +2,9 @@ package controllers
 
 import (
 	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -21,13 +24,32 @@ const (
 	ReasonExternalAgent   = "ExternalAgent"
 )
 
+// ConditionWarmPoolReady is the TransferEndpoint condition, present with a warm pool,
+// that says whether every agent the pool keeps waits, running.
+const ConditionWarmPoolReady = "WarmPoolReady"
+
+// Reasons of the endpoint's WarmPoolReady condition.
+const (
+	ReasonAgentsWaiting       = "AgentsWaiting"
+	ReasonAgentsStarting      = "AgentsStarting"
+	ReasonNamespacesNotServed = "NamespacesNotServed"
+	ReasonNoUsableNodes       = "NoUsableNodes"
+)
+
+// warmPoolView is what was observed of an endpoint's warm pool: the namespaces it
+// lists, and its waiting agents (those the endpoint controls).
+type warmPoolView struct {
+	Namespaces warmNamespaceView
+	Waiting    []*corev1.Pod
+}
+
 // maxEndpointNodes is the most nodes status.nodes lists (the API's bound).
 const maxEndpointNodes = 256
 
 // endpointStatus derives a TransferEndpoint's status from its nodes as observed (sorted
-// by name). prev is the current status, whose condition transition times are kept when
-// nothing changed.
-func endpointStatus(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, now metav1.Time) dtnflowv1alpha1.TransferEndpointStatus {
+// by name) and its warm pool (nil without one). The conditions' transition times of the
+// current status are kept when nothing changed.
+func endpointStatus(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, warm *warmPoolView, now metav1.Time) dtnflowv1alpha1.TransferEndpointStatus {
 	st := dtnflowv1alpha1.TransferEndpointStatus{
 		Conditions:         append([]metav1.Condition(nil), ep.Status.Conditions...),
 		ObservedGeneration: ep.Generation,
@@ -64,7 +86,62 @@ func endpointStatus(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, now 
 		cond.Message = fmt.Sprintf("%d of %d nodes matching spec.nodeSelector are Ready", st.ReadyNodes, len(nodes))
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
+	if warm == nil {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionWarmPoolReady)
+		return st
+	}
+	var warmCond metav1.Condition
+	st.WarmPool, warmCond = warmPoolStatus(ep, nodes, warm)
+	warmCond.Type, warmCond.ObservedGeneration, warmCond.LastTransitionTime = ConditionWarmPoolReady, ep.Generation, now
+	meta.SetStatusCondition(&st.Conditions, warmCond)
 	return st
+}
+
+// warmPoolStatus counts the agents the pool wants and those waiting for them (never more
+// in a slot than it wants: the pool deletes the rest), and says what keeps it from
+// being ready: a listed namespace it cannot serve first, since that is the site's to
+// fix and does not pass by itself.
+func warmPoolStatus(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, warm *warmPoolView) (*dtnflowv1alpha1.WarmPoolStatus, metav1.Condition) {
+	want := wantedWarmSlots(ep, warm.Namespaces.Served, nodes)
+	running, starting := map[warmSlot]int{}, map[warmSlot]int{}
+	for _, pod := range warm.Waiting {
+		switch slot := warmSlotOf(pod); {
+		case warmAgentRunning(pod):
+			running[slot]++
+		case pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodPending:
+			starting[slot]++
+		}
+	}
+	st := &dtnflowv1alpha1.WarmPoolStatus{}
+	for slot, n := range want {
+		ready := min(running[slot], n)
+		st.Wanted += int32(n)
+		st.Ready += int32(ready)
+		st.Starting += int32(min(starting[slot], n-ready))
+	}
+	var cond metav1.Condition
+	var unserved []string
+	for _, ns := range warm.Namespaces.Missing {
+		unserved = append(unserved, fmt.Sprintf("namespace %q does not exist", ns))
+	}
+	for _, ns := range warm.Namespaces.Unselected {
+		unserved = append(unserved, fmt.Sprintf("namespace %q is not selected by spec.namespaceSelector", ns))
+	}
+	switch {
+	case len(unserved) > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonNamespacesNotServed
+		cond.Message = fmt.Sprintf("%s: no agents wait there (%d of %d ready elsewhere)", strings.Join(unserved, "; "), st.Ready, st.Wanted)
+	case st.Wanted == 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonNoUsableNodes
+		cond.Message = "no node matching spec.nodeSelector is usable (Ready and schedulable): no agents wait"
+	case st.Ready < st.Wanted:
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonAgentsStarting
+		cond.Message = fmt.Sprintf("%d of %d agents ready, %d starting", st.Ready, st.Wanted, st.Starting)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonAgentsWaiting
+		cond.Message = fmt.Sprintf("%d agents wait, running, in %s", st.Wanted, strings.Join(warm.Namespaces.Served, ", "))
+	}
+	return st, cond
 }
 
 // nodeCPUBudget is the CPU dtnflow may use on a node: the endpoint's budget, or the

@@ -81,7 +81,7 @@ func (r *TransferJobReconciler) claimableWarmAgent(ctx context.Context, job *dtn
 	var candidates []*corev1.Pod
 	for i := range list.Items {
 		pod := &list.Items[i]
-		if controllerUID(pod) == ep.UID && pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning && pinnedNode(pod) == ap.Node {
+		if controllerUID(pod) == ep.UID && warmAgentRunning(pod) && pinnedNode(pod) == ap.Node {
 			candidates = append(candidates, pod)
 		}
 	}

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -200,29 +201,66 @@ func warmAgentObjects(pod *corev1.Pod, key []byte) []client.Object {
 	}
 }
 
-// warmNamespaces are the namespaces of the pool that exist and that the endpoint's
-// namespaceSelector selects.
-func warmNamespaces(ctx context.Context, c client.Reader, ep *dtnflowv1alpha1.TransferEndpoint) ([]string, error) {
-	pool := ep.Spec.AgentPods.WarmPool
+// warmNamespaceView is what was observed of the namespaces a warm pool lists.
+type warmNamespaceView struct {
+	Served     []string // exist and namespaceSelector selects them: agents wait there
+	Missing    []string // do not exist, or are being deleted
+	Unselected []string // namespaceSelector does not select them
+}
+
+// observeWarmNamespaces sorts the namespaces of the endpoint's pool into those it
+// serves and those it cannot, and why.
+func observeWarmNamespaces(ctx context.Context, c client.Reader, ep *dtnflowv1alpha1.TransferEndpoint) (warmNamespaceView, error) {
+	var view warmNamespaceView
 	sel, err := metav1.LabelSelectorAsSelector(ep.Spec.NamespaceSelector)
 	if err != nil {
-		return nil, nil // the API server's validation refuses such a selector
+		return view, nil // the API server's validation refuses such a selector
 	}
-	var out []string
-	for _, name := range pool.Namespaces {
+	for _, name := range ep.Spec.AgentPods.WarmPool.Namespaces {
 		var ns corev1.Namespace
-		if err := c.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, err
-		}
-		if ns.DeletionTimestamp == nil && sel.Matches(labels.Set(ns.Labels)) {
-			out = append(out, name)
+		switch err := c.Get(ctx, types.NamespacedName{Name: name}, &ns); {
+		case apierrors.IsNotFound(err):
+			view.Missing = append(view.Missing, name)
+		case err != nil:
+			return view, err
+		case ns.DeletionTimestamp != nil:
+			view.Missing = append(view.Missing, name)
+		case !sel.Matches(labels.Set(ns.Labels)):
+			view.Unselected = append(view.Unselected, name)
+		default:
+			view.Served = append(view.Served, name)
 		}
 	}
-	sort.Strings(out)
-	return out, nil
+	sort.Strings(view.Served)
+	return view, nil
+}
+
+// listWarmAgents lists the endpoint's warm agents: those still waiting (the endpoint
+// their controller) and those jobs claimed.
+func listWarmAgents(ctx context.Context, c client.Reader, ep *dtnflowv1alpha1.TransferEndpoint) (waiting, claimed []*corev1.Pod, err error) {
+	var list corev1.PodList
+	if err := c.List(ctx, &list, client.MatchingLabels{contract.LabelWarmPool: ep.Name}); err != nil {
+		return nil, nil, fmt.Errorf("listing the warm agents of TransferEndpoint %s: %w", ep.Name, err)
+	}
+	for i := range list.Items {
+		if pod := &list.Items[i]; controllerUID(pod) == ep.UID {
+			waiting = append(waiting, pod)
+		} else {
+			claimed = append(claimed, pod)
+		}
+	}
+	return waiting, claimed, nil
+}
+
+// warmAgentRunning says whether a waiting agent can be claimed now: it runs, and is
+// not being deleted.
+func warmAgentRunning(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning
+}
+
+// warmSlotOf is the slot a warm agent waits in.
+func warmSlotOf(pod *corev1.Pod) warmSlot {
+	return warmSlot{Namespace: pod.Namespace, Node: pinnedNode(pod), Side: pod.Labels[contract.LabelWarmSide]}
 }
 
 // wantedWarmSlots is how many agents should wait in each slot of the endpoint.
@@ -255,7 +293,7 @@ func warmPodsToDelete(want map[warmSlot]int, pods []*corev1.Pod, known func(*cor
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
-		slot := warmSlot{Namespace: pod.Namespace, Node: pinnedNode(pod), Side: pod.Labels[contract.LabelWarmSide]}
+		slot := warmSlotOf(pod)
 		if podTerminal(pod) || !known(pod) || want[slot] == 0 {
 			remove = append(remove, pod)
 			continue

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/contract/claim"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 )
@@ -40,30 +39,24 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.Client.Get(ctx, req.NamespacedName, &ep); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err) // its waiting agents go with it (owner references)
 	}
-	var namespaces []string
+	var namespaces warmNamespaceView
 	var nodes []nodeView
 	if ep.DeletionTimestamp == nil && ep.Spec.AgentPods != nil && ep.Spec.AgentPods.WarmPool != nil {
 		var err error
-		if namespaces, err = warmNamespaces(ctx, r.Client, &ep); err != nil {
+		if namespaces, err = observeWarmNamespaces(ctx, r.Client, &ep); err != nil {
 			return ctrl.Result{}, err
 		}
 		if nodes, err = observeNodes(ctx, r.Client, &ep); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	want := wantedWarmSlots(&ep, namespaces, nodes)
-
-	var list corev1.PodList
-	if err := r.Client.List(ctx, &list, client.MatchingLabels{contract.LabelWarmPool: ep.Name}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing the warm agents of TransferEndpoint %s: %w", ep.Name, err)
+	want := wantedWarmSlots(&ep, namespaces.Served, nodes)
+	waiting, claimed, err := listWarmAgents(ctx, r.Client, &ep)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	var waiting []*corev1.Pod
-	for i := range list.Items {
-		if pod := &list.Items[i]; controllerUID(pod) == ep.UID {
-			waiting = append(waiting, pod)
-		} else {
-			r.keys.forget(client.ObjectKeyFromObject(pod)) // claimed: its key sealed its one claim
-		}
+	for _, pod := range claimed {
+		r.keys.forget(client.ObjectKeyFromObject(pod)) // its key sealed its one claim
 	}
 	remove, have := warmPodsToDelete(want, waiting, func(pod *corev1.Pod) bool {
 		_, ok := r.keys.get(client.ObjectKeyFromObject(pod))

@@ -236,7 +236,9 @@ type PortRange struct {
 
 // TransferEndpointStatus is what the controller observed of the site's nodes.
 type TransferEndpointStatus struct {
-	// conditions holds Ready: true when at least one selected node is Ready.
+	// conditions holds Ready: true when at least one selected node is Ready; and, with
+	// spec.agentPods.warmPool, WarmPoolReady: true when every agent the pool keeps is
+	// running, waiting for a job, and every namespace it lists gets agents.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -256,6 +258,32 @@ type TransferEndpointStatus struct {
 	// +kubebuilder:validation:MaxItems=256
 	// +optional
 	Nodes []EndpointNode `json:"nodes,omitempty"`
+
+	// warmPool counts the agents the warm pool keeps waiting, as observed; absent without
+	// spec.agentPods.warmPool.
+	// +optional
+	WarmPool *WarmPoolStatus `json:"warmPool,omitempty"`
+}
+
+// WarmPoolStatus counts an endpoint's waiting agents. Agents that jobs claimed are the
+// jobs' and not counted.
+type WarmPoolStatus struct {
+	// wanted is how many agents the pool keeps waiting: agentsPerNode on each usable
+	// node, for each side the endpoint serves, in each listed namespace that exists and
+	// that spec.namespaceSelector selects.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Wanted int32 `json:"wanted"`
+
+	// ready is how many of them run, each ready for a job to claim.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Ready int32 `json:"ready"`
+
+	// starting is how many of them were created and do not run yet.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Starting int32 `json:"starting,omitempty"`
 }
 
 // EndpointNode is one node of a site as observed.
@@ -294,6 +322,7 @@ type EndpointNode struct {
 // +kubebuilder:resource:scope=Cluster,shortName=tep,categories=dtnflow
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.readyNodes`
+// +kubebuilder:printcolumn:name="Warm",type=integer,JSONPath=`.status.warmPool.ready`
 // +kubebuilder:printcolumn:name="NIC bit/s",type=integer,JSONPath=`.spec.nicBitsPerSecond`
 // +kubebuilder:printcolumn:name="Root",type=string,JSONPath=`.spec.storage.hostPath`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

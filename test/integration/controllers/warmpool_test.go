@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -104,6 +105,19 @@ func TestWarmPoolKeepsAgentsAndJobsTakeThem(t *testing.T) {
 			g.Expect(metav1.IsControlledBy(&key, p)).To(BeTrue())
 		}
 	})
+	// the endpoints count them, starting; the source's condition names the namespaces
+	// it cannot serve
+	eventually(t, func(g Gomega) {
+		st, c := warmStatus(g, src.name)
+		g.Expect(st).To(Equal(dtnflowv1alpha1.WarmPoolStatus{Wanted: 4, Starting: 4}))
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(controllers.ReasonNamespacesNotServed))
+		g.Expect(c.Message).To(ContainSubstring(`namespace "no-such-namespace" does not exist`))
+		g.Expect(c.Message).To(ContainSubstring(`namespace %q is not selected by spec.namespaceSelector`, unselected))
+		st, c = warmStatus(g, dst.name)
+		g.Expect(st).To(Equal(dtnflowv1alpha1.WarmPoolStatus{Wanted: 2, Starting: 2}))
+		g.Expect(c.Reason).To(Equal(controllers.ReasonAgentsStarting))
+	})
 	// the kubelet starts them
 	eventually(t, func(g Gomega) {
 		for _, ep := range []string{src.name, dst.name} {
@@ -114,6 +128,16 @@ func TestWarmPoolKeepsAgentsAndJobsTakeThem(t *testing.T) {
 				}
 			}
 		}
+	})
+
+	eventually(t, func(g Gomega) {
+		st, c := warmStatus(g, dst.name)
+		g.Expect(st).To(Equal(dtnflowv1alpha1.WarmPoolStatus{Wanted: 2, Ready: 2}))
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Reason).To(Equal(controllers.ReasonAgentsWaiting))
+		st, c = warmStatus(g, src.name)
+		g.Expect(st).To(Equal(dtnflowv1alpha1.WarmPoolStatus{Wanted: 4, Ready: 4}))
+		g.Expect(c.Reason).To(Equal(controllers.ReasonNamespacesNotServed), "a namespace the pool cannot serve keeps it from ready")
 	})
 
 	job := createJob(t, ns, "warm", jobSpec(src, dst))
@@ -174,6 +198,12 @@ func TestWarmPoolKeepsAgentsAndJobsTakeThem(t *testing.T) {
 		g.Expect(dstClaimed).To(HaveLen(1))
 		g.Expect(srcWaiting).To(HaveLen(4))
 		g.Expect(dstWaiting).To(HaveLen(2))
+		// a claimed agent is no longer the pool's; its replacement starts
+		st, c := warmStatus(g, dst.name)
+		g.Expect(st).To(Equal(dtnflowv1alpha1.WarmPoolStatus{Wanted: 2, Ready: 1, Starting: 1}))
+		g.Expect(c.Reason).To(Equal(controllers.ReasonAgentsStarting))
+		st, _ = warmStatus(g, src.name)
+		g.Expect(st).To(Equal(dtnflowv1alpha1.WarmPoolStatus{Wanted: 4, Ready: 2, Starting: 2}))
 	})
 
 	setWarmPool(t, src.name, nil)
@@ -181,7 +211,21 @@ func TestWarmPoolKeepsAgentsAndJobsTakeThem(t *testing.T) {
 		waiting, claimed := warmAgents(g, ns, src.name)
 		g.Expect(waiting).To(BeEmpty())
 		g.Expect(claimed).To(HaveLen(2), "the job's agents are the job's")
+		var ep dtnflowv1alpha1.TransferEndpoint
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: src.name}, &ep)).To(Succeed())
+		g.Expect(ep.Status.WarmPool).To(BeNil())
+		g.Expect(meta.FindStatusCondition(ep.Status.Conditions, controllers.ConditionWarmPoolReady)).To(BeNil())
 	})
+}
+
+// warmStatus is an endpoint's status.warmPool and WarmPoolReady condition.
+func warmStatus(g Gomega, endpoint string) (dtnflowv1alpha1.WarmPoolStatus, metav1.Condition) {
+	var ep dtnflowv1alpha1.TransferEndpoint
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: endpoint}, &ep)).To(Succeed())
+	g.Expect(ep.Status.WarmPool).NotTo(BeNil())
+	c := meta.FindStatusCondition(ep.Status.Conditions, controllers.ConditionWarmPoolReady)
+	g.Expect(c).NotTo(BeNil())
+	return *ep.Status.WarmPool, *c
 }
 
 func itoa(v int32) string {
