@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -58,7 +59,8 @@ func waitingAgents(ctx context.Context, g Gomega, endpoint string) (waiting, run
 // testWarmPool: with both endpoints keeping warm agents, a job's coordinator, first
 // sender and receiver are agents the pool started before it (the claim opened, the
 // role exec'd in the waiting pod, as the job's archive of agent logs shows), its copy
-// is identical, and the pool starts as many again; without the pool none wait.
+// is identical, and the pool starts as many again (the endpoints' WarmPoolReady says
+// when); without the pool none wait.
 func testWarmPool(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
@@ -71,6 +73,11 @@ func testWarmPool(t *testing.T) {
 			want := 2 * 2 * len(nodeNames(site)) // per node: two per side, both sides
 			g.Expect(waiting).To(Equal(want), "waiting agents of %s", name)
 			g.Expect(running).To(Equal(want), "running agents of %s", name)
+			// and the endpoint says so
+			var ep dtnflowv1alpha1.TransferEndpoint
+			g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: name}, &ep)).To(Succeed())
+			g.Expect(ep.Status.WarmPool).To(Equal(&dtnflowv1alpha1.WarmPoolStatus{Wanted: int32(want), Ready: int32(want)}))
+			g.Expect(meta.IsStatusConditionTrue(ep.Status.Conditions, controllers.ConditionWarmPoolReady)).To(BeTrue(), "WarmPoolReady of %s", name)
 		}
 	}
 	g.Eventually(ready).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
