@@ -12,6 +12,7 @@ HELM=${DTN_HELM:?set DTN_HELM to the helm binary (make demo does)}
 NS=demo
 JOB=demo-run
 DEMO_TIMEOUT=${DTN_DEMO_TIMEOUT:-900}
+WARM_AGENTS=${DTN_DEMO_WARM_AGENTS:-3} # per node and side; 0: no warm pool
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
 step "Starting the local cluster: control plane, $SITE_A and $SITE_B, WAN $((WAN_RATE_BPS / 1000000)) Mbit/s with $((2 * WAN_DELAY_MS)) ms RTT"
@@ -28,10 +29,31 @@ step "Installing dtnflow with Helm (chart charts/dtnflow, release dtnflow in dtn
 kc -n dtnflow-system get deployment,pods -o wide
 
 step "The two sites (TransferEndpoints: nodes, storage root, NIC cap, CPU budget)"
+# The namespace of the demo's jobs, which the endpoints' namespaceSelector selects.
+kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
+kc label namespace "$NS" dtnflow.io/transfers=allowed --overwrite >/dev/null
 kc apply -f "$B/endpoints.yaml"
 for site in "$SITE_A" "$SITE_B"; do
   kc wait --for=condition=Ready "transferendpoint/$site" --timeout=120s >/dev/null
 done
+
+if [ "$WARM_AGENTS" -gt 0 ]; then
+  step "Agents waiting for jobs on the DTN nodes (spec.agentPods.warmPool, docs/warm-agents.md)"
+  # A site keeps agents started before any job, so that a job's first byte does not wait
+  # for its pods to start: $WARM_AGENTS per node and side for the $NS namespace's jobs (a
+  # job takes its coordinator and senders on one side, its receivers on the other).
+  pool="{\"agentsPerNode\":$WARM_AGENTS,\"namespaces\":[\"$NS\"]}"
+else
+  pool=null
+fi
+for site in "$SITE_A" "$SITE_B"; do
+  kc patch transferendpoint "$site" --type merge -p "{\"spec\":{\"agentPods\":{\"warmPool\":$pool}}}" >/dev/null
+done
+if [ "$WARM_AGENTS" -gt 0 ]; then
+  for site in "$SITE_A" "$SITE_B"; do
+    kc wait --for=condition=WarmPoolReady "transferendpoint/$site" --timeout=180s >/dev/null
+  done
+fi
 kc get transferendpoints -o wide
 
 step "A mixed dataset at $SITE_A: large, medium, small and empty files"
@@ -40,8 +62,6 @@ rm -rf "$src" "$(site_storage "$SITE_B")/incoming/0427"
 (cd "$DTN_ROOT" && go run ./test/e2e/cmd/dtn-dataset generate -out "$src" -seed 427 -large 4 -large-mib 64 -medium 8 -small 300 -empty 3)
 
 step "Applying the TransferJob $NS/$JOB ($SITE_A:runs/0427 → $SITE_B:incoming/0427)"
-kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
-kc label namespace "$NS" dtnflow.io/transfers=allowed --overwrite >/dev/null
 kc -n "$NS" delete transferjob "$JOB" --ignore-not-found --wait >/dev/null
 # Watch the job's state from before it exists, so that Complete is seen the moment the
 # API server has it (a watch, not a poll): the clock below runs from just before
@@ -127,7 +147,8 @@ $(printf '\033[1m')Look around$(printf '\033[0m') (the cluster keeps running):
   kubectl get transferjobs,pods -n $NS -o wide    # the job and its agent pods
   kubectl describe transferjob -n $NS $JOB        # conditions, plan, events
   kubectl get pathprofiles                        # what dtnflow learned about the path
-  kubectl get transferendpoints -o wide
+  kubectl get transferendpoints -o wide            # Warm: agents waiting for the next job
+  kubectl get pods -n $NS -l dtnflow.io/warm-pool  # those agents, and the ones jobs took
   kubectl -n dtnflow-system logs deploy/dtnflow-manager
   hack/cluster/wan.sh set --rate 100000000        # make the WAN slower (bit/s), then apply another job
   ls $(site_storage "$SITE_B")/incoming/0427    # the copy at site B
