@@ -70,7 +70,9 @@ states=$(mktemp)
 kc -n "$NS" get transferjob -w --field-selector "metadata.name=$JOB" -o jsonpath='{.status.state}{"\n"}' > "$states" 2>/dev/null &
 state_watch=$!
 applied=$(date +%s.%N)
-cat <<YAML | tee /dev/stderr | kc apply -f -
+# shown on stderr by a copy, not `tee /dev/stderr`: when stderr is a file (make demo
+# > demo.log 2>&1), tee would open it anew and truncate what the steps wrote before
+job_yaml=$(cat <<YAML
 apiVersion: dtnflow.io/v1alpha1
 kind: TransferJob
 metadata:
@@ -91,6 +93,9 @@ spec:
     checksum: SHA256
     verify: true
 YAML
+)
+echo "$job_yaml" >&2
+echo "$job_yaml" | kc apply -f -
 applyReturned=$(date +%s.%N)
 
 step "Live progress (kubectl get transferjobs -w): State, Progress%, Rate, ETA"
