@@ -59,7 +59,7 @@ func (r *TransferEndpointReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, err
 	}
 	var warm *warmPoolView
-	if ep.Spec.AgentPods != nil && ep.Spec.AgentPods.WarmPool != nil {
+	if warmPoolOf(&ep) != nil {
 		if warm, err = observeWarmPool(ctx, r.Client, &ep); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -91,11 +91,11 @@ func observeWarmPool(ctx context.Context, c client.Reader, ep *dtnflowv1alpha1.T
 	if err != nil {
 		return nil, err
 	}
-	waiting, _, err := listWarmAgents(ctx, c, ep)
+	waiting, claimed, err := listWarmAgents(ctx, c, ep)
 	if err != nil {
 		return nil, err
 	}
-	return &warmPoolView{Namespaces: namespaces, Waiting: waiting}, nil
+	return &warmPoolView{Namespaces: namespaces, Waiting: waiting, Claimed: claimed}, nil
 }
 
 // untilNextWrite is how long the endpoint's next status write must wait.

@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -41,6 +42,7 @@ const (
 type warmPoolView struct {
 	Namespaces warmNamespaceView
 	Waiting    []*corev1.Pod
+	Claimed    []*corev1.Pod // agents jobs took: a recent claim holds back a replacement
 }
 
 // maxEndpointNodes is the most nodes status.nodes lists (the API's bound).
@@ -91,7 +93,7 @@ func endpointStatus(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, warm
 		return st
 	}
 	var warmCond metav1.Condition
-	st.WarmPool, warmCond = warmPoolStatus(ep, nodes, warm)
+	st.WarmPool, warmCond = warmPoolStatus(ep, nodes, warm, now.Time)
 	warmCond.Type, warmCond.ObservedGeneration, warmCond.LastTransitionTime = ConditionWarmPoolReady, ep.Generation, now
 	meta.SetStatusCondition(&st.Conditions, warmCond)
 	return st
@@ -101,7 +103,7 @@ func endpointStatus(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, warm
 // in a slot than it wants: the pool deletes the rest), and says what keeps it from
 // being ready: a listed namespace it cannot serve first, since that is the site's to
 // fix and does not pass by itself.
-func warmPoolStatus(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, warm *warmPoolView) (*dtnflowv1alpha1.WarmPoolStatus, metav1.Condition) {
+func warmPoolStatus(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, warm *warmPoolView, now time.Time) (*dtnflowv1alpha1.WarmPoolStatus, metav1.Condition) {
 	want := wantedWarmSlots(ep, warm.Namespaces.Served, nodes)
 	running, starting := map[warmSlot]int{}, map[warmSlot]int{}
 	for _, pod := range warm.Waiting {
@@ -113,12 +115,21 @@ func warmPoolStatus(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, warm
 		}
 	}
 	st := &dtnflowv1alpha1.WarmPoolStatus{}
+	have := map[warmSlot]int{}
+	short := 0
 	for slot, n := range want {
 		ready := min(running[slot], n)
+		have[slot] = ready + min(starting[slot], n-ready)
+		short += n - have[slot]
 		st.Wanted += int32(n)
 		st.Ready += int32(ready)
-		st.Starting += int32(min(starting[slot], n-ready))
+		st.Starting += int32(have[slot] - ready)
 	}
+	start, _ := warmRefills(want, have, warm.Claimed, now, warmRefillDelay(warmPoolOf(ep)))
+	for _, n := range start {
+		short -= n
+	}
+	held := short // replacements that wait for the refill delay
 	var cond metav1.Condition
 	var unserved []string
 	for _, ns := range warm.Namespaces.Missing {
@@ -137,6 +148,9 @@ func warmPoolStatus(ep *dtnflowv1alpha1.TransferEndpoint, nodes []nodeView, warm
 	case st.Ready < st.Wanted:
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonAgentsStarting
 		cond.Message = fmt.Sprintf("%d of %d agents ready, %d starting", st.Ready, st.Wanted, st.Starting)
+		if held > 0 {
+			cond.Message += fmt.Sprintf(", %d to start once the refill delay after a job's claim has passed", held)
+		}
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonAgentsWaiting
 		cond.Message = fmt.Sprintf("%d agents wait, running, in %s", st.Wanted, strings.Join(warm.Namespaces.Served, ", "))

@@ -87,6 +87,10 @@ func TestEndpointStatusWarmPool(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "physics", Labels: map[string]string{contract.LabelWarmSide: side}},
 			Spec: corev1.PodSpec{Affinity: pinnedTo(node)}, Status: corev1.PodStatus{Phase: phase}}
 	}
+	claimedAt := func(p *corev1.Pod, at time.Time) *corev1.Pod {
+		p.Annotations = map[string]string{contract.AnnotationClaimedAt: at.Format(time.RFC3339Nano)}
+		return p
+	}
 	src, dst := contract.WarmSideSource, contract.WarmSideDestination
 	// a full pool of one agent per node and side in physics: a1 and a2, both sides
 	full := []*corev1.Pod{agent("a1", src, corev1.PodRunning), agent("a1", dst, corev1.PodRunning),
@@ -97,6 +101,7 @@ func TestEndpointStatusWarmPool(t *testing.T) {
 		nodes      []nodeView
 		namespaces warmNamespaceView
 		waiting    []*corev1.Pod
+		claimed    []*corev1.Pod
 		want       dtnflowv1alpha1.WarmPoolStatus
 		wantStatus metav1.ConditionStatus
 		wantReason string
@@ -119,6 +124,20 @@ func TestEndpointStatusWarmPool(t *testing.T) {
 			want:       dtnflowv1alpha1.WarmPoolStatus{Wanted: 4, Ready: 2, Starting: 1},
 			wantStatus: metav1.ConditionFalse, wantReason: ReasonAgentsStarting, wantInMsg: []string{"2 of 4 agents ready, 1 starting"},
 		},
+		"a job's claim a second ago holds back its agent's replacement": {
+			nodes: nodes, namespaces: warmNamespaceView{Served: []string{"physics"}}, waiting: full[1:],
+			claimed:    []*corev1.Pod{claimedAt(agent("a1", src, corev1.PodRunning), t0.Add(-time.Second))},
+			want:       dtnflowv1alpha1.WarmPoolStatus{Wanted: 4, Ready: 3},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonAgentsStarting,
+			wantInMsg: []string{"3 of 4 agents ready, 0 starting, 1 to start once the refill delay"},
+		},
+		"a job's claim older than the delay holds nothing back": {
+			nodes: nodes, namespaces: warmNamespaceView{Served: []string{"physics"}}, waiting: full[1:],
+			claimed:    []*corev1.Pod{claimedAt(agent("a1", src, corev1.PodRunning), t0.Add(-time.Minute))},
+			want:       dtnflowv1alpha1.WarmPoolStatus{Wanted: 4, Ready: 3},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonAgentsStarting,
+			wantInMsg: []string{"3 of 4 agents ready, 0 starting"},
+		},
 		"a namespace missing, another not selected": {
 			nodes: nodes, namespaces: warmNamespaceView{Served: []string{"physics"}, Missing: []string{"bio"}, Unselected: []string{"kube-system"}}, waiting: full,
 			want:       dtnflowv1alpha1.WarmPoolStatus{Wanted: 4, Ready: 4},
@@ -135,7 +154,7 @@ func TestEndpointStatusWarmPool(t *testing.T) {
 			ep := testEndpoint("site-a", "/srv/a", "")
 			ep.Generation = 4
 			ep.Spec.AgentPods = &dtnflowv1alpha1.AgentPodSettings{WarmPool: &dtnflowv1alpha1.WarmPool{AgentsPerNode: 1, Namespaces: []string{"physics", "bio", "kube-system"}}}
-			st := endpointStatus(ep, tc.nodes, &warmPoolView{Namespaces: tc.namespaces, Waiting: tc.waiting}, t0)
+			st := endpointStatus(ep, tc.nodes, &warmPoolView{Namespaces: tc.namespaces, Waiting: tc.waiting, Claimed: tc.claimed}, t0)
 			if st.WarmPool == nil || *st.WarmPool != tc.want {
 				t.Errorf("warmPool %+v, want %+v", st.WarmPool, tc.want)
 			}
@@ -147,6 +166,9 @@ func TestEndpointStatusWarmPool(t *testing.T) {
 				if !strings.Contains(c.Message, s) {
 					t.Errorf("message %q lacks %q", c.Message, s)
 				}
+			}
+			if tc.claimed == nil && strings.Contains(c.Message, "refill delay") {
+				t.Errorf("message %q holds agents back without a claim", c.Message)
 			}
 			// the pool removed: neither counts nor condition
 			ep.Status = st

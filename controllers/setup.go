@@ -107,7 +107,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 			return fmt.Errorf("setting up the RemoteSite controller: %w", err)
 		}
 	}
-	pool := &WarmPoolReconciler{Client: mgr.GetClient(), Pods: cfg.Pods, keys: jobs.warm, ports: jobs.ports}
+	pool := &WarmPoolReconciler{Client: mgr.GetClient(), Clock: clk, Pods: cfg.Pods, keys: jobs.warm, ports: jobs.ports}
 	if err := pool.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the warm pool controller: %w", err)
 	}

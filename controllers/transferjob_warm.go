@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,7 +71,7 @@ func coordinatorJobID(job *dtnflowv1alpha1.TransferJob) string {
 // side of ap's role, with a key this manager holds. The oldest is taken.
 func (r *TransferJobReconciler) claimableWarmAgent(ctx context.Context, job *dtnflowv1alpha1.TransferJob, ap agentPod) (*corev1.Pod, []byte, error) {
 	ep := ap.Endpoint
-	if ep.Spec.AgentPods == nil || ep.Spec.AgentPods.WarmPool == nil {
+	if warmPoolOf(ep) == nil {
 		return nil, nil, nil
 	}
 	var list corev1.PodList
@@ -160,6 +161,7 @@ func (r *TransferJobReconciler) claimWarmAgent(ctx context.Context, p *pass, pla
 	}
 	claimed.Annotations[contract.AnnotationClaim] = sealed
 	claimed.Annotations[contract.AnnotationAgentArgs] = string(clearArgs)
+	claimed.Annotations[contract.AnnotationClaimedAt] = r.Clock.Now().UTC().Format(time.RFC3339Nano)
 	if ap.Role == contract.RoleCoordinator && ap.Directive != "" {
 		claimed.Annotations[contract.AnnotationDirective] = ap.Directive
 	}

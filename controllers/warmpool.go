@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -266,7 +267,7 @@ func warmSlotOf(pod *corev1.Pod) warmSlot {
 // wantedWarmSlots is how many agents should wait in each slot of the endpoint.
 func wantedWarmSlots(ep *dtnflowv1alpha1.TransferEndpoint, namespaces []string, nodes []nodeView) map[warmSlot]int {
 	want := map[warmSlot]int{}
-	if ep.Spec.AgentPods == nil || ep.Spec.AgentPods.WarmPool == nil {
+	if warmPoolOf(ep) == nil {
 		return want
 	}
 	n := int(ep.Spec.AgentPods.WarmPool.AgentsPerNode)
@@ -281,6 +282,60 @@ func wantedWarmSlots(ep *dtnflowv1alpha1.TransferEndpoint, namespaces []string, 
 		}
 	}
 	return want
+}
+
+// warmRefillDelay is the endpoint's delay before a claimed agent is replaced.
+func warmRefillDelay(pool *dtnflowv1alpha1.WarmPool) time.Duration {
+	if pool.RefillDelaySeconds == nil {
+		return defaultWarmRefillDelay
+	}
+	return time.Duration(*pool.RefillDelaySeconds) * time.Second
+}
+
+// defaultWarmRefillDelay is the API's default of refillDelaySeconds, for an endpoint
+// written before the field existed.
+const defaultWarmRefillDelay = 10 * time.Second
+
+// warmRefills is how many agents to start now in each slot the pool is short of, and
+// how long until a slot held back may be refilled (0: none is held back). An agent a job
+// claimed less than delay ago, still running as the job's, holds back one replacement in
+// its slot: the node is starting that job's transfer. One claimed earlier, or whose job
+// has let it go, holds back none.
+func warmRefills(want, have map[warmSlot]int, claimed []*corev1.Pod, now time.Time, delay time.Duration) (start map[warmSlot]int, wait time.Duration) {
+	recent := map[warmSlot]int{}
+	soonest := map[warmSlot]time.Duration{}
+	for _, pod := range claimed {
+		if podTerminal(pod) || pod.DeletionTimestamp != nil {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, pod.Annotations[contract.AnnotationClaimedAt])
+		if err != nil {
+			continue // claimed by an older manager: nothing to wait for
+		}
+		left := at.Add(delay).Sub(now)
+		if left <= 0 {
+			continue
+		}
+		slot := warmSlotOf(pod)
+		recent[slot]++
+		if s, ok := soonest[slot]; !ok || left < s {
+			soonest[slot] = left
+		}
+	}
+	start = map[warmSlot]int{}
+	for slot, n := range want {
+		short := n - have[slot]
+		if short <= 0 {
+			continue
+		}
+		if unheld := short - recent[slot]; unheld > 0 {
+			start[slot] = unheld
+		}
+		if recent[slot] > 0 && (wait == 0 || soonest[slot] < wait) {
+			wait = soonest[slot]
+		}
+	}
+	return start, wait
 }
 
 // warmPodsToDelete picks, of the waiting agents the pool has, those it no longer wants:
@@ -313,4 +368,12 @@ func warmPodsToDelete(want map[warmSlot]int, pods []*corev1.Pod, known func(*cor
 		remove = append(remove, pods[keep:]...)
 	}
 	return remove, have
+}
+
+// warmPoolOf is the endpoint's warm pool, nil without one.
+func warmPoolOf(ep *dtnflowv1alpha1.TransferEndpoint) *dtnflowv1alpha1.WarmPool {
+	if ep.Spec.AgentPods == nil {
+		return nil
+	}
+	return ep.Spec.AgentPods.WarmPool
 }

@@ -3,11 +3,13 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +25,7 @@ import (
 // the endpoint serves. It writes no status; the agents themselves are what it keeps.
 type WarmPoolReconciler struct {
 	Client client.Client
+	Clock  clock.PassiveClock
 	Pods   AgentPodOptions
 	keys   *warmKeys
 	ports  *portAllocator
@@ -41,7 +44,7 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	var namespaces warmNamespaceView
 	var nodes []nodeView
-	if ep.DeletionTimestamp == nil && ep.Spec.AgentPods != nil && ep.Spec.AgentPods.WarmPool != nil {
+	if ep.DeletionTimestamp == nil && warmPoolOf(&ep) != nil {
 		var err error
 		if namespaces, err = observeWarmNamespaces(ctx, r.Client, &ep); err != nil {
 			return ctrl.Result{}, err
@@ -77,14 +80,19 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	for _, n := range nodes {
 		views[n.Name] = n
 	}
-	for slot, n := range want {
-		for range n - have[slot] {
+	var delay time.Duration
+	if pool := warmPoolOf(&ep); pool != nil {
+		delay = warmRefillDelay(pool)
+	}
+	start, wait := warmRefills(want, have, claimed, r.Clock.Now(), delay)
+	for slot, n := range start {
+		for range n {
 			if err := r.start(ctx, &ep, slot, views[slot.Node]); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: wait}, nil
 }
 
 // start starts one warm agent in slot: its ServiceAccount, the pod, then the pod's own

@@ -179,3 +179,81 @@ func TestSlotName(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmRefills: a slot the pool is short of is refilled at once, except for one
+// agent per claim made less than the delay ago whose job still runs it; the wait is
+// until the soonest such claim is old enough. Claims of another slot, old claims, ended
+// or leaving claimed agents, and claims without a time hold nothing back.
+func TestWarmRefills(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	a1src := warmSlot{Namespace: "physics", Node: "a1", Side: contract.WarmSideSource}
+	a1dst := warmSlot{Namespace: "physics", Node: "a1", Side: contract.WarmSideDestination}
+	a2src := warmSlot{Namespace: "physics", Node: "a2", Side: contract.WarmSideSource}
+	claimedAgo := func(slot warmSlot, ago time.Duration, change func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: slot.Namespace,
+			Labels:      map[string]string{contract.LabelWarmSide: slot.Side},
+			Annotations: map[string]string{contract.AnnotationClaimedAt: now.Add(-ago).Format(time.RFC3339Nano)}},
+			Spec: corev1.PodSpec{Affinity: pinnedTo(slot.Node)}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		if change != nil {
+			change(p)
+		}
+		return p
+	}
+	want := map[warmSlot]int{a1src: 3, a1dst: 3, a2src: 3}
+	for name, tc := range map[string]struct {
+		have      map[warmSlot]int
+		claimed   []*corev1.Pod
+		delay     time.Duration
+		wantStart map[warmSlot]int
+		wantWait  time.Duration
+	}{
+		"full: nothing to start": {
+			have: map[warmSlot]int{a1src: 3, a1dst: 3, a2src: 3}, claimed: []*corev1.Pod{claimedAgo(a1src, time.Second, nil)}, delay: 10 * time.Second,
+			wantStart: map[warmSlot]int{},
+		},
+		"a new pool: every agent at once": {
+			have: map[warmSlot]int{}, delay: 10 * time.Second,
+			wantStart: map[warmSlot]int{a1src: 3, a1dst: 3, a2src: 3},
+		},
+		"a job just took two of a1's source agents and one destination agent": {
+			have: map[warmSlot]int{a1src: 1, a1dst: 2, a2src: 3},
+			claimed: []*corev1.Pod{claimedAgo(a1src, 2*time.Second, nil), claimedAgo(a1src, 3*time.Second, nil),
+				claimedAgo(a1dst, 4*time.Second, nil)},
+			delay:     10 * time.Second,
+			wantStart: map[warmSlot]int{}, wantWait: 6 * time.Second,
+		},
+		"no delay": {
+			have: map[warmSlot]int{a1src: 1, a1dst: 2, a2src: 3},
+			claimed: []*corev1.Pod{claimedAgo(a1src, 2*time.Second, nil), claimedAgo(a1src, 3*time.Second, nil),
+				claimedAgo(a1dst, 4*time.Second, nil)},
+			wantStart: map[warmSlot]int{a1src: 2, a1dst: 1},
+		},
+		"old, ended, leaving and untimed claims hold nothing back; a deleted agent's refill is not held": {
+			have: map[warmSlot]int{a1src: 0, a1dst: 3, a2src: 3},
+			claimed: []*corev1.Pod{
+				claimedAgo(a1src, 11*time.Second, nil),
+				claimedAgo(a1src, time.Second, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+				claimedAgo(a1src, time.Second, func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: now} }),
+				claimedAgo(a1src, time.Second, func(p *corev1.Pod) { delete(p.Annotations, contract.AnnotationClaimedAt) }),
+			},
+			delay:     10 * time.Second,
+			wantStart: map[warmSlot]int{a1src: 3},
+		},
+		"a recent claim holds back one; a claim on another node holds back none here": {
+			have:      map[warmSlot]int{a1src: 0, a1dst: 3, a2src: 1},
+			claimed:   []*corev1.Pod{claimedAgo(a1src, 9*time.Second, nil), claimedAgo(a2src, 5*time.Second, nil)},
+			delay:     10 * time.Second,
+			wantStart: map[warmSlot]int{a1src: 2, a2src: 1}, wantWait: time.Second,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			start, wait := warmRefills(want, tc.have, tc.claimed, now, tc.delay)
+			if d := cmp.Diff(tc.wantStart, start); d != "" {
+				t.Errorf("start (-want +got):\n%s", d)
+			}
+			if wait != tc.wantWait {
+				t.Errorf("wait %v, want %v", wait, tc.wantWait)
+			}
+		})
+	}
+}

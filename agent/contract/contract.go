@@ -78,6 +78,9 @@ const (
 	LabelWarmSide = "dtnflow.io/warm-side"
 	// AnnotationClaim holds the sealed claim of a warm agent.
 	AnnotationClaim = "dtnflow.io/claim"
+	// AnnotationClaimedAt holds when the controller claimed a warm agent (RFC 3339):
+	// the pool waits its refill delay from then before it replaces the agent.
+	AnnotationClaimedAt = "dtnflow.io/claimed-at"
 	// AnnotationAgentArgs holds, in the clear, the arguments a claim gave the agent
 	// (JSON list), for the controller's own reading: they hold no secret.
 	AnnotationAgentArgs = "dtnflow.io/agent-args"

@@ -153,6 +153,18 @@ type WarmPool struct {
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +listType=set
 	Namespaces []string `json:"namespaces"`
+
+	// refillDelaySeconds is how long the pool waits, after a job claims one of its
+	// agents, before it starts the agent's replacement on that node, while the job
+	// still runs there. Starting a pod costs the node CPU (the container runtime, the
+	// kubelet, the agent's own start) at the moment the job that took the agent starts
+	// moving data on it, and a transfer's rate follows the CPU it gets; the other
+	// agents of the pool serve jobs meanwhile. 0 starts the replacement at once.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=600
+	// +optional
+	RefillDelaySeconds *int32 `json:"refillDelaySeconds,omitempty"`
 }
 
 // EndpointSharing limits the jobs that use a site, as source or destination, over every

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
@@ -69,8 +71,10 @@ func TestWarmPoolKeepsAgentsAndJobsTakeThem(t *testing.T) {
 	unselected := createNamespace(t, nil)
 	src := newSite(t, "src", siteOptions{nodes: 1, namespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"dtn": "yes"}}})
 	dst := newSite(t, "dst", siteOptions{nodes: 1, readOnly: false})
-	setWarmPool(t, src.name, &dtnflowv1alpha1.WarmPool{AgentsPerNode: 2, Namespaces: []string{ns, unselected, "no-such-namespace"}})
-	setWarmPool(t, dst.name, &dtnflowv1alpha1.WarmPool{AgentsPerNode: 1, Namespaces: []string{ns}})
+	// the source's pool waits 2 s (of the test's clock) before it replaces a claimed
+	// agent, the destination's replaces one at once
+	setWarmPool(t, src.name, &dtnflowv1alpha1.WarmPool{AgentsPerNode: 2, Namespaces: []string{ns, unselected, "no-such-namespace"}, RefillDelaySeconds: ptr.To[int32](2)})
+	setWarmPool(t, dst.name, &dtnflowv1alpha1.WarmPool{AgentsPerNode: 1, Namespaces: []string{ns}, RefillDelaySeconds: ptr.To[int32](0)})
 
 	eventually(t, func(g Gomega) {
 		srcWaiting, _ := warmAgents(g, ns, src.name)
@@ -151,6 +155,7 @@ func TestWarmPoolKeepsAgentsAndJobsTakeThem(t *testing.T) {
 		for _, p := range []*corev1.Pod{coordinator, sender, receiver} {
 			g.Expect(p.Labels).To(HaveKey(contract.LabelWarmPool), "%s is not a warm agent", p.Name)
 			g.Expect(metav1.GetControllerOf(p).UID).To(Equal(getJob(g, job).UID))
+			g.Expect(p.Annotations).To(HaveKeyWithValue(contract.AnnotationClaimedAt, clk.Now().UTC().Format(time.RFC3339Nano)), "when it was claimed")
 		}
 	})
 	var jobSecret corev1.Secret
@@ -190,19 +195,30 @@ func TestWarmPoolKeepsAgentsAndJobsTakeThem(t *testing.T) {
 		_, err := claim.Open(make([]byte, claim.KeySize), string(receiver.UID), receiver.Annotations[contract.AnnotationClaim])
 		g.Expect(err).To(MatchError(claim.ErrNotForThisPod))
 	})
-	// the pool starts the agents the job took again
+	// the destination's pool starts the agent the job took again at once; a claimed
+	// agent is no longer the pool's
 	eventually(t, func(g Gomega) {
-		srcWaiting, srcClaimed := warmAgents(g, ns, src.name)
 		dstWaiting, dstClaimed := warmAgents(g, ns, dst.name)
-		g.Expect(srcClaimed).To(HaveLen(2))
 		g.Expect(dstClaimed).To(HaveLen(1))
-		g.Expect(srcWaiting).To(HaveLen(4))
 		g.Expect(dstWaiting).To(HaveLen(2))
-		// a claimed agent is no longer the pool's; its replacement starts
 		st, c := warmStatus(g, dst.name)
 		g.Expect(st).To(Equal(dtnflowv1alpha1.WarmPoolStatus{Wanted: 2, Ready: 1, Starting: 1}))
 		g.Expect(c.Reason).To(Equal(controllers.ReasonAgentsStarting))
 		st, _ = warmStatus(g, src.name)
+		g.Expect(st).To(Equal(dtnflowv1alpha1.WarmPoolStatus{Wanted: 4, Ready: 2}), "none starting: held back")
+	})
+	// the source's holds its two back while the test's clock stands still, and starts
+	// them once it has moved past the delay
+	consistently(t, func(g Gomega) {
+		srcWaiting, srcClaimed := warmAgents(g, ns, src.name)
+		g.Expect(srcClaimed).To(HaveLen(2))
+		g.Expect(srcWaiting).To(HaveLen(2))
+	})
+	clk.Step(2 * time.Second)
+	eventually(t, func(g Gomega) {
+		srcWaiting, _ := warmAgents(g, ns, src.name)
+		g.Expect(srcWaiting).To(HaveLen(4))
+		st, _ := warmStatus(g, src.name)
 		g.Expect(st).To(Equal(dtnflowv1alpha1.WarmPoolStatus{Wanted: 4, Ready: 2, Starting: 2}))
 	})
 
