@@ -408,6 +408,7 @@ func transferEndpointStatusTable() validationTable {
 		"observedGeneration": int64(1),
 		"readyNodes":         1,
 		"nodes":              []any{node(0)},
+		"warmPool":           object{"wanted": 4, "ready": 3, "starting": 1},
 	}
 	return validationTable{
 		kind: "TransferEndpoint",
@@ -431,10 +432,17 @@ func transferEndpointStatusTable() validationTable {
 				{name: "cpuBudget not a quantity", mutate: func(o object) { set(o, "status.nodes[0].cpuBudget", "four") },
 					check: "pattern", field: "status.nodes[0].cpuBudget", want: "should match"},
 				int32Overflow("status.nodes[0].stripes", nil),
+				required("status.warmPool.wanted", nil), required("status.warmPool.ready", nil),
+				int32Overflow("status.warmPool.wanted", nil), int32Overflow("status.warmPool.ready", nil),
+				int32Overflow("status.warmPool.starting", nil),
 			},
+			boundCases("status.warmPool.wanted", nil, 0, nil),
+			boundCases("status.warmPool.ready", nil, 0, nil),
+			boundCases("status.warmPool.starting", nil, 0, nil),
 		),
 		accepted: []acceptedCase{
 			{"256 nodes", func(o object) { set(o, "status.nodes", listOf(256, node)) }},
+			{"a warm pool with nothing starting", func(o object) { del(o, "status.warmPool.starting") }},
 		},
 	}
 }

@@ -429,6 +429,7 @@ func transferEndpointCreateTable() validationTable {
 				}, check: "rule", field: "spec.agentPods.memoryLimit", want: "spec.agentPods.memoryLimit must be at least memoryRequest"},
 			},
 			boundCases("spec.agentPods.warmPool.agentsPerNode", warmPool, 1, upTo(8)),
+			boundCases("spec.agentPods.warmPool.refillDelaySeconds", warmPool, 0, upTo(600)),
 			[]validationCase{
 				required("spec.agentPods.warmPool.agentsPerNode", warmPool),
 				required("spec.agentPods.warmPool.namespaces", warmPool),
