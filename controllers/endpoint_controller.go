@@ -84,20 +84,6 @@ func (r *TransferEndpointReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	return ctrl.Result{}, nil
 }
 
-// observeWarmPool observes the namespaces of the endpoint's warm pool and its waiting
-// agents.
-func observeWarmPool(ctx context.Context, c client.Reader, ep *dtnflowv1alpha1.TransferEndpoint) (*warmPoolView, error) {
-	namespaces, err := observeWarmNamespaces(ctx, c, ep)
-	if err != nil {
-		return nil, err
-	}
-	waiting, claimed, err := listWarmAgents(ctx, c, ep)
-	if err != nil {
-		return nil, err
-	}
-	return &warmPoolView{Namespaces: namespaces, Waiting: waiting, Claimed: claimed}, nil
-}
-
 // untilNextWrite is how long the endpoint's next status write must wait.
 func (r *TransferEndpointReconciler) untilNextWrite(name string) time.Duration {
 	r.mu.Lock()
@@ -159,7 +145,7 @@ func (r *TransferEndpointReconciler) endpointsForNamespace(ctx context.Context, 
 	}
 	var reqs []reconcile.Request
 	for _, ep := range eps.Items {
-		if p := ep.Spec.AgentPods; p != nil && p.WarmPool != nil && slices.Contains(p.WarmPool.Namespaces, o.GetName()) {
+		if pool := warmPoolOf(&ep); pool != nil && slices.Contains(pool.Namespaces, o.GetName()) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: ep.Name}})
 		}
 	}

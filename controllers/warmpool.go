@@ -259,6 +259,23 @@ func warmAgentRunning(pod *corev1.Pod) bool {
 	return pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning
 }
 
+// observeWarmPool observes the endpoint's warm agents, waiting and claimed, and, while
+// it has a pool, the namespaces the pool lists.
+func observeWarmPool(ctx context.Context, c client.Reader, ep *dtnflowv1alpha1.TransferEndpoint) (*warmPoolView, error) {
+	view := &warmPoolView{}
+	if warmPoolOf(ep) != nil {
+		var err error
+		if view.Namespaces, err = observeWarmNamespaces(ctx, c, ep); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if view.Waiting, view.Claimed, err = listWarmAgents(ctx, c, ep); err != nil {
+		return nil, err
+	}
+	return view, nil
+}
+
 // warmSlotOf is the slot a warm agent waits in.
 func warmSlotOf(pod *corev1.Pod) warmSlot {
 	return warmSlot{Namespace: pod.Namespace, Node: pinnedNode(pod), Side: pod.Labels[contract.LabelWarmSide]}

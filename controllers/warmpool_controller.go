@@ -42,26 +42,21 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.Client.Get(ctx, req.NamespacedName, &ep); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err) // its waiting agents go with it (owner references)
 	}
-	var namespaces warmNamespaceView
-	var nodes []nodeView
+	warm, err := observeWarmPool(ctx, r.Client, &ep)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var nodes []nodeView // none while the endpoint goes, or has no pool: no agent wanted
 	if ep.DeletionTimestamp == nil && warmPoolOf(&ep) != nil {
-		var err error
-		if namespaces, err = observeWarmNamespaces(ctx, r.Client, &ep); err != nil {
-			return ctrl.Result{}, err
-		}
 		if nodes, err = observeNodes(ctx, r.Client, &ep); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	want := wantedWarmSlots(&ep, namespaces.Served, nodes)
-	waiting, claimed, err := listWarmAgents(ctx, r.Client, &ep)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	for _, pod := range claimed {
+	want := wantedWarmSlots(&ep, warm.Namespaces.Served, nodes)
+	for _, pod := range warm.Claimed {
 		r.keys.forget(client.ObjectKeyFromObject(pod)) // its key sealed its one claim
 	}
-	remove, have := warmPodsToDelete(want, waiting, func(pod *corev1.Pod) bool {
+	remove, have := warmPodsToDelete(want, warm.Waiting, func(pod *corev1.Pod) bool {
 		_, ok := r.keys.get(client.ObjectKeyFromObject(pod))
 		return ok
 	})
@@ -84,7 +79,7 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if pool := warmPoolOf(&ep); pool != nil {
 		delay = warmRefillDelay(pool)
 	}
-	start, wait := warmRefills(want, have, claimed, r.Clock.Now(), delay)
+	start, wait := warmRefills(want, have, warm.Claimed, r.Clock.Now(), delay)
 	for slot, n := range start {
 		for range n {
 			if err := r.start(ctx, &ep, slot, views[slot.Node]); err != nil {
@@ -141,6 +136,6 @@ func (r *WarmPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&dtnflowv1alpha1.TransferEndpoint{}, builder.WithPredicates()).
 		Owns(&corev1.Pod{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(all.endpointsForNode), builder.WithPredicates(nodeChanged())).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(all.endpointsForNode)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(all.endpointsForNamespace)).
 		Complete(r)
 }
