@@ -82,7 +82,10 @@ func testWarmPool(t *testing.T) {
 	}
 	g.Eventually(ready).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
-	spec := framework.DatasetSpec{Seed: 7, Large: 1, LargeBytes: 16 << 20, Medium: 2, Small: 60, Empty: 1}
+	// large enough that the job plans before it ends (a probe sample is about 2 s of the
+	// path's rate, the plan a pass after it): with 16 MiB it could be Complete first,
+	// with no plan to check
+	spec := framework.DatasetSpec{Seed: 7, Large: 1, LargeBytes: 256 << 20, Medium: 2, Small: 60, Empty: 1}
 	source := dataset(t, "e2e/warm-pool", spec)
 	job := newJob("warm-pool", "e2e/warm-pool", "incoming/warm-pool")
 	dest := createJob(ctx, t, job)
