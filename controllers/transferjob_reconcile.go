@@ -63,6 +63,9 @@ const (
 	ReasonAgentVanished        = "AgentVanished"
 	ReasonTuningChanged        = "TuningChanged"
 	ReasonNodeNotReady         = "NodeNotReady"
+	// ReasonContinuingProfile: a fresh PathProfile's samples leave the stream curve
+	// unfinished, and the job's probe goes on from them (contract.ProbeDirective.Known).
+	ReasonContinuingProfile = "ContinuingProfile"
 )
 
 // defaultBackoffLimit is spec.backoffLimit's default, for objects stored without it.
@@ -294,11 +297,20 @@ func (r *TransferJobReconciler) probeAndPlan(ctx context.Context, p *pass) (bool
 		return false, err
 	}
 	if obs.coordinator != nil || obs.remote.isSource() {
-		if !meta.IsStatusConditionTrue(p.st.Conditions, dtnflowv1alpha1.ConditionProbing) {
-			p.event(corev1.EventTypeNormal, ReasonProbing, "Probe", "Transferring on one stripe and probing the path on the job's own data")
+		reason, msg := ReasonProbing, fmt.Sprintf("measuring the path on the job's own data with stripe 0: %d sample(s) so far", len(p.st.Samples))
+		event := "Transferring on one stripe and probing the path on the job's own data"
+		if known := len(want.Probe.Known); known > 0 && len(p.st.Samples) == 0 {
+			// A warm job whose profile's stream curve is unfinished: nothing is measured
+			// yet, and nothing will be when the dataset is too small to repay a sample
+			// (the plan then comes from the profile, ProbeSkipped).
+			reason = ReasonContinuingProfile
+			msg = fmt.Sprintf("PathProfile %s holds %d sample(s) of the path that leave its stream curve unfinished: stripe 0 moves the job's data and measures the rest if the dataset can repay a sample", PathProfileNameFor(job), known)
+			event = fmt.Sprintf("Transferring on one stripe, continuing PathProfile %s's unfinished probe", PathProfileNameFor(job))
 		}
-		p.condition(dtnflowv1alpha1.ConditionProbing, metav1.ConditionTrue, ReasonProbing,
-			fmt.Sprintf("measuring the path on the job's own data with stripe 0: %d sample(s) so far", len(p.st.Samples)))
+		if !meta.IsStatusConditionTrue(p.st.Conditions, dtnflowv1alpha1.ConditionProbing) {
+			p.event(corev1.EventTypeNormal, reason, "Probe", event)
+		}
+		p.condition(dtnflowv1alpha1.ConditionProbing, metav1.ConditionTrue, reason, msg)
 	}
 	p.condition(dtnflowv1alpha1.ConditionPlanned, metav1.ConditionFalse, ReasonProbing, "waiting for the probe")
 	if rep != nil && rep.Phase == contract.PhaseTransferring {

@@ -46,12 +46,13 @@
 //	fit, err := optimizer.BestCmb(optimizer.StreamPoints(samples, buffer))
 //
 // Next depends only on the samples, so a restarted prober resumes where it was, and
-// samples a PathProfile already holds (KnownStreams) are not taken again. ExpSelection
-// alone is the same stepper for streams at a fixed buffer. A measurement that failed
-// (rate 0) counts as taken. A 0 among BufferSizes makes kernel autotuning a buffer
-// candidate of its own, sampled first (the agent does so where a fixed buffer can
-// reach beyond autotuning's ceiling; the operator's probe always does, and gives the
-// Prober the RTT so that fixed sizes autotuning already outruns are not sampled).
+// samples a PathProfile already holds (contract.ProbeDirective.Known) are not taken
+// again. ExpSelection alone is the same stepper for streams at a fixed buffer. A
+// measurement that failed (rate 0) counts as taken. A 0 among BufferSizes makes
+// kernel autotuning a buffer candidate of its own, sampled first (the agent does so
+// where a fixed buffer can reach beyond autotuning's ceiling; the operator's probe
+// always does, and gives the Prober the RTT so that fixed sizes autotuning already
+// outruns are not sampled).
 //
 // # Planning
 //

@@ -193,9 +193,14 @@ type ProbeDirective struct {
 	BufferBytes []int64 `json:"bufferBytes,omitempty"`
 	// SampleSeconds is how long each sample runs.
 	SampleSeconds int32 `json:"sampleSeconds"`
-	// KnownStreams lists stream counts already sampled (from a PathProfile) that need
-	// not be measured again.
-	KnownStreams []int32 `json:"knownStreams,omitempty"`
+	// Known are samples a fresh PathProfile already holds (one stripe each, at the
+	// buffer the probe keeps): the probe continues from them instead of starting over.
+	// The stepper counts them as taken, so no stream count of theirs is measured again,
+	// and the rule that stops a probe the dataset left cannot repay
+	// (coord.ProbeOutlasts) applies before the first sample of the job's own: a job
+	// too small to repay one more sample takes none and is planned from the profile.
+	// They are not the job's samples and are never reported as such.
+	Known []Sample `json:"known,omitempty"`
 	// MaxStripes, when > 1, adds a stripe stage to a probe on the job's data: once the
 	// streams are sampled, the stripes are doubled (1, 2, 4, … up to MaxStripes, while
 	// a doubling pays) at the streams and buffer the plan would choose, the probe

@@ -325,7 +325,7 @@ func (r *Runner) runProbe(ctx context.Context, d contract.ProbeDirective) {
 			}
 		}
 		limits.learnFromStats(c, m)
-		next, done := r.Probe(limits.useful(c, d), c.Samples(), c.Dataset())
+		next, done := r.Probe(limits.useful(c, d), withKnown(d, c.Samples()), c.Dataset())
 		if done {
 			c.SetPhase(contract.PhaseProbed)
 			return
@@ -410,7 +410,16 @@ func sameProbe(a, b *contract.ProbeDirective) bool {
 		return a == b
 	}
 	return a.MaxStreams == b.MaxStreams && a.SampleSeconds == b.SampleSeconds && a.MaxStripes == b.MaxStripes && a.MaxConcurrency == b.MaxConcurrency &&
-		slices.Equal(a.BufferBytes, b.BufferBytes) && slices.Equal(a.KnownStreams, b.KnownStreams)
+		slices.Equal(a.BufferBytes, b.BufferBytes) && slices.Equal(a.Known, b.Known)
+}
+
+// withKnown is the samples a probe steps from: those the directive's PathProfile
+// already holds (contract.ProbeDirective.Known), then the job's own.
+func withKnown(d contract.ProbeDirective, own []contract.Sample) []contract.Sample {
+	if len(d.Known) == 0 {
+		return own
+	}
+	return append(slices.Clone(d.Known), own...)
 }
 
 // runProbeOnData takes the samples a Transfer directive's probe asks for as stretches
@@ -437,6 +446,7 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 			}
 		}
 		samples := c.Samples()
+		all := withKnown(d, samples)
 		if reported := limits.learnFromStats(c, m); !reported && len(samples) == 0 && hingesOnLimits(d) {
 			// The first sample's buffer depends on the hosts' limits, which the stripe
 			// reports once its session with the receiver is up — before that no byte
@@ -447,14 +457,14 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 			}
 			continue
 		}
-		next, done := r.Probe(limits.useful(c, d), samples, c.Dataset())
-		if !done && len(samples) > 0 && ProbeOutlasts(c.Remaining(), bestRate(samples), contract.LeastRTT(samples), time.Duration(d.SampleSeconds)*time.Second) {
-			c.log.Info("Probing stops: the dataset left ends before more samples could pay", "remainingBytes", c.Remaining(), "samples", len(samples))
+		next, done := r.Probe(limits.useful(c, d), all, c.Dataset())
+		if !done && len(all) > 0 && ProbeOutlasts(c.Remaining(), bestRate(all), contract.LeastRTT(all), time.Duration(d.SampleSeconds)*time.Second) {
+			c.log.Info("Probing stops: the dataset left ends before more samples could pay", "remainingBytes", c.Remaining(), "samples", len(samples), "known", len(d.Known))
 			done = true
 		}
 		if done {
 			c.SetProbe(contract.PhaseProbed)
-			c.log.Info("Probed on the job's own data", "samples", len(samples))
+			c.log.Info("Probed on the job's own data", "samples", len(samples), "known", len(d.Known))
 			return
 		}
 		next.OnData, next.Settle = true, true

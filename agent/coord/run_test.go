@@ -430,6 +430,61 @@ func TestProbeKeepsNoSampleThatMeasuredNothing(t *testing.T) {
 	}
 }
 
+// expSelectionPlanner is the probe stepper's buffer-then-streams rule
+// (optimizer.Prober with ExpSelection) over the samples it is given, as the agent's
+// own planner steps them.
+func expSelectionPlanner(d contract.ProbeDirective, samples []contract.Sample, _ contract.Dataset) (wire.ProbeRequest, bool) {
+	var opt []optimizer.Sample
+	for _, s := range samples {
+		opt = append(opt, optimizer.Sample{Streams: int(s.Streams), BufferBytes: s.BufferBytes, BitsPerSecond: float64(s.BitsPerSecond)})
+	}
+	step := optimizer.Prober{BufferSizes: d.BufferBytes, Streams: optimizer.ExpSelection{MaxStreams: int(d.MaxStreams)}}.Next(opt)
+	if step.Phase == optimizer.PhaseDone {
+		return wire.ProbeRequest{}, true
+	}
+	return wire.ProbeRequest{Streams: int32(step.Streams), BufferBytes: step.BufferBytes, Seconds: d.SampleSeconds}, false
+}
+
+// TestProbeContinuesFromAProfilesSamples: a warm job whose PathProfile left the stream
+// curve unfinished (1 and 2 streams sampled, 2 gaining half again) continues from
+// those samples: its first sample is the 4 streams the stepper asks for next, at the
+// profile's buffer, and only its own samples are reported. A dataset too small to
+// repay one more sample at the rate the profile measured takes none (before, the first
+// sample was always taken: one stream again, which the e2e's warm job did on some runs).
+func TestProbeContinuesFromAProfilesSamples(t *testing.T) {
+	const buffer = 4 << 20
+	known := []contract.Sample{{Stripes: 1, Streams: 1, BufferBytes: buffer, BitsPerSecond: 100_000}, {Stripes: 1, Streams: 2, BufferBytes: buffer, BitsPerSecond: 150_000}}
+	d := contract.ProbeDirective{MaxStreams: 8, SampleSeconds: 5, BufferBytes: []int64{buffer}, Known: known}
+
+	// 1 MiB at 150 kbit/s is 56 s, more than three samples' ceilings (15 s)
+	var requests []wire.ProbeRequest // only the stripe's goroutine appends
+	probed := probeScript(t, newCore(t, map[string]int{"d/big": 1 << 20}), d, expSelectionPlanner, func(p wire.ProbeRequest) wire.ProbeResult {
+		requests = append(requests, p)
+		return wire.ProbeResult{Settled: true, Sample: contract.Sample{Streams: p.Streams, BufferBytes: p.BufferBytes, BitsPerSecond: 155_000}}
+	})
+	if len(requests) != 1 || requests[0].Streams != 4 || requests[0].BufferBytes != buffer {
+		t.Errorf("samples asked %+v, want one of 4 streams at the profile's %d-byte buffer", requests, buffer)
+	}
+	if len(probed.Samples) != 1 || probed.Samples[0].Streams != 4 {
+		t.Errorf("reported samples %+v, want the job's own 4-stream sample alone", probed.Samples)
+	}
+
+	// the same profile at 1 Gbit/s: the 1 MiB left moves in 8 ms, no sample pays
+	fast := slices.Clone(known)
+	for i := range fast {
+		fast[i].BitsPerSecond *= 10_000
+	}
+	d.Known = fast
+	requests = nil
+	probed = probeScript(t, newCore(t, map[string]int{"d/big": 1 << 20}), d, expSelectionPlanner, func(p wire.ProbeRequest) wire.ProbeResult {
+		requests = append(requests, p)
+		return wire.ProbeResult{Settled: true, Sample: contract.Sample{Streams: p.Streams, BufferBytes: p.BufferBytes, BitsPerSecond: 1e9}}
+	})
+	if len(requests) != 0 || len(probed.Samples) != 0 {
+		t.Errorf("a dataset too small to repay a sample: asked %+v, reported %+v; want none", requests, probed.Samples)
+	}
+}
+
 // TestProbeEarlyClassesKeepTheJobsMaxConcurrency: the size classes a dataset of small
 // files gets from the first sample are bounded by the directive's maxCC (the job's
 // spec.tuning.limits.maxConcurrency), not by a default of the coordinator's own: the

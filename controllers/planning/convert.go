@@ -173,6 +173,17 @@ func ProbeSampleFromContract(s contract.Sample) v1alpha1.ProbeSample {
 	return p
 }
 
+// ContractSampleFromProbe is ProbeSampleFromContract's inverse, for the samples of a
+// PathProfile a probe continues from (contract.ProbeDirective.Known).
+func ContractSampleFromProbe(p v1alpha1.ProbeSample) contract.Sample {
+	s := contract.Sample{Stripes: max(p.Stripes, 1), Streams: p.Streams, BufferBytes: p.BufferBytes, BitsPerSecond: p.BitsPerSecond,
+		SourceMillicores: p.SourceMillicores, DestinationMillicores: p.DestinationMillicores, WindowLimitedPercent: p.WindowLimitedPercent}
+	if p.Time != nil {
+		s.Time = p.Time.Time
+	}
+	return s
+}
+
 // stripesOf is a report sample's stripe count as the API keeps it: absent for one
 // (older samples have none), else within the API's bound.
 func stripesOf(n int32) int32 {

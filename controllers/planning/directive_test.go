@@ -107,15 +107,22 @@ func TestProbeDirective(t *testing.T) {
 			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 32, SampleSeconds: 5, BufferBytes: autotuningThenSweep(0, 4<<20), MaxStripes: ProbeMaxStripes}},
 		// a fresh profile whose samples complete ExpSelection: nothing to measure
 		"fresh and complete": {ProbeInput{Tuning: auto, Now: now, Profile: fresh(sample(1), sample(2), sample(4), sample(8))}, nil},
-		"fresh, partial": {ProbeInput{Tuning: auto, Now: now, Profile: fresh(sample(2), sample(1))},
-			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 32, SampleSeconds: 5, BufferBytes: []int64{1 << 20}, KnownStreams: []int32{1, 2}}},
+		// a fresh profile that ExpSelection has not finished (2 streams gained on 1): the
+		// probe continues from its one-stripe samples at its buffer, in stream order; a
+		// sample of several stripes and one at another buffer are not the curve's
+		"fresh, partial": {ProbeInput{Tuning: auto, Now: now, Profile: fresh(sample(2), sample(1),
+			v1alpha1.ProbeSample{Stripes: 2, Streams: 2, BufferBytes: 1 << 20, BitsPerSecond: 3e9},
+			v1alpha1.ProbeSample{Streams: 1, BufferBytes: 2 << 20, BitsPerSecond: 1e9})},
+			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 32, SampleSeconds: 5, BufferBytes: []int64{1 << 20}, Known: []contract.Sample{
+				{Stripes: 1, Streams: 1, BufferBytes: 1 << 20, BitsPerSecond: int64(stripeRate(1, 1<<20))},
+				{Stripes: 1, Streams: 2, BufferBytes: 1 << 20, BitsPerSecond: int64(stripeRate(2, 1<<20))}}}},
 		"stale profile is cold": {ProbeInput{Tuning: auto, Now: now.Add(48 * time.Hour), Profile: fresh(sample(1), sample(2), sample(4), sample(8))},
 			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 32, SampleSeconds: 5, BufferBytes: autotuningThenSweep(0, 0), MaxStripes: ProbeMaxStripes}},
 		// a profile that chose autotuning: its stream samples at 0 complete the probe
 		"fresh with autotuning, complete": {ProbeInput{Tuning: auto, Now: now, Profile: autotuned(1, 2, 4)}, nil},
 		// … or leave the rest to measure with autotuning: no buffer phase at all
 		"fresh with autotuning, partial": {ProbeInput{Tuning: auto, Now: now, Profile: autotuned(1)},
-			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 32, SampleSeconds: 5, KnownStreams: []int32{1}}},
+			&contract.ProbeDirective{MaxConcurrency: dcc, MaxStreams: 32, SampleSeconds: 5, Known: []contract.Sample{{Stripes: 1, Streams: 1, BitsPerSecond: 900e6}}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -50,7 +50,11 @@ type ProbeInput struct {
 // optimizer.BufferCandidates around the BDP (NIC × RTT, BDP2 of §2) when known, then
 // ExpSelection up to maxStreamsPerStripe. With a fresh profile only its buffer is
 // sampled (if it chose a fixed one) and the stream counts it holds are passed as
-// KnownStreams. SampleSeconds is 50 round trips, at least 5 s and at most 30 s: long
+// Known, which the coordinator continues from (the stream counts they hold are not
+// measured again, and a dataset too small to repay another sample takes none: before,
+// the coordinator started over at one stream, and a warm job on the e2e's path
+// re-measured the profile's one-stream sample before the dataset-left rule could stop
+// it). SampleSeconds is 50 round trips, at least 5 s and at most 30 s: long
 // enough for slow start to finish on a long path; the coordinator's samples end
 // earlier, as soon as their rate has settled, and SampleSeconds is their ceiling (the
 // papers sample with fixed-size transfers and do not give a duration).
@@ -94,14 +98,12 @@ func ProbeDirective(in ProbeInput) *contract.ProbeDirective {
 		if p.Next(known).Phase == optimizer.PhaseDone {
 			return nil
 		}
-		seen := map[int32]bool{}
 		for _, s := range st.Samples {
-			if s.BufferBytes == st.BufferBytes && s.Streams >= 1 && !seen[s.Streams] {
-				seen[s.Streams] = true
-				d.KnownStreams = append(d.KnownStreams, s.Streams)
+			if s.BufferBytes == st.BufferBytes && s.Streams >= 1 && s.Stripes <= 1 {
+				d.Known = append(d.Known, ContractSampleFromProbe(s))
 			}
 		}
-		sort.Slice(d.KnownStreams, func(i, j int) bool { return d.KnownStreams[i] < d.KnownStreams[j] })
+		sort.SliceStable(d.Known, func(i, j int) bool { return d.Known[i].Streams < d.Known[j].Streams })
 		return d
 	}
 	d.MaxStripes = int32(min(limits.MaxStripesPerNode*limits.MaxNodes, ProbeMaxStripes))

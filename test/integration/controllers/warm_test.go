@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -65,6 +66,74 @@ func TestWarmStartSkipsTheProbe(t *testing.T) {
 		g.Expect(j.Status.Samples).To(BeEmpty(), "the warm job took samples of its own")
 		g.Expect(plan.Model).To(Equal(coldPlan.Model))
 		g.Expect(meta.FindStatusCondition(j.Status.Conditions, dtnflowv1alpha1.ConditionProbing).Reason).To(Equal(controllers.ReasonProbeSkipped))
+	})
+}
+
+// TestWarmStartContinuesAnUnfinishedProfile: a cold job whose data ran out before its
+// stream curve was finished (1 and 2 streams sampled, the second gaining 20 %: the
+// stepper wants 4) leaves a fresh profile that the next job on the path continues from.
+// Its probe directive carries the profile's samples at the profile's buffer and asks
+// for no buffer stage and no stripe stage, and its Probing condition says it continues
+// the profile rather than probes; when its coordinator ends the probe without a sample
+// of its own (a dataset too small to repay one), the plan is the profile's, the probe
+// said skipped, and the job's status holds no samples. On the e2e's path such a warm
+// job once re-measured the profile's one-stream sample and announced a probe.
+func TestWarmStartContinuesAnUnfinishedProfile(t *testing.T) {
+	clk := newClock()
+	startManager(t, clk, managerOptions{})
+	src, dst := newSite(t, "src", siteOptions{}), newSite(t, "dst", siteOptions{})
+	ns := createNamespace(t, nil)
+	const buffer = 4 << 20
+	unfinished := []contract.Sample{
+		{Streams: 1, BufferBytes: buffer, BitsPerSecond: 400_000_000, SourceMillicores: 250, DestinationMillicores: 500, Time: clk.Now().Add(-time.Minute)},
+		{Streams: 2, BufferBytes: buffer, BitsPerSecond: 480_000_000, SourceMillicores: 270, DestinationMillicores: 540, Time: clk.Now().Add(-50 * time.Second)},
+	}
+
+	cold := createJob(t, ns, "cold", jobSpec(src, dst))
+	eventually(t, func(g Gomega) {
+		pods := runAll(g, cold)
+		g.Expect(pods.coordinator).NotTo(BeNil())
+		d := directive(g, cold)
+		g.Expect(d.Probe).NotTo(BeNil())
+		g.Expect(d.Probe.Known).To(BeEmpty(), "a cold probe continues from nothing")
+		report(g, cold, contract.Report{Generation: d.Generation, Phase: contract.PhaseTransferring, Probe: contract.PhaseProbed, Time: clk.Now(),
+			Dataset: dataset, Samples: unfinished, BytesTotal: dataset.Bytes, FilesTotal: dataset.Files, BytesDone: 1 << 30, FilesDone: 1})
+	})
+	coldPlan := startTransfer(t, cold)
+	completeJob(t, clk, cold)
+	eventually(t, func(g Gomega) {
+		var profile dtnflowv1alpha1.PathProfile
+		g.Expect(env.Client.Get(context.Background(), types.NamespacedName{Name: controllers.PathProfileName(src.name, dst.name)}, &profile)).To(Succeed())
+		g.Expect(profile.Status.Samples).To(HaveLen(2))
+		g.Expect(profile.Status.BufferBytes).To(Equal(int64(buffer)))
+	})
+
+	warm := createJob(t, ns, "warm", jobSpec(src, dst))
+	eventually(t, func(g Gomega) {
+		d := directive(g, warm)
+		g.Expect(d.Mode).To(Equal(contract.ModeTransfer))
+		g.Expect(d.Probe).NotTo(BeNil(), "an unfinished profile: the probe goes on")
+		g.Expect(d.Probe.BufferBytes).To(Equal([]int64{buffer}), "the profile's buffer, no buffer stage")
+		g.Expect(d.Probe.MaxStripes).To(BeNumerically("<=", 1), "no stripe stage on a profile's probe")
+		g.Expect(d.Probe.Known).To(HaveLen(2))
+		for i, k := range d.Probe.Known {
+			g.Expect(k.Streams).To(Equal(unfinished[i].Streams))
+			g.Expect(k.BufferBytes).To(Equal(unfinished[i].BufferBytes))
+			g.Expect(k.BitsPerSecond).To(Equal(unfinished[i].BitsPerSecond))
+		}
+		j := getJob(g, warm)
+		g.Expect(reason(j, dtnflowv1alpha1.ConditionProbing)).To(Equal(controllers.ReasonContinuingProfile))
+		// the coordinator: its dataset cannot repay a sample, so it ends the probe at once
+		report(g, warm, contract.Report{Generation: d.Generation, Phase: contract.PhaseTransferring, Probe: contract.PhaseProbed, Time: clk.Now(),
+			Dataset: dataset, BytesTotal: dataset.Bytes, FilesTotal: dataset.Files})
+	})
+	plan := startTransfer(t, warm)
+	eventually(t, func(g Gomega) {
+		j := getJob(g, warm)
+		g.Expect(j.Status.Samples).To(BeEmpty(), "the warm job took no samples of its own")
+		g.Expect(plan.Model).To(Equal(coldPlan.Model), "planned from the profile's model")
+		g.Expect(plan.BufferBytes).To(Equal(int64(buffer)))
+		g.Expect(reason(j, dtnflowv1alpha1.ConditionProbing)).To(Equal(controllers.ReasonProbeSkipped))
 	})
 }
 
