@@ -446,7 +446,6 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 			}
 		}
 		samples := c.Samples()
-		all := withKnown(d, samples)
 		if reported := limits.learnFromStats(c, m); !reported && len(samples) == 0 && hingesOnLimits(d) {
 			// The first sample's buffer depends on the hosts' limits, which the stripe
 			// reports once its session with the receiver is up — before that no byte
@@ -457,6 +456,7 @@ func (r *Runner) runProbeOnData(ctx context.Context, d contract.ProbeDirective) 
 			}
 			continue
 		}
+		all := withKnown(d, samples)
 		next, done := r.Probe(limits.useful(c, d), all, c.Dataset())
 		if !done && len(all) > 0 && ProbeOutlasts(c.Remaining(), bestRate(all), contract.LeastRTT(all), time.Duration(d.SampleSeconds)*time.Second) {
 			c.log.Info("Probing stops: the dataset left ends before more samples could pay", "remainingBytes", c.Remaining(), "samples", len(samples), "known", len(d.Known))
