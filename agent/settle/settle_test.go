@@ -115,6 +115,13 @@ func TestDetector(t *testing.T) {
 			l: withThreshold(960e6), rate: alternating(800e6, 0.25), reason: Decided,
 			minElapsed: 4200 * time.Millisecond, maxElapsed: 4600 * time.Millisecond, want: 800e6, slack: 0.05,
 		},
+		"newcomers taking their share, 450 to 750 over 2 s, against 756: not decided below while it rises": {
+			// the windows of the first 1.4 s (510, 570, 630) left 756 out of their
+			// interval: decided at 570 before the rate stopped rising; it ends once the
+			// level is known
+			l: withThreshold(756e6), rate: func(t time.Duration) float64 { return min(750e6, 450e6+150e6*t.Seconds()) }, reason: Precise,
+			minElapsed: 2600 * time.Millisecond, maxElapsed: 4 * time.Second, want: 750e6, slack: 0.02,
+		},
 		"a steady ramp never settles, with nothing to decide: the ceiling, no stretch": {
 			l: base, rate: func(t time.Duration) float64 { return 100e6 + 400e6*t.Seconds() }, reason: TimedOut,
 			minElapsed: 2 * time.Second, maxElapsed: 2 * time.Second, want: 100e6 + 400e6*1.3, slack: 0.15,
@@ -140,6 +147,24 @@ func TestDetector(t *testing.T) {
 			if math.Abs(r.BitsPerSecond-c.want) > c.slack*c.want+1 {
 				t.Errorf("%s (poll %v): rate %.4g, want %.4g ± %.0f %%", name, step, r.BitsPerSecond, c.want, 100*c.slack)
 			}
+		}
+	}
+}
+
+// TestDetectorFallingIsNotDecidedAbove: a rate falling through the threshold (streams
+// cut from more, their windows shrinking to their share) is not decided above it on
+// the windows before the crossing, where the interval of the first three (940, 880,
+// 820 Mbit/s) leaves out the 700 it is compared with; the sample ends on the far side.
+func TestDetectorFallingIsNotDecidedAbove(t *testing.T) {
+	l := ForRTT(50 * time.Millisecond)
+	l.Threshold = 700e6
+	for _, step := range []time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond} {
+		r, done := feed(l, step, func(t time.Duration) float64 { return max(600e6, 1000e6-150e6*t.Seconds()) })
+		if !done {
+			t.Fatalf("poll %v: never ended", step)
+		}
+		if r.BitsPerSecond >= l.Threshold {
+			t.Errorf("poll %v: ended %s at %.4g after %v, above the threshold the rate fell through", step, r.Reason, r.BitsPerSecond, r.Elapsed)
 		}
 	}
 }
