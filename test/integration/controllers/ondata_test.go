@@ -131,6 +131,9 @@ func TestColdJobMovesDataFromTheFirstSecond(t *testing.T) {
 		g.Expect(j.Status.State).To(Equal(dtnflowv1alpha1.StateComplete))
 		g.Expect(j.Status.Timings.CompleteMilliseconds).To(Equal(ptr.To[int64](9250)))
 		g.Expect(j.Status.Timings.PlanMilliseconds).To(Equal(ptr.To[int64](4000)))
+		// the run's average over its 9.25 s, not over the whole seconds of startTime
+		// and the pass (10 s)
+		g.Expect(j.Status.Progress.AverageBitsPerSecond).To(Equal(int64(float64(dataset.Bytes) * 8 / 9.25)))
 	})
 }
 
