@@ -689,14 +689,11 @@ func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 	if !rep.Time.IsZero() {
 		completed = rep.Time // the coordinator's word, before the watch and this pass
 	}
-	p.timing(func(t *dtnflowv1alpha1.TransferTimings) **int64 { return &t.CompleteMilliseconds }, completed)
-	p.st.Progress = progressFrom(p.st.Progress, rep, p.st.StartTime, p.now.Time)
-	if ms := *p.st.Timings.CompleteMilliseconds; ms > 0 {
-		// the whole run's average to the millisecond: status.startTime and the pass's
-		// time are whole seconds, which on the demo's six-second job said 367 and 428
-		// Mbit/s where it moved 384–402
-		p.st.Progress.AverageBitsPerSecond = int64(float64(p.st.Progress.BytesDone) * 8 / (float64(ms) / 1000))
-	}
+	// The run's average from its start as its timings count it to its Complete, not
+	// from status.startTime to this pass: both of those are whole seconds, which on the
+	// demo's six-second job said 367 and 428 Mbit/s where it moved 384–402.
+	runStarted := metav1.NewTime(runStart(p.job.CreationTimestamp.Time, p.st))
+	p.st.Progress = progressFrom(p.st.Progress, rep, &runStarted, completed)
 	p.st.Channels = channelStatusFrom(p.st.Channels, rep)
 	p.st.Progress.CurrentBitsPerSecond, p.st.Progress.Rate = 0, formatRate(0)
 	p.bytesMoved = p.st.Progress.BytesDone
@@ -718,6 +715,7 @@ func (r *TransferJobReconciler) complete(ctx context.Context, p *pass) error {
 	p.clear(dtnflowv1alpha1.ConditionTransferring, ReasonComplete, "the transfer is complete")
 	p.clear(dtnflowv1alpha1.ConditionProbing, ReasonComplete, "the transfer is complete")
 	p.st.CompletionTime = &p.now
+	p.timing(func(t *dtnflowv1alpha1.TransferTimings) **int64 { return &t.CompleteMilliseconds }, completed)
 	p.st.Stripes = nil
 	p.event(eventType, eventReason, "Complete", msg)
 	if err := r.learn(ctx, p); err != nil {
