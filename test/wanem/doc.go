@@ -18,9 +18,11 @@
 // shaper.go) the fate and arrival time of every wire segment the super-packet stands
 // for; one writer thread hands packets to the far TUN when due. Both threads block in
 // the kernel (poll, ppoll on an eventfd), not in the Go scheduler, and ask for
-// 1-nanosecond timer slack; the writer asks to wake a learned ~50 µs early and spins
-// the rest (the VM's timer wake-ups are 50–100 µs late), so a packet is written on
-// average within tens of microseconds of its due time (Stats: lateness).
+// 1-nanosecond timer slack; the writer asks to wake a learned ~50 µs early (the VM's
+// timer wake-ups are 50–100 µs late) and writes a packet due within that lead at once
+// rather than spin for it (a spin per packet took up to a core of a 2-core machine
+// from the hosts it connects), so a packet is written within tens of microseconds of
+// its due time, early or late (Stats: lateness, earliness).
 //
 // The shaper is a fluid model of a serializing line: a segment of L bytes (plus
 // OverheadBytes) arriving at t starts when the line is free and takes L·8/rate; the

@@ -354,11 +354,25 @@ func (l *delayLine) push(pk packet, c *counters) {
 
 // Timer lead: the kernel wakes a sleeping thread some tens of microseconds after it
 // asked (about 50–100 µs on these VMs), so the writer asks to be woken that much
-// early, learned as a moving average of how late its wake-ups were, and spins the
-// rest of the way. The spin is bounded by maxLead.
+// early, learned as a moving average of how late its wake-ups were (at most maxLead).
+// A head due sooner than the lead is written at once, up to the lead early, instead of
+// being spun for: a sleep would wake it later than that, and a spin per packet cost
+// the emulator up to a core of the 2-core machines it shares with the hosts it
+// connects. Under SCHED_FIFO that spin starved them, and it cost the most to flows of
+// more, smaller super-packets: eight BBR flows pacing at 125 Mbit/s each (two segments
+// per super-packet) took the emulator 50 CPU seconds for 4 GiB at 1 Gbit/s and moved
+// 935–947 Mbit/s, where GridFTP's eight flows (three segments per super-packet) took
+// 39–42 s and moved 977–982; without the spin 36 and 32–34 s, and 976–979 against
+// 975–986 Mbit/s (docs/benchmarks.md, "The emulator's spin", 2026-12-02). The error a
+// packet is written with stays within the lead either way (Stats: lateness and
+// earliness).
 const maxLead = int64(200 * time.Microsecond)
 
-// due waits until the head of the line is due and returns, appended to batch, every
+// writeNow says whether a packet due at next is written at now: once due, or when a
+// sleep (which wakes about lead late) could not wake before it is.
+func writeNow(next, now, lead int64) bool { return next-now <= lead }
+
+// due waits until the head of the line is due (or due within the lead) and returns, appended to batch, every
 // packet due by then. It returns false once stop is readable.
 func (l *delayLine) due(batch []packet, stop int) ([]packet, bool) {
 	fds := []unix.PollFd{{Fd: int32(stop), Events: unix.POLLIN}, {Fd: int32(l.wake), Events: unix.POLLIN}}
@@ -369,20 +383,18 @@ func (l *delayLine) due(batch []packet, stop int) ([]packet, bool) {
 		var wakeAt int64
 		if l.head == len(l.q) {
 			l.waiting = true
-		} else if next, now := l.q[l.head].arrival, monoNow(); next > now {
+		} else if next, now := l.q[l.head].arrival, monoNow(); !writeNow(next, now, l.lead) {
 			// Packets pushed meanwhile are due later, so nothing can jump the head.
 			l.mu.Unlock()
-			if next-now <= l.lead {
-				for monoNow() < next {
-				}
-				continue
-			}
 			wakeAt = next - l.lead
 			ts := unix.NsecToTimespec(wakeAt - now)
 			timeout = &ts
 			l.mu.Lock()
 		} else {
-			for l.head < len(l.q) && l.q[l.head].arrival <= now {
+			// The head is due, or due within the lead: written now, with whatever else is
+			// due by then.
+			by := max(now, next)
+			for l.head < len(l.q) && l.q[l.head].arrival <= by {
 				batch = append(batch, l.q[l.head])
 				l.q[l.head] = packet{}
 				l.head++

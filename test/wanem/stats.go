@@ -40,8 +40,12 @@ type DirectionStats struct {
 	LatenessMean time.Duration `json:"latenessMeanNanoseconds"`
 	LatenessMax  time.Duration `json:"latenessMaxNanoseconds"`
 	// LatenessHistogram counts packets by lateness: bucket i holds those under
-	// LatenessBucketBounds[i], the last one the rest.
+	// LatenessBucketBounds[i], the last one the rest (a packet written early counts in
+	// the first).
 	LatenessHistogram []uint64 `json:"latenessHistogram"`
+	// EarlinessMax is the most before its due time a packet was written: the writer
+	// writes a packet due within its timer lead at once rather than spin for it.
+	EarlinessMax time.Duration `json:"earlinessMaxNanoseconds"`
 	// KernelDropped counts packets the kernel dropped at the sending side's TUN
 	// because the emulator did not read them in time: loss nobody configured. It
 	// should stay 0; if not, the machine is too busy for the emulated rate.
@@ -79,27 +83,34 @@ type counters struct {
 	queueHighWater                          atomic.Int64
 	inFlightPackets, inFlightBytes          atomic.Int64
 	latenessSum, latenessCount, latenessMax atomic.Int64
+	earlinessMax                            atomic.Int64
 	latenessHist                            [10]atomic.Uint64
 	malformed, readErrors, writeErrors      atomic.Uint64
 }
 
 func (c *counters) observeLateness(d int64) {
 	if d < 0 {
+		storeMax(&c.earlinessMax, -d)
 		d = 0
 	}
 	c.latenessSum.Add(d)
 	c.latenessCount.Add(1)
-	for {
-		m := c.latenessMax.Load()
-		if d <= m || c.latenessMax.CompareAndSwap(m, d) {
-			break
-		}
-	}
+	storeMax(&c.latenessMax, d)
 	i := 0
 	for i < len(LatenessBucketBounds) && time.Duration(d) >= LatenessBucketBounds[i] {
 		i++
 	}
 	c.latenessHist[i].Add(1)
+}
+
+// storeMax raises m to d if d is more.
+func storeMax(m *atomic.Int64, d int64) {
+	for {
+		old := m.Load()
+		if d <= old || m.CompareAndSwap(old, d) {
+			return
+		}
+	}
 }
 
 func (c *counters) snapshot() DirectionStats {
@@ -120,6 +131,7 @@ func (c *counters) snapshot() DirectionStats {
 		InFlightPackets:      c.inFlightPackets.Load(),
 		InFlightBytes:        c.inFlightBytes.Load(),
 		LatenessMax:          time.Duration(c.latenessMax.Load()),
+		EarlinessMax:         time.Duration(c.earlinessMax.Load()),
 		Malformed:            c.malformed.Load(),
 		ReadErrors:           c.readErrors.Load(),
 		WriteErrors:          c.writeErrors.Load(),
