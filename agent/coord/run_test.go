@@ -623,25 +623,44 @@ func TestRunnerReportsItsCPU(t *testing.T) {
 // process's start and its figure is published as soon as the window ends, though the
 // report interval is an hour: until then its pod asks the manager's 5 millicores.
 func TestRunnerReportsItsFirstCPUAtOnce(t *testing.T) {
+	// all of it spent before the first report: the listing
+	if got := firstCPUFigure(t, 0, func() float64 { return 0.3 }); got > 300 {
+		t.Errorf("%d millicores: 0.3 s of CPU over a window of at least %v is at most 300", got, cpuWindow)
+	}
+}
+
+// TestRunnerFirstCPUWindowLeavesOutTheStandby: a warm agent execs its coordinator in
+// the same process, whose rusage keeps the CPU the standby spent before the claim. The
+// first window counts only what the coordinator used since it started: 4 ms over a
+// window of at least a second is at most 4 millicores, not the standby's half second.
+func TestRunnerFirstCPUWindowLeavesOutTheStandby(t *testing.T) {
+	const standby = 0.5 // the process's CPU before the exec
+	if got := firstCPUFigure(t, standby, func() float64 { return standby + 0.004 }); got > 4 {
+		t.Errorf("%d millicores: the coordinator used 4 ms of CPU over a window of at least %v (the standby's %.1f s before it is not its own)",
+			got, cpuWindow, standby)
+	}
+}
+
+// firstCPUFigure runs a coordinator whose process started half a window ago with
+// startedCPU seconds of CPU already spent, and returns the first CPU figure it
+// publishes (the report interval is an hour: only the first window's timer sends it).
+func firstCPUFigure(t *testing.T, startedCPU float64, cpu func() float64) int64 {
+	t.Helper()
 	c := newCore(t, map[string]int{"d/a": 10})
 	c.SetPhase(contract.PhaseStarting)
 	ch := &scriptChannel{watch: make(chan struct{}, 1), directive: &contract.Directive{Generation: 1, Mode: contract.ModeTransfer, StreamsPerStripe: 1, Stripes: 1}}
 	r := &Runner{Core: c, Channel: ch, Interval: time.Hour, Grace: time.Millisecond, Started: time.Now().Add(-cpuWindow / 2),
-		CPUSeconds: func() float64 { return 0.3 }} // all of it spent before the first report: the listing
+		StartedCPUSeconds: startedCPU, CPUSeconds: cpu}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
-	waitFor(t, "a report with the CPU since the process started", runnerTimeout, func() bool {
+	defer func() { cancel(); <-done }()
+	waitFor(t, "a report with the coordinator's first CPU figure", runnerTimeout, func() bool {
 		_, ok := ch.find(func(r contract.Report) bool { return r.CoordinatorMillicores > 0 })
 		return ok
 	})
 	rep, _ := ch.find(func(r contract.Report) bool { return r.CoordinatorMillicores > 0 })
-	if rep.CoordinatorMillicores > 300 {
-		t.Errorf("%d millicores: 0.3 s of CPU over a window of at least %v is at most 300", rep.CoordinatorMillicores, cpuWindow)
-	}
-	cancel()
-	<-done
+	return rep.CoordinatorMillicores
 }
 
 // slowChannel is a scriptChannel whose publishing of a chosen report waits until the

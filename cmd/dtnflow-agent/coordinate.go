@@ -88,7 +88,7 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 	defer cancel()
 	limits := mover.ReadSocketLimits()
 	runner := &coord.Runner{Core: core, Channel: ch, Interval: j.reportInterval, Grace: 30 * time.Second, Probe: probePlanner(), LocalLimits: &limits,
-		Started: coord.ProcessStart}
+		Started: coord.ProcessStart, StartedCPUSeconds: coord.ProcessStartCPUSeconds}
 	runner.Prepare(ctx)
 	go mover.Serve(ctx, ln, secret, 0, core.ServeConn, log)
 	serveMetrics(ctx, *metricsAddr, core.Status, log)
