@@ -96,7 +96,7 @@ func Serve(ctx context.Context, ln net.Listener, secret []byte, maxHandshakes in
 // the connection's Reader returns (auth.ClientProof) — a round trip less before the
 // connection is of use.
 func Dial(ctx context.Context, addr string, secret []byte, bufferBytes int64) (*wire.Conn, error) {
-	return dial(ctx, addr, secret, bufferBytes, true)
+	return dial(ctx, addr, secret, bufferBytes, true, 0)
 }
 
 // DialWriteOnly is Dial for a connection that is only ever written (a data stream): it
@@ -105,15 +105,23 @@ func Dial(ctx context.Context, addr string, secret []byte, bufferBytes int64) (*
 // read — a stream closed when the streams are cut, or a probe's helper stripe when it
 // stops, would lose its last frames and their units wait on results that never come.
 func DialWriteOnly(ctx context.Context, addr string, secret []byte, bufferBytes int64) (*wire.Conn, error) {
-	return dial(ctx, addr, secret, bufferBytes, false)
+	return dial(ctx, addr, secret, bufferBytes, false, 0)
 }
 
-func dial(ctx context.Context, addr string, secret []byte, bufferBytes int64, pipelined bool) (*wire.Conn, error) {
+// dialUnitStream is DialWriteOnly for a session's data stream, which carries the
+// units its stripe holds: the bytes it leaves unsent in the kernel are bounded by
+// notSentLowWater. (A memory-to-memory probe's streams carry no units and keep the
+// kernel's default.)
+func dialUnitStream(ctx context.Context, addr string, secret []byte, bufferBytes int64) (*wire.Conn, error) {
+	return dial(ctx, addr, secret, bufferBytes, false, notSentLowWater)
+}
+
+// dial connects, sets the socket buffers (bufferBytes > 0) and the low-water mark of
+// its unsent bytes (lowWater > 0) before connecting, and authenticates.
+func dial(ctx context.Context, addr string, secret []byte, bufferBytes int64, pipelined bool, lowWater int) (*wire.Conn, error) {
 	d := net.Dialer{Timeout: 10 * time.Second}
-	if bufferBytes > 0 {
-		// Set before connect so the window scale is chosen for the buffer.
-		d.Control = setBufferControl(bufferBytes)
-	}
+	// before connect, so that the window scale is chosen for the buffer
+	d.Control = socketControl(bufferBytes, lowWater)
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err

@@ -86,7 +86,7 @@ func (s *ssession) setStreams(n int32, buffer int64) error {
 		go func() {
 			defer wg.Done()
 			idx := have + int32(i)
-			c, err := DialWriteOnly(s.ctx, s.st.Receiver, s.st.Secret, buffer)
+			c, err := dialUnitStream(s.ctx, s.st.Receiver, s.st.Secret, buffer)
 			if err == nil && s.encrypted() {
 				if err = c.Writer().SetEncrypt(true); err != nil {
 					c.Close()

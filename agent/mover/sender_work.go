@@ -38,6 +38,8 @@ type flight struct {
 // the job is finished.
 func (s *ssession) work() error {
 	units := make(chan wire.Unit, cap(s.inflight))
+	// taken hears a worker take a unit from units (see waiting below).
+	taken := make(chan struct{}, 1)
 	// stopWorkers ends the workers as work returns (a draining worker no longer
 	// watches units, whose close would otherwise end it).
 	stopWorkers := make(chan struct{})
@@ -74,6 +76,10 @@ func (s *ssession) work() error {
 					if !ok {
 						return
 					}
+					select {
+					case taken <- struct{}{}:
+					default:
+					}
 					s.run(u, false)
 				case <-drainSignal:
 					draining, drainSignal = true, nil
@@ -109,11 +115,31 @@ func (s *ssession) work() error {
 	s.mu.Unlock()
 	s.setConcurrency(concurrency)
 	defer func() { close(units); close(stopWorkers); wg.Wait() }()
+	waiting := func() int { return int(max(s.concurrency.Load(), 1)) }
 	for {
 		select {
 		case <-drain:
 			return s.drainStarted()
 		default:
+		}
+		// Ask only for units the workers start soon: at most one waiting per worker.
+		// A unit this stripe holds unstarted is one no other stripe can take, and the
+		// bytes of the units it started wait in its streams' sockets no longer than
+		// the low-water mark lets them (notSentLowWater). Before both, a stripe took
+		// every unit its 256 tokens allowed, the sockets took their bytes (8 MiB a
+		// stream at a 4 MiB buffer), and when the job's queue ran out each stripe
+		// still held up to 256 of 20 000 small files, to be sent at its own pace:
+		// 0.6–1.7 s for the last hundred files while the other stripes idled, in a
+		// third of the runs on issue 11's path (docs/benchmarks.md, thirty-seventh
+		// session).
+		for len(units) >= waiting() {
+			select {
+			case <-taken:
+			case <-drain:
+				return s.drainStarted()
+			case <-s.ctx.Done():
+				return s.ctx.Err()
+			}
 		}
 		// Wait for room, then ask for as many units as there is room for.
 		select {
@@ -123,8 +149,8 @@ func (s *ssession) work() error {
 		case <-s.ctx.Done():
 			return s.ctx.Err()
 		}
-		room := 1
-		for room < cap(s.inflight) {
+		room, want := 1, waiting()-len(units)
+		for room < want && room < cap(s.inflight) {
 			select {
 			case s.inflight <- struct{}{}:
 				room++
