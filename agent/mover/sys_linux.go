@@ -30,8 +30,11 @@ import (
 const notSentLowWater = 1 << 20
 
 // socketControl sets the socket buffers (bytes > 0) and TCP_NOTSENT_LOWAT (lowWater >
-// 0).
+// 0); nil when there is neither.
 func socketControl(bytes int64, lowWater int) func(network, address string, c syscall.RawConn) error {
+	if bytes <= 0 && lowWater <= 0 {
+		return nil
+	}
 	return func(network, address string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) {
 			if bytes > 0 {
