@@ -67,44 +67,11 @@ func TestStripeHoldsOnlyWhatItCanSendSoon(t *testing.T) {
 		pathRate    = 32e6
 	)
 	recv, _ := startReceiver(t)
-	addr := slowReader(t, recv, pathRate)
-	dir := t.TempDir()
-	data := make([]byte, fileSize)
 	src := &holdingSource{scriptedSource: scriptedSource{configs: make(chan wire.JobConfig, 1)}}
-	for i := range files {
-		rand.Read(data)
-		name := fmt.Sprintf("f%04d", i)
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		fi, err := os.Stat(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		src.units = append(src.units, wire.Unit{ID: uint64(i + 1), Kind: wire.UnitFile, Source: fsname.Path(name), Dest: fsname.Path("out/" + name),
-			Size: fileSize, Mode: 0o644, MtimeNs: fi.ModTime().UnixNano()})
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	src.configs <- wire.JobConfig{Generation: 1, Job: "holdings", Checksum: "SHA256", InFlight: wire.InFlightAuthenticated,
-		Overwrite: "Always", Streams: streams, BufferBytes: 4 << 20, Concurrency: concurrency, Pipelining: 4,
-		BlockSize: DefaultBlockSize, ChunkSize: 64 << 20}
-	st := &Stripe{Index: 0, Receiver: addr, Secret: []byte(testSecret), Root: root,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), RetryFor: 10 * time.Second}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = st.Run(ctx, src) }()
-	defer func() { cancel(); wg.Wait() }()
-
 	// Every file confirmed (about 2.5 s at the path's rate), so that the receiver has
 	// nothing left to write when the test ends; the stripe's sockets and queues were
 	// full within its first tenth of a second.
-	NewWithT(t).Eventually(func() int { _, done := src.counts(); return done }).WithTimeout(60*time.Second).
-		WithPolling(10*time.Millisecond).Should(Equal(files), "the stripe did not confirm every file")
+	sendSmallFiles(t, slowReader(t, recv, pathRate), src, src, files, fileSize, streams, concurrency)
 	mostHeld, _ := src.counts()
 	unsent := (notSentLowWater + fileSize + 4<<10) / fileSize // the last write may pass the mark by one frame and its header
 	buffers := 2*streams + 2*concurrency + 2                  // growBuffers
@@ -116,5 +83,86 @@ func TestStripeHoldsOnlyWhatItCanSendSoon(t *testing.T) {
 		t.Errorf("the stripe held %d files at once on a 32 Mbit/s path; want at most %d: "+
 			"%d unsent in its stream, %d in its block buffers, %d in its workers' hands or waiting, %d on the path",
 			mostHeld, bound, unsent, buffers, inHandAndWaiting, onThePath)
+	}
+}
+
+// sendSmallFiles runs one stripe over files random files of fileSize bytes from src (hs,
+// or one that embeds it), at streams × concurrency with a 4 MiB buffer, until hs has
+// every file confirmed.
+func sendSmallFiles(t *testing.T, addr string, src WorkSource, hs *holdingSource, files, fileSize int, streams, concurrency int32) {
+	t.Helper()
+	dir := t.TempDir()
+	data := make([]byte, fileSize)
+	for i := range files {
+		rand.Read(data)
+		name := fmt.Sprintf("f%04d", i)
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs.units = append(hs.units, wire.Unit{ID: uint64(i + 1), Kind: wire.UnitFile, Source: fsname.Path(name), Dest: fsname.Path("out/" + name),
+			Size: int64(fileSize), Mode: 0o644, MtimeNs: fi.ModTime().UnixNano()})
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	hs.configs <- wire.JobConfig{Generation: 1, Job: "holdings", Checksum: "SHA256", InFlight: wire.InFlightAuthenticated,
+		Overwrite: "Always", Streams: streams, BufferBytes: 4 << 20, Concurrency: concurrency, Pipelining: 4,
+		BlockSize: DefaultBlockSize, ChunkSize: 64 << 20}
+	st := &Stripe{Index: 0, Receiver: addr, Secret: []byte(testSecret), Root: root,
+		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), RetryFor: 10 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = st.Run(ctx, src) }()
+	defer func() { cancel(); wg.Wait() }()
+	NewWithT(t).Eventually(func() int { _, done := hs.counts(); return done }).WithTimeout(60*time.Second).
+		WithPolling(10*time.Millisecond).Should(Equal(files), "the stripe did not confirm every file")
+}
+
+// askingSource is a holdingSource that also records how many units each request
+// asked for.
+type askingSource struct {
+	holdingSource
+	asked []int
+}
+
+func (s *askingSource) Request(ctx context.Context, n int) (wire.WorkGrant, error) {
+	s.mu.Lock()
+	s.asked = append(s.asked, n)
+	s.mu.Unlock()
+	return s.holdingSource.Request(ctx, n)
+}
+
+// TestStripeAsksForHalfItsAllowanceAtOnce: a stripe of small files asks its source for
+// units only once half of those waiting for its workers have been taken, so that each
+// request brings at least half of the allowance (one per worker). For a stripe in a pod
+// a request is a round trip to the coordinator; asking again as each worker took a unit
+// made about one request per file.
+func TestStripeAsksForHalfItsAllowanceAtOnce(t *testing.T) {
+	const (
+		files       = 400
+		fileSize    = 8 << 10
+		concurrency = 8
+	)
+	recv, _ := startReceiver(t)
+	src := &askingSource{holdingSource: holdingSource{scriptedSource: scriptedSource{configs: make(chan wire.JobConfig, 1)}}}
+	sendSmallFiles(t, recv, src, &src.holdingSource, files, fileSize, 2, concurrency)
+	src.mu.Lock()
+	asked := append([]int(nil), src.asked...)
+	src.mu.Unlock()
+	t.Logf("%d requests for %d files: %v", len(asked), files, asked)
+	for i, n := range asked {
+		if n < concurrency/2 {
+			t.Fatalf("request %d of %d asked for %d units; want at least %d (half of one per worker): %v", i+1, len(asked), n, concurrency/2, asked)
+		}
+	}
+	if most := files/(concurrency/2) + 1; len(asked) > most {
+		t.Errorf("%d requests for %d files; want at most %d", len(asked), files, most)
 	}
 }

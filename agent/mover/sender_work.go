@@ -34,6 +34,19 @@ type flight struct {
 	handedOver bool
 }
 
+// refillAt is how many units may still wait unstarted when the sender asks for more:
+// half of the allowance (one per worker), so that each request brings at least half of
+// it. With 339c991's allowance alone the sender asked again each time a worker took a
+// unit, often for one: for a stripe in a pod each request is a round trip to the
+// coordinator. On 20 000 × 64 KiB files, four stripes of eight files each against a
+// coordinator of its own (emulated 1 Gbit/s, 50 ms), the coordinator read 21 000
+// times against 12 800 before 339c991 and used 1.49–1.51 CPU seconds against
+// 1.33–1.39; with the half it reads 15 600 times and uses 1.37–1.45
+// (docs/benchmarks.md, thirty-eighth session). The half still waiting covers the round
+// trip: a worker spends milliseconds on a unit, the coordinator answers in a fraction
+// of one.
+func refillAt(allowance int) int { return allowance / 2 }
+
 // work pulls units and runs them with cfg.Concurrency workers until the source says
 // the job is finished.
 func (s *ssession) work() error {
@@ -132,7 +145,11 @@ func (s *ssession) work() error {
 		// 0.6–1.7 s for the last hundred files while the other stripes idled, in a
 		// third of the runs on issue 11's path (docs/benchmarks.md, thirty-seventh
 		// session).
-		for len(units) >= waiting() {
+		//
+		// And ask again only once half of them have been taken: each request is a round
+		// trip to the coordinator for a stripe in a pod, and asking for every unit as its
+		// worker took the one before made a request per small file (see refillAt).
+		for len(units) > refillAt(waiting()) {
 			select {
 			case <-taken:
 			case <-drain:
@@ -141,29 +158,44 @@ func (s *ssession) work() error {
 				return s.ctx.Err()
 			}
 		}
-		// Wait for room, then ask for as many units as there is room for.
-		select {
-		case s.inflight <- struct{}{}:
-		case <-drain:
-			return s.drainStarted()
-		case <-s.ctx.Done():
-			return s.ctx.Err()
-		}
-		room, want := 1, waiting()-len(units)
-		for room < want && room < cap(s.inflight) {
-			select {
-			case s.inflight <- struct{}{}:
-				room++
-				continue
-			default:
-			}
-			break
-		}
-		g, err := s.src.Request(requests, room)
-		if err != nil {
+		// Wait for room (a token per unit on its way) for at least what the allowance
+		// lacks beyond refillAt, then take what more there is room for right away, and
+		// ask for that many units. When the units on their way fill the tokens (small
+		// files are confirmed only once durable), tokens come back one confirmation at a
+		// time; asking on each would again be a request per file.
+		allowance := waiting()
+		want := allowance - len(units)
+		least := min(want, allowance-refillAt(allowance))
+		release := func(room int) {
 			for range room {
 				<-s.inflight
 			}
+		}
+		room := 0
+		for room < want && room < cap(s.inflight) {
+			if room >= least {
+				select {
+				case s.inflight <- struct{}{}:
+					room++
+					continue
+				default:
+				}
+				break
+			}
+			select {
+			case s.inflight <- struct{}{}:
+				room++
+			case <-drain:
+				release(room)
+				return s.drainStarted()
+			case <-s.ctx.Done():
+				release(room)
+				return s.ctx.Err()
+			}
+		}
+		g, err := s.src.Request(requests, room)
+		if err != nil {
+			release(room)
 			select {
 			case <-drain:
 				return s.drainStarted()
@@ -171,9 +203,7 @@ func (s *ssession) work() error {
 			}
 			return err
 		}
-		for range room - len(g.Units) {
-			<-s.inflight
-		}
+		release(room - len(g.Units))
 		if g.Manifest {
 			if err := s.fetchManifest(); err != nil {
 				return err
