@@ -165,6 +165,11 @@ func (s *ssession) work() error {
 		// time; asking on each would again be a request per file.
 		allowance := waiting()
 		want := allowance - len(units)
+		if want < 1 {
+			// a directive lowered the concurrency since the wait above: wait again
+			// rather than ask for nothing (a source keeps such a request waiting)
+			continue
+		}
 		least := min(want, allowance-refillAt(allowance))
 		release := func(room int) {
 			for range room {
