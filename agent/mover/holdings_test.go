@@ -166,3 +166,25 @@ func TestStripeAsksForHalfItsAllowanceAtOnce(t *testing.T) {
 		t.Errorf("%d requests for %d files; want at most %d", len(asked), files, most)
 	}
 }
+
+func TestRequestBounds(t *testing.T) {
+	for _, c := range []struct {
+		allowance, waiting int
+		least, want        int
+		ok                 bool
+	}{
+		{8, 0, 4, 8, true}, // empty: ask for all, wait for room for half
+		{8, 4, 4, 4, true}, // half taken: the refill point
+		{8, 3, 4, 5, true},
+		{1, 0, 1, 1, true}, // one worker: one unit at a time
+		{3, 1, 2, 2, true}, // refillAt(3) = 1
+		{2, 1, 1, 1, true},
+		{8, 8, 0, 0, false}, // nothing lacking
+		{4, 6, 0, 0, false}, // the allowance lowered to 4 under 6 waiting
+	} {
+		least, want, ok := requestBounds(c.allowance, c.waiting)
+		if least != c.least || want != c.want || ok != c.ok {
+			t.Errorf("requestBounds(%d, %d) = %d, %d, %v; want %d, %d, %v", c.allowance, c.waiting, least, want, ok, c.least, c.want, c.ok)
+		}
+	}
+}

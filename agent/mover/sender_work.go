@@ -47,6 +47,19 @@ type flight struct {
 // of one.
 func refillAt(allowance int) int { return allowance / 2 }
 
+// requestBounds is how many units a sender with waiting units unstarted asks for once it
+// may ask (waiting ≤ refillAt(allowance)): at least least, so that a request brings at
+// least what the allowance lacks beyond refillAt (or all it lacks, if less), and at
+// most want, what it lacks; ok is false when it lacks nothing, as when the allowance
+// was lowered under units already waiting.
+func requestBounds(allowance, waiting int) (least, want int, ok bool) {
+	want = allowance - waiting
+	if want < 1 {
+		return 0, 0, false
+	}
+	return min(want, allowance-refillAt(allowance)), want, true
+}
+
 // work pulls units and runs them with cfg.Concurrency workers until the source says
 // the job is finished.
 func (s *ssession) work() error {
@@ -163,14 +176,12 @@ func (s *ssession) work() error {
 		// ask for that many units. When the units on their way fill the tokens (small
 		// files are confirmed only once durable), tokens come back one confirmation at a
 		// time; asking on each would again be a request per file.
-		allowance := waiting()
-		want := allowance - len(units)
-		if want < 1 {
+		least, want, ok := requestBounds(waiting(), len(units))
+		if !ok {
 			// a directive lowered the concurrency since the wait above: wait again
 			// rather than ask for nothing (a source keeps such a request waiting)
 			continue
 		}
-		least := min(want, allowance-refillAt(allowance))
 		release := func(room int) {
 			for range room {
 				<-s.inflight
