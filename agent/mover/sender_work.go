@@ -64,7 +64,7 @@ func requestBounds(allowance, waiting int) (least, want int, ok bool) {
 // the job is finished.
 func (s *ssession) work() error {
 	units := make(chan wire.Unit, cap(s.inflight))
-	// taken hears a worker take a unit from units (see waiting below).
+	// taken hears a worker take a unit from units (see allowance below).
 	taken := make(chan struct{}, 1)
 	// stopWorkers ends the workers as work returns (a draining worker no longer
 	// watches units, whose close would otherwise end it).
@@ -141,7 +141,14 @@ func (s *ssession) work() error {
 	s.mu.Unlock()
 	s.setConcurrency(concurrency)
 	defer func() { close(units); close(stopWorkers); wg.Wait() }()
-	waiting := func() int { return int(max(s.concurrency.Load(), 1)) }
+	// allowance is how many units may wait unstarted: one per worker
+	allowance := func() int { return int(max(s.concurrency.Load(), 1)) }
+	// release gives back room taken for units that did not come
+	release := func(room int) {
+		for range room {
+			<-s.inflight
+		}
+	}
 	for {
 		select {
 		case <-drain:
@@ -162,7 +169,7 @@ func (s *ssession) work() error {
 		// And ask again only once half of them have been taken: each request is a round
 		// trip to the coordinator for a stripe in a pod, and asking for every unit as its
 		// worker took the one before made a request per small file (see refillAt).
-		for len(units) > refillAt(waiting()) {
+		for len(units) > refillAt(allowance()) {
 			select {
 			case <-taken:
 			case <-drain:
@@ -176,28 +183,16 @@ func (s *ssession) work() error {
 		// ask for that many units. When the units on their way fill the tokens (small
 		// files are confirmed only once durable), tokens come back one confirmation at a
 		// time; asking on each would again be a request per file.
-		least, want, ok := requestBounds(waiting(), len(units))
+		least, want, ok := requestBounds(allowance(), len(units))
 		if !ok {
 			// a directive lowered the concurrency since the wait above: wait again
 			// rather than ask for nothing (a source keeps such a request waiting)
 			continue
 		}
-		release := func(room int) {
-			for range room {
-				<-s.inflight
-			}
-		}
+		// a directive may raise the concurrency past the tokens the session was made with
+		least, want = min(least, cap(s.inflight)), min(want, cap(s.inflight))
 		room := 0
-		for room < want && room < cap(s.inflight) {
-			if room >= least {
-				select {
-				case s.inflight <- struct{}{}:
-					room++
-					continue
-				default:
-				}
-				break
-			}
+		for room < least {
 			select {
 			case s.inflight <- struct{}{}:
 				room++
@@ -208,6 +203,15 @@ func (s *ssession) work() error {
 				release(room)
 				return s.ctx.Err()
 			}
+		}
+		for room < want {
+			select {
+			case s.inflight <- struct{}{}:
+				room++
+				continue
+			default:
+			}
+			break
 		}
 		g, err := s.src.Request(requests, room)
 		if err != nil {
