@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/dtnflow/dtnflow/agent/contract"
 )
 
@@ -32,8 +30,7 @@ type Channel interface {
 // PodChannel reads the directive from the annotation contract.AnnotationDirective of
 // the coordinator's own pod (GET) and writes reports to contract.AnnotationReport (a
 // merge patch). These two calls are all the API access a coordinator needs, so they
-// are made directly over client-go's authenticated HTTP client (rest.HTTPClientFor),
-// without a typed clientset and its scheme of every API group.
+// are made directly over an authenticated HTTP client (APIServer), without client-go.
 type PodChannel struct {
 	Namespace, Name string
 	url             string
@@ -70,22 +67,22 @@ func decodeDirective(b []byte, from string) (*contract.Directive, error) {
 	return &d, nil
 }
 
-// NewPodChannel builds a PodChannel for pod "namespace/name" from cfg (use
-// rest.InClusterConfig in a pod).
-func NewPodChannel(cfg *rest.Config, pod string) (*PodChannel, error) {
+// NewPodChannel builds a PodChannel for pod "namespace/name" on api (InClusterAPI in a
+// pod).
+func NewPodChannel(api APIServer, pod string) (*PodChannel, error) {
 	ns, name, ok := strings.Cut(pod, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return nil, fmt.Errorf("--pod %q: want namespace/name", pod)
 	}
-	hc, err := rest.HTTPClientFor(cfg)
+	hc, err := api.client()
 	if err != nil {
 		return nil, err
 	}
-	host := strings.TrimSuffix(cfg.Host, "/")
+	host := strings.TrimSuffix(api.Host, "/")
 	if !strings.Contains(host, "://") {
 		host = "https://" + host
 	}
-	pods := host + strings.TrimSuffix(cfg.APIPath, "/") + "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods"
+	pods := host + "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods"
 	w := pods + "?" + url.Values{"watch": {"true"}, "fieldSelector": {"metadata.name=" + name}}.Encode()
 	return &PodChannel{Namespace: ns, Name: name, url: pods + "/" + url.PathEscape(name), watchURL: w, client: hc}, nil
 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/dtnflow/dtnflow/agent/contract"
 )
 
@@ -42,7 +40,7 @@ func TestPodChannel(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	ch, err := NewPodChannel(&rest.Config{Host: srv.URL}, "ns/j-coordinator")
+	ch, err := NewPodChannel(APIServer{Host: srv.URL}, "ns/j-coordinator")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +81,7 @@ func TestPodChannelInitialDirective(t *testing.T) {
 				contract.AnnotationDirective: `{"generation":2,"mode":"Pause"}`}}})
 	}))
 	defer srv.Close()
-	ch, err := NewPodChannel(&rest.Config{Host: srv.URL}, "ns/j-coordinator")
+	ch, err := NewPodChannel(APIServer{Host: srv.URL}, "ns/j-coordinator")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +150,7 @@ func TestPodChannelWatch(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	ch, err := NewPodChannel(&rest.Config{Host: srv.URL}, "ns/j-coordinator")
+	ch, err := NewPodChannel(APIServer{Host: srv.URL}, "ns/j-coordinator")
 	if err != nil {
 		t.Fatal(err)
 	}

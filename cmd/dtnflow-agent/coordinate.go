@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/coord"
 	"github.com/dtnflow/dtnflow/agent/metrics"
@@ -62,11 +60,11 @@ func runCoordinate(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	var ch coord.Channel = &coord.LogChannel{Log: log, DirectiveFile: *directiveFile}
 	if *pod != "" {
-		cfg, err := rest.InClusterConfig()
+		api, err := coord.InClusterAPI()
 		if err != nil {
-			return fmt.Errorf("--pod needs the in-cluster API config: %w", err)
+			return fmt.Errorf("--pod needs the in-cluster API server: %w", err)
 		}
-		pc, err := coord.NewPodChannel(cfg, *pod)
+		pc, err := coord.NewPodChannel(api, *pod)
 		if err != nil {
 			return err
 		}

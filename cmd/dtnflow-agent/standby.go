@@ -11,8 +11,6 @@ import (
 	"slices"
 	"syscall"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/dtnflow/dtnflow/agent/contract"
 	"github.com/dtnflow/dtnflow/agent/contract/claim"
 	"github.com/dtnflow/dtnflow/agent/coord"
@@ -38,11 +36,11 @@ func runStandby(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("reading the pod's key: %w", err)
 	}
-	cfg, err := rest.InClusterConfig()
+	api, err := coord.InClusterAPI()
 	if err != nil {
-		return fmt.Errorf("standby needs the in-cluster API config: %w", err)
+		return fmt.Errorf("standby needs the in-cluster API server: %w", err)
 	}
-	pc, err := coord.NewPodChannel(cfg, *pod)
+	pc, err := coord.NewPodChannel(api, *pod)
 	if err != nil {
 		return err
 	}
