@@ -11,8 +11,10 @@ import (
 	"math"
 	"os"
 	"path"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -143,6 +145,46 @@ func (w *walker) cannot(p string, err error) error {
 	return w.unreadable(p, err)
 }
 
+// entryInfo is an entry's Info, taken ahead of the walk's loop.
+type entryInfo struct {
+	fi  fs.FileInfo
+	err error
+}
+
+// statRegular takes the Info (an lstat) of each regular file among entries, on every
+// core when there are many: the walk of a directory of small files is one lstat per
+// file, and it is all a standalone send does before its first connection, while the
+// other cores wait (2000 files: about 4 ms of lstat on this machine's cores). The
+// slice is indexed like entries; other entries' places stay empty.
+func statRegular(entries []fs.DirEntry) []entryInfo {
+	infos := make([]entryInfo, len(entries))
+	stat := func(i int) {
+		if e := entries[i]; e.Type().IsRegular() {
+			infos[i].fi, infos[i].err = e.Info()
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(entries)/statPerWorker)
+	if workers <= 1 {
+		for i := range entries {
+			stat(i)
+		}
+		return infos
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w * len(entries) / workers; i < (w+1)*len(entries)/workers; i++ {
+				stat(i)
+			}
+		})
+	}
+	wg.Wait()
+	return infos
+}
+
+// statPerWorker is the fewest entries worth a goroutine of statRegular.
+const statPerWorker = 256
+
 func (w *walker) dir(dir string) error {
 	root, fn, skipped := w.root, w.fn, w.skipped
 	d, err := root.Open(dir)
@@ -155,7 +197,8 @@ func (w *walker) dir(dir string) error {
 		return w.cannot(dir, fmt.Errorf("listing %q: %w", dir, err))
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	for _, e := range entries {
+	infos := statRegular(entries)
+	for i, e := range entries {
 		p := path.Join(dir, e.Name())
 		if dir == "." && e.Name() == JournalDir && e.IsDir() {
 			// The receivers' journals, when this root is also a destination: never
@@ -197,7 +240,7 @@ func (w *walker) dir(dir string) error {
 				return err
 			}
 		case e.Type().IsRegular():
-			fi, err := e.Info()
+			fi, err := infos[i].fi, infos[i].err
 			if err != nil {
 				if err := w.cannot(p, fmt.Errorf("stat %q: %w", p, err)); err != nil {
 					return err

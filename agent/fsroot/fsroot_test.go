@@ -2,10 +2,16 @@ package fsroot
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestClean(t *testing.T) {
@@ -130,4 +136,118 @@ func walkTo(t *testing.T, dir string) (*os.Root, *walked) {
 	}
 	t.Cleanup(func() { r.Close() })
 	return r, &walked{}
+}
+
+// TestWalkOfManyFilesReportsEachFilesOwnFacts walks a directory large enough for its
+// lstats to run on several goroutines (statRegular), mixed with a subdirectory, a
+// symlink to a file, a symlink to nothing and a FIFO: every regular file is reported
+// once, in lexical order, with its own size, mode and mtime; and a file removed after
+// the directory was listed gets its own error, in its own place.
+func TestWalkOfManyFilesReportsEachFilesOwnFacts(t *testing.T) {
+	dir := t.TempDir()
+	const n = 3*statPerWorker + 7
+	type facts struct {
+		size    int64
+		mode    os.FileMode
+		mtimeNs int64
+	}
+	want := map[string]facts{}
+	var order []string
+	for i := range n {
+		name := fmt.Sprintf("f%04d", i)
+		mode := os.FileMode(0o600 | (i%2)*0o044)
+		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, i), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(dir, name), mode); err != nil {
+			t.Fatal(err)
+		}
+		mt := time.Unix(1_600_000_000+int64(i), int64(i))
+		if err := os.Chtimes(filepath.Join(dir, name), mt, mt); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = facts{int64(i), mode, mt.UnixNano()}
+		order = append(order, name)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "f0100x"), 0o755); err != nil { // sorts among the files
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f0100x", "inner"), []byte("abc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("f0005", filepath.Join(dir, "f0200link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("nothing", filepath.Join(dir, "f0300dangling")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "f0400fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want["f0100x/inner"] = facts{3, 0o600, 0}
+	want["f0200link"] = want["f0005"]
+	order = append(order, "f0100x/inner", "f0200link")
+	sort.Strings(order)
+
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	var got []string
+	skipped := map[string]string{}
+	err = Walk(root, ".", func(f File) error {
+		got = append(got, f.Path)
+		w, ok := want[f.Path]
+		if !ok {
+			t.Errorf("reported %s, which is not a regular file of the tree", f.Path)
+			return nil
+		}
+		if f.Size != w.size || f.Mode != w.mode || (w.mtimeNs != 0 && f.MtimeNs != w.mtimeNs) {
+			t.Errorf("%s: size %d mode %v mtime %d, want %d %v %d", f.Path, f.Size, f.Mode, f.MtimeNs, w.size, w.mode, w.mtimeNs)
+		}
+		return nil
+	}, func(p, why string) { skipped[p] = why }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, order) {
+		t.Fatalf("walked %d paths, want %d in lexical order; first difference at %d", len(got), len(order), firstDifference(got, order))
+	}
+	if len(skipped) != 2 || skipped["f0300dangling"] == "" || skipped["f0400fifo"] == "" {
+		t.Fatalf("skipped %v, want the dangling symlink and the FIFO", skipped)
+	}
+
+	// A file removed between the listing and its lstat.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "f0500")); err != nil {
+		t.Fatal(err)
+	}
+	infos := statRegular(entries)
+	for i, e := range entries {
+		switch {
+		case e.Name() == "f0500":
+			if !errors.Is(infos[i].err, fs.ErrNotExist) {
+				t.Errorf("the removed file's lstat: %v, want ErrNotExist", infos[i].err)
+			}
+		case e.Type().IsRegular():
+			if infos[i].err != nil || infos[i].fi.Name() != e.Name() {
+				t.Errorf("entry %s got the facts of %v (%v)", e.Name(), infos[i].fi, infos[i].err)
+			}
+		case infos[i] != (entryInfo{}):
+			t.Errorf("entry %s, not a regular file, was looked at", e.Name())
+		}
+	}
+}
+
+func firstDifference(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
