@@ -227,9 +227,9 @@ func (s *rsession) buildManifest(q wire.ManifestQuery) []wire.Manifest {
 	// the look (one fstatat each) was most of it.
 	infos, errs := make([]fs.FileInfo, len(keys)), make([]error, len(keys))
 	eachInParallel(len(keys), func(i int) { infos[i], errs[i] = lstat(keys[i].Path) })
-	// The temporary names of the final files in place, by directory: what is left of
-	// them is debris, found with one listing per directory.
-	temps := map[string]map[string]bool{}
+	// The final files in place, by directory: what is left of their temporary files
+	// is debris, found with one listing per directory.
+	finals := map[string][]string{}
 	for i, k := range keys {
 		fs := states[i]
 		mf := wire.ManifestFile{Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, Digest: fs.Digest, ThisRun: q.Run != "" && fs.Run == q.Run}
@@ -259,11 +259,7 @@ func (s *rsession) buildManifest(q wire.ManifestQuery) []wire.Manifest {
 		}
 		if mf.Problem == "" {
 			dirName, _ := split(k.Path)
-			_, tmpBase := split(TempName(k.Path, s.cfg.Job))
-			if temps[dirName] == nil {
-				temps[dirName] = map[string]bool{}
-			}
-			temps[dirName][tmpBase] = true
+			finals[dirName] = append(finals[dirName], k.Path)
 		}
 		out.Files = append(out.Files, mf)
 		if len(out.Files) >= 10000 {
@@ -271,8 +267,8 @@ func (s *rsession) buildManifest(q wire.ManifestQuery) []wire.Manifest {
 			out = wire.Manifest{}
 		}
 	}
-	for dirName, names := range temps {
-		out.Debris += removeDebris(fresh, dirName, names)
+	for dirName, paths := range finals {
+		out.Debris += removeDebris(fresh, dirName, paths, s.cfg.Job)
 	}
 	out.Last = true
 	return append(parts, s.manifestPart(out, q.Packed))
@@ -310,11 +306,12 @@ func eachInParallel(n int, fn func(i int)) {
 	wg.Wait()
 }
 
-// removeDebris removes, from directory dirName, the temporary files named in temps (the
-// temporaries of final files: a copy that lost the race to the final name, or a crash
-// between a rename and the next run). One listing of the directory, not a removal
-// attempt per file.
-func removeDebris(dirs *dirCache, dirName string, temps map[string]bool) int64 {
+// removeDebris removes, from directory dirName, the temporary files of the final files
+// at finals (a copy that lost the race to the final name, or a crash between a rename
+// and the next run). One listing of the directory, not a removal attempt per file; the
+// temporary names (a SHA-256 each) are worked out only for a directory whose listing
+// holds one of ours, which after a run without duplicates none does.
+func removeDebris(dirs *dirCache, dirName string, finals []string, job string) int64 {
 	dir, err := dirs.get(dirName)
 	if err != nil {
 		return 0
@@ -325,8 +322,19 @@ func removeDebris(dirs *dirCache, dirName string, temps map[string]bool) int64 {
 	}
 	names, _ := d.Readdirnames(-1)
 	d.Close()
+	var temps map[string]bool
 	var n int64
 	for _, name := range names {
+		if !IsTempName(name) {
+			continue
+		}
+		if temps == nil {
+			temps = make(map[string]bool, len(finals))
+			for _, p := range finals {
+				_, tmpBase := split(TempName(p, job))
+				temps[tmpBase] = true
+			}
+		}
 		if temps[name] && dir.Remove(name) == nil {
 			n++
 		}

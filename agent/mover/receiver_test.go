@@ -324,6 +324,12 @@ func TestReceiverManifest(t *testing.T) {
 	}
 	debris := filepath.Join(root, TempName("keep", "evil-job"))
 	os.WriteFile(debris, []byte("a second copy"), 0o600)
+	// Names of ours that are not this job's temporaries of a final file: another job's
+	// copy of the same file, and this job's of a file missing at its final name.
+	others := []string{filepath.Join(root, TempName("keep", "another-job")), filepath.Join(root, TempName("gone", "evil-job"))}
+	for _, o := range others {
+		os.WriteFile(o, []byte("not debris of this job"), 0o600)
+	}
 
 	// Asked for the packed form, the receiver packs; asked as a sender that predates
 	// it asks, it answers in JSON, with the same files.
@@ -378,6 +384,11 @@ func TestReceiverManifest(t *testing.T) {
 	}
 	if _, err := os.Stat(debris); err == nil {
 		t.Error("the temporary file next to a final one is still there")
+	}
+	for _, o := range others {
+		if _, err := os.Stat(o); err != nil {
+			t.Errorf("%s, not the temporary of a final file of this job, was removed: %v", filepath.Base(o), err)
+		}
 	}
 }
 
