@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/zeebo/blake3"
+
 	"github.com/dtnflow/dtnflow/agent/fsname"
 )
 
@@ -32,9 +34,16 @@ const (
 	DefaultChunkSize = 64 << 20
 )
 
-// NewDigest returns the end-to-end digest named by the API (SHA256, SHA512, MD5).
+// NewDigest returns the end-to-end digest named by the API (BLAKE3, SHA256, SHA512,
+// MD5). An empty name is SHA256, as it has meant on the wire since before BLAKE3: a
+// peer that sends no name hashes with SHA-256.
 func NewDigest(name string) (hash.Hash, error) {
 	switch strings.ToUpper(name) {
+	case "BLAKE3":
+		// BLAKE3-256 on the CPU's vector units (AVX2 here: 3.9–4.1 GB/s on one core
+		// against SHA-NI's 1.7 for SHA-256, docs/benchmarks.md), with SHA-256's
+		// 128-bit collision resistance.
+		return blake3.New(), nil
 	case "", "SHA256":
 		return sha256.New(), nil
 	case "SHA512":
@@ -42,7 +51,7 @@ func NewDigest(name string) (hash.Hash, error) {
 	case "MD5":
 		return md5.New(), nil
 	}
-	return nil, fmt.Errorf("unknown checksum %q (want SHA256, SHA512 or MD5)", name)
+	return nil, fmt.Errorf("unknown checksum %q (want BLAKE3, SHA256, SHA512 or MD5)", name)
 }
 
 // TempName is where a file is written until it is verified: a hidden name in the same

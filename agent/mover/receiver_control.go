@@ -51,6 +51,12 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello,
 		if s.cfg.BlockSize <= 0 || s.cfg.BlockSize > wire.MaxData {
 			s.cfg.BlockSize = DefaultBlockSize
 		}
+		// A digest this receiver does not know (a sender newer than it, or a
+		// mistyped name) is refused by name here, before any file is digested.
+		if _, err := NewDigest(s.cfg.Checksum); err != nil {
+			w.WriteJSON(wire.TypeError, wire.ErrorMsg{Error: "this receiver cannot verify the job: " + err.Error()})
+			return
+		}
 	}
 	r.mu.Lock()
 	if r.sessions == nil {

@@ -761,3 +761,27 @@ func TestReceiverRefusesAFIFOAtItsTemporaryName(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiverRefusesAChecksumItDoesNotKnow: a session naming a digest the receiver
+// does not have is refused with an error naming it, and the receiver goes on serving
+// the next session (no digest of nothing taken later).
+func TestReceiverRefusesAChecksumItDoesNotKnow(t *testing.T) {
+	addr, _ := startReceiver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, addr, []byte(testSecret), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := &hostile{t: t, ctrl: c, ctrlW: c.Writer(), ctrlR: c.Reader(4096)}
+	h.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: 7})
+	h.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: "crc", Checksum: "CRC32", Overwrite: "Always", BlockSize: 1 << 20, ChunkSize: 1 << 20})
+	var e wire.ErrorMsg
+	if err := wire.DecodeJSON(h.expect(wire.TypeError), &e); err != nil || !strings.Contains(e.Error, `"CRC32"`) {
+		t.Fatalf("refusal %+v %v, want an error naming the checksum", e, err)
+	}
+	for i, sum := range []string{"BLAKE3", "SHA256", "sha512", "MD5", ""} {
+		connectWith(t, addr, uint64(8+i), wire.Session{Job: "known", Checksum: sum, Overwrite: "Always", BlockSize: 1 << 20, ChunkSize: 1 << 20})
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"testing"
+
+	"github.com/zeebo/blake3"
 )
 
 // BenchmarkPrimitives measures, on this machine's CPU, each per-byte primitive the data
@@ -57,6 +59,7 @@ func BenchmarkPrimitives(b *testing.B) {
 	gcm, _ := cipher.NewGCM(blk)
 	nonce, out := make([]byte, 12), make([]byte, 0, len(block)+TagSize)
 	run("AES-256-GCM-encrypt", func() { gcm.Seal(out[:0], nonce, block, hdr) })
+	run("BLAKE3", func() { blake3.Sum256(block) })
 	run("SHA-256", func() { sha256.Sum256(block) })
 	run("SHA-512", func() { sha512.Sum512(block) })
 	run("MD5", func() { md5.Sum(block) })
