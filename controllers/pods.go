@@ -357,7 +357,7 @@ func jobOptions(job *dtnflowv1alpha1.TransferJob) contract.JobOptions {
 	}
 	checksum := job.Spec.Integrity.Checksum
 	if checksum == "" {
-		checksum = dtnflowv1alpha1.ChecksumSHA256
+		checksum = dtnflowv1alpha1.ChecksumBLAKE3
 	}
 	overwrite := job.Spec.Overwrite
 	if overwrite == "" {

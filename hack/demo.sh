@@ -90,7 +90,7 @@ spec:
     limits:
       maxStreamsPerStripe: 16
   integrity:
-    checksum: SHA256
+    checksum: BLAKE3
     verify: true
 YAML
 )

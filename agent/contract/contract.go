@@ -518,7 +518,7 @@ func ReceiverArgsWith(stripe int32, listenPort int32, o ReceiverOptions) []strin
 type JobOptions struct {
 	SourcePaths     []string
 	DestinationPath string // "" is the destination root
-	Checksum        string // SHA256, SHA512 or MD5
+	Checksum        string // BLAKE3, SHA256, SHA512 or MD5
 	Verify          bool
 	Overwrite       string // Never, IfDifferent or Always
 	InFlight        string // Authenticated (default, also "") or Checksum

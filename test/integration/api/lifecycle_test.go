@@ -45,7 +45,7 @@ func TestDefaultsAreApplied(t *testing.T) {
 	}
 	want := map[string]any{
 		"spec.tuning.mode":        "Auto",
-		"spec.integrity.checksum": "SHA256",
+		"spec.integrity.checksum": "BLAKE3",
 		"spec.integrity.verify":   true,
 		"spec.overwrite":          "IfDifferent",
 		"spec.backoffLimit":       int64(6),

@@ -555,7 +555,7 @@ func runScenario(ctx context.Context, c *framework.Cluster, federated bool, i in
 		Spec: dtnflowv1alpha1.TransferJobSpec{
 			Source:      dtnflowv1alpha1.TransferSource{Endpoint: c.Source().Name, Paths: []dtnflowv1alpha1.RelativePath{dtnflowv1alpha1.RelativePath(rel)}},
 			Destination: dtnflowv1alpha1.TransferDestination{Endpoint: c.Destination().Name, Path: "incoming-bench"},
-			Integrity:   dtnflowv1alpha1.TransferIntegrity{Checksum: dtnflowv1alpha1.ChecksumSHA256, Verify: &jobVerify, InFlight: inFlight},
+			Integrity:   dtnflowv1alpha1.TransferIntegrity{Checksum: dtnflowv1alpha1.ChecksumBLAKE3, Verify: &jobVerify, InFlight: inFlight},
 		},
 	}
 	if federated {

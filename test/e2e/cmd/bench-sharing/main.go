@@ -300,7 +300,7 @@ func (b *bench) job(name string, class string, size int64) (*dtnflowv1alpha1.Tra
 		Spec: dtnflowv1alpha1.TransferJobSpec{
 			Source:            dtnflowv1alpha1.TransferSource{Endpoint: b.c.Source().Name, Paths: []dtnflowv1alpha1.RelativePath{dtnflowv1alpha1.RelativePath(rel)}},
 			Destination:       dtnflowv1alpha1.TransferDestination{Endpoint: b.c.Destination().Name, Path: "incoming-sharing"},
-			Integrity:         dtnflowv1alpha1.TransferIntegrity{Checksum: dtnflowv1alpha1.ChecksumSHA256, Verify: &verify},
+			Integrity:         dtnflowv1alpha1.TransferIntegrity{Checksum: dtnflowv1alpha1.ChecksumBLAKE3, Verify: &verify},
 			PriorityClassName: class,
 		},
 	}
