@@ -15,7 +15,7 @@ import (
 
 const usage = `dtnflow-agent moves datasets between data transfer nodes: parallel TCP streams,
 stripes, pipelined small files, every frame authenticated (AES-GMAC), end-to-end
-SHA-256, resume.
+digests (BLAKE3 by default), resume.
 
 Usage:
   dtnflow-agent receive    --listen :7000 --root DIR --secret-file FILE
