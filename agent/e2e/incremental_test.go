@@ -81,6 +81,54 @@ func runsAreIncremental(t *testing.T, verifyMode string) {
 	}
 }
 
+// TestAnotherDigestOnTheNextRun: the receivers' journals hold each final file's digest
+// under the run's algorithm, and a later run of the job may name another (the default
+// became BLAKE3 after SHA-256). A file the journal holds as final is neither sent again
+// nor compared with a digest of the other algorithm; a file changed at the source is
+// sent and verified under the new one.
+func TestAnotherDigestOnTheNextRun(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.MkdirAll(dst, 0o755)
+	makeTree(t, src, 5, mixed("data", 40, 2, 3<<20))
+	key := writeSecret(t, dir, "key", secret)
+	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
+	addr := recv.waitListening()
+	run := func(checksum string) int64 {
+		t.Helper()
+		p := start(t, nil, sendArgs(addr, src, key, "--checksum", checksum, "--chunk-size", "1MiB", "data")...)
+		if err := p.wait(60 * time.Second); err != nil {
+			t.Fatalf("%s: %v\n%s", checksum, err, p.output())
+		}
+		m := regexp.MustCompile(`this run sent ([0-9]+) bytes`).FindStringSubmatch(p.stdoutText())
+		if m == nil {
+			t.Fatalf("%s: no summary in %q", checksum, p.stdoutText())
+		}
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		return n
+	}
+	run("SHA256")
+	assertSameTree(t, src, dst, "data")
+	changed := filepath.Join(src, "data/large/L0.bin")
+	big, err := os.ReadFile(changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big[len(big)/2] ^= 0xff
+	mt := time.Date(2025, 6, 7, 8, 9, 10, 0, time.UTC)
+	if err := os.WriteFile(changed, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(changed, mt, mt)
+	if sent := run("BLAKE3"); sent != int64(len(big)) {
+		t.Errorf("the BLAKE3 run sent %d bytes, want the changed file's %d and nothing else", sent, len(big))
+	}
+	assertSameTree(t, src, dst, "data")
+	if sent := run("MD5"); sent != 0 {
+		t.Errorf("the MD5 run, with nothing changed, sent %d bytes", sent)
+	}
+}
+
 // TestDestinationDirectoriesChangedBetweenRuns: a receiver that stays up across runs
 // (a site's long-lived receive daemon) while someone reorganises the destination
 // between them. A directory moved aside and another removed must be written again at
