@@ -32,16 +32,7 @@ func runsAreIncremental(t *testing.T, verifyMode string) {
 	addr := recv.waitListening()
 	run := func(name string) int64 {
 		t.Helper()
-		p := start(t, nil, sendArgs(addr, src, key, "--stripes", "2", "--streams", "2", "--verify-mode", verifyMode, "data")...)
-		if err := p.wait(60 * time.Second); err != nil {
-			t.Fatalf("%s: %v\n%s", name, err, p.output())
-		}
-		m := regexp.MustCompile(`this run sent ([0-9]+) bytes`).FindStringSubmatch(p.stdoutText())
-		if m == nil {
-			t.Fatalf("%s: no summary in %q", name, p.stdoutText())
-		}
-		n, _ := strconv.ParseInt(m[1], 10, 64)
-		return n
+		return sendCountingBytes(t, name, sendArgs(addr, src, key, "--stripes", "2", "--streams", "2", "--verify-mode", verifyMode, "data")...)
 	}
 	run("run 1")
 	assertSameTree(t, src, dst, "data")
@@ -87,29 +78,14 @@ func runsAreIncremental(t *testing.T, verifyMode string) {
 // nor compared with a digest of the other algorithm; a file changed at the source is
 // sent and verified under the new one.
 func TestAnotherDigestOnTheNextRun(t *testing.T) {
-	dir := t.TempDir()
-	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-	os.MkdirAll(dst, 0o755)
-	makeTree(t, src, 5, mixed("data", 40, 2, 3<<20))
-	key := writeSecret(t, dir, "key", secret)
-	recv := start(t, nil, "receive", "--listen", "127.0.0.1:0", "--root", dst, "--secret-file", key)
-	addr := recv.waitListening()
+	site := newSite(t, 5, mixed("data", 40, 2, 3<<20))
 	run := func(checksum string) int64 {
 		t.Helper()
-		p := start(t, nil, sendArgs(addr, src, key, "--checksum", checksum, "--chunk-size", "1MiB", "data")...)
-		if err := p.wait(60 * time.Second); err != nil {
-			t.Fatalf("%s: %v\n%s", checksum, err, p.output())
-		}
-		m := regexp.MustCompile(`this run sent ([0-9]+) bytes`).FindStringSubmatch(p.stdoutText())
-		if m == nil {
-			t.Fatalf("%s: no summary in %q", checksum, p.stdoutText())
-		}
-		n, _ := strconv.ParseInt(m[1], 10, 64)
-		return n
+		return sendCountingBytes(t, checksum, sendArgs(site.addr, site.src, site.key, "--checksum", checksum, "--chunk-size", "1MiB", "data")...)
 	}
 	run("SHA256")
-	assertSameTree(t, src, dst, "data")
-	changed := filepath.Join(src, "data/large/L0.bin")
+	assertSameTree(t, site.src, site.dst, "data")
+	changed := filepath.Join(site.src, "data/large/L0.bin")
 	big, err := os.ReadFile(changed)
 	if err != nil {
 		t.Fatal(err)
@@ -123,10 +99,26 @@ func TestAnotherDigestOnTheNextRun(t *testing.T) {
 	if sent := run("BLAKE3"); sent != int64(len(big)) {
 		t.Errorf("the BLAKE3 run sent %d bytes, want the changed file's %d and nothing else", sent, len(big))
 	}
-	assertSameTree(t, src, dst, "data")
+	assertSameTree(t, site.src, site.dst, "data")
 	if sent := run("MD5"); sent != 0 {
 		t.Errorf("the MD5 run, with nothing changed, sent %d bytes", sent)
 	}
+}
+
+// sendCountingBytes runs a send that must end Complete and returns how many bytes its
+// summary says this run sent.
+func sendCountingBytes(t *testing.T, name string, args ...string) int64 {
+	t.Helper()
+	p := start(t, nil, args...)
+	if err := p.wait(60 * time.Second); err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, p.output())
+	}
+	m := regexp.MustCompile(`this run sent ([0-9]+) bytes`).FindStringSubmatch(p.stdoutText())
+	if m == nil {
+		t.Fatalf("%s: no summary in %q", name, p.stdoutText())
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
 }
 
 // TestDestinationDirectoriesChangedBetweenRuns: a receiver that stays up across runs
