@@ -102,20 +102,29 @@ func connectSession(t *testing.T, addr string, session uint64) *hostile {
 
 func connectWith(t *testing.T, addr string, session uint64, cfg wire.Session) *hostile {
 	t.Helper()
+	h := controlWith(t, addr, session, cfg)
+	h.expect(wire.TypeSessionOK)
+	d, flip := dialFlip(t, addr)
+	h.data, h.flip = d.Writer(), flip
+	h.data.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: session})
+	t.Cleanup(func() { d.Close() })
+	return h
+}
+
+// controlWith opens a session's control connection and asks for cfg, leaving the
+// receiver's answer unread.
+func controlWith(t *testing.T, addr string, session uint64, cfg wire.Session) *hostile {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := Dial(ctx, addr, []byte(testSecret), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() })
 	h := &hostile{t: t, ctrl: c, ctrlW: c.Writer(), ctrlR: c.Reader(4096)}
 	h.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: session})
 	h.ctrlW.WriteJSON(wire.TypeSession, cfg)
-	h.expect(wire.TypeSessionOK)
-	d, flip := dialFlip(t, addr)
-	h.data, h.flip = d.Writer(), flip
-	h.data.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleData, Session: session})
-	t.Cleanup(func() { c.Close(); d.Close() })
 	return h
 }
 
@@ -767,16 +776,7 @@ func TestReceiverRefusesAFIFOAtItsTemporaryName(t *testing.T) {
 // the next session (no digest of nothing taken later).
 func TestReceiverRefusesAChecksumItDoesNotKnow(t *testing.T) {
 	addr, _ := startReceiver(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, addr, []byte(testSecret), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	h := &hostile{t: t, ctrl: c, ctrlW: c.Writer(), ctrlR: c.Reader(4096)}
-	h.ctrlW.WriteJSON(wire.TypeHello, wire.Hello{Role: wire.RoleControl, Session: 7})
-	h.ctrlW.WriteJSON(wire.TypeSession, wire.Session{Job: "crc", Checksum: "CRC32", Overwrite: "Always", BlockSize: 1 << 20, ChunkSize: 1 << 20})
+	h := controlWith(t, addr, 7, wire.Session{Job: "crc", Checksum: "CRC32", Overwrite: "Always", BlockSize: 1 << 20, ChunkSize: 1 << 20})
 	var e wire.ErrorMsg
 	if err := wire.DecodeJSON(h.expect(wire.TypeError), &e); err != nil || !strings.Contains(e.Error, `"CRC32"`) {
 		t.Fatalf("refusal %+v %v, want an error naming the checksum", e, err)
