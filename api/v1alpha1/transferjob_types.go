@@ -300,7 +300,7 @@ type ChecksumAlgorithm string
 
 const (
 	// ChecksumBLAKE3 (BLAKE3 with a 256-bit output) is the default: as resistant to
-	// collisions as SHA-256 (128 bits), and on a CPU with AVX2 about 2.3× its speed on
+	// collisions as SHA-256 (128 bits), and on a CPU with AVX2 about twice its speed on
 	// one core, which on a CPU-bound DTN is the verified transfer's rate.
 	ChecksumBLAKE3 ChecksumAlgorithm = "BLAKE3"
 	ChecksumSHA256 ChecksumAlgorithm = "SHA256"
