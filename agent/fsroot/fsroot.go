@@ -11,12 +11,12 @@ import (
 	"math"
 	"os"
 	"path"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dtnflow/dtnflow/internal/parallel"
 )
 
 // JournalDir is the directory at the top of a root that holds receivers' journals
@@ -158,27 +158,11 @@ type entryInfo struct {
 // slice is indexed like entries; other entries' places stay empty.
 func statRegular(entries []fs.DirEntry) []entryInfo {
 	infos := make([]entryInfo, len(entries))
-	stat := func(i int) {
+	parallel.Each(len(entries), statPerWorker, func(i int) {
 		if e := entries[i]; e.Type().IsRegular() {
 			infos[i].fi, infos[i].err = e.Info()
 		}
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(entries)/statPerWorker)
-	if workers <= 1 {
-		for i := range entries {
-			stat(i)
-		}
-		return infos
-	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w * len(entries) / workers; i < (w+1)*len(entries)/workers; i++ {
-				stat(i)
-			}
-		})
-	}
-	wg.Wait()
+	})
 	return infos
 }
 

@@ -3,7 +3,6 @@ package mover
 import (
 	"path"
 	"strings"
-	"sync/atomic"
 	"testing"
 )
 
@@ -53,17 +52,4 @@ func FuzzTempName(f *testing.F) {
 			t.Fatalf("temporary name %q of %q", ta, a)
 		}
 	})
-}
-
-// eachInParallel visits every index once, whatever the count and the cores.
-func TestEachInParallelVisitsEveryIndexOnce(t *testing.T) {
-	for _, n := range []int{0, 1, 255, 256, 257, 511, 512, 1000, 4097} {
-		visits := make([]atomic.Int32, n)
-		eachInParallel(n, func(i int) { visits[i].Add(1) })
-		for i := range visits {
-			if v := visits[i].Load(); v != 1 {
-				t.Fatalf("n=%d: index %d visited %d times", n, i, v)
-			}
-		}
-	}
 }

@@ -3,9 +3,7 @@ package mover
 import (
 	"fmt"
 	"io/fs"
-	"runtime"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/dtnflow/dtnflow/agent/fsname"
@@ -13,6 +11,7 @@ import (
 	"github.com/dtnflow/dtnflow/agent/journal"
 	"github.com/dtnflow/dtnflow/agent/metrics"
 	"github.com/dtnflow/dtnflow/agent/wire"
+	"github.com/dtnflow/dtnflow/internal/parallel"
 )
 
 // A receiver's control connection: setting up a session, the sender's control frames,
@@ -231,8 +230,9 @@ func (s *rsession) buildManifest(q wire.ManifestQuery) []wire.Manifest {
 	}
 	// The files are looked at on every core: the senders wait for this answer, and
 	// the look (one fstatat each) was most of it.
+	const lstatPerWorker = 256
 	infos, errs := make([]fs.FileInfo, len(keys)), make([]error, len(keys))
-	eachInParallel(len(keys), func(i int) { infos[i], errs[i] = lstat(keys[i].Path) })
+	parallel.Each(len(keys), lstatPerWorker, func(i int) { infos[i], errs[i] = lstat(keys[i].Path) })
 	// The final files in place, by directory: what is left of their temporary files
 	// is debris, found with one listing per directory.
 	finals := map[string][]string{}
@@ -289,27 +289,6 @@ func (s *rsession) manifestPart(out wire.Manifest, packed bool) wire.Manifest {
 		}
 	}
 	return out
-}
-
-// eachInParallel calls fn(0) … fn(n−1), spread over one goroutine per core (in stretches
-// of at least 256, so that a short list is not worth a goroutine).
-func eachInParallel(n int, fn func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), (n+255)/256)
-	if workers <= 1 {
-		for i := range n {
-			fn(i)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w * n / workers; i < (w+1)*n/workers; i++ {
-				fn(i)
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // removeDebris removes, from directory dirName, the temporary files of the final files
