@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dtnflow/dtnflow/internal/parallel"
+	"github.com/dtnflow/dtnflow/agent/parallel"
 )
 
 // JournalDir is the directory at the top of a root that holds receivers' journals

@@ -10,8 +10,8 @@ import (
 	"github.com/dtnflow/dtnflow/agent/fsroot"
 	"github.com/dtnflow/dtnflow/agent/journal"
 	"github.com/dtnflow/dtnflow/agent/metrics"
+	"github.com/dtnflow/dtnflow/agent/parallel"
 	"github.com/dtnflow/dtnflow/agent/wire"
-	"github.com/dtnflow/dtnflow/internal/parallel"
 )
 
 // A receiver's control connection: setting up a session, the sender's control frames,
