@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -177,6 +178,13 @@ func Handler(status func() any) http.Handler {
 		enc.Encode(status())
 	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	// Every goroutine's stack, as SIGQUIT would print it but without ending the
+	// process: an agent that hangs is looked into where it hangs (in a pod, SIGQUIT's
+	// dump goes with the container when the controller replaces it).
+	mux.HandleFunc("/debug/goroutines", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		pprof.Lookup("goroutine").WriteTo(w, 2)
+	})
 	return mux
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -42,6 +43,26 @@ func TestServeClosesIdleConnections(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("idle keep-alive connection: %v after %v, want the server to close it", err, time.Since(start))
+	}
+}
+
+// TestServeDumpsItsGoroutines: /debug/goroutines lists every goroutine with its stack,
+// this test's own among them, and the process goes on.
+func TestServeDumpsItsGoroutines(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := Serve(ctx, "127.0.0.1:0", func() any { return nil }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr.String() + "/debug/goroutines")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "goroutine ") || !strings.Contains(string(body), "metrics.TestServeDumpsItsGoroutines") {
+		t.Fatalf("/debug/goroutines: %d, %.300q", resp.StatusCode, body)
 	}
 }
 

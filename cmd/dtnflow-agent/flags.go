@@ -151,7 +151,7 @@ func serveMetrics(ctx context.Context, addr string, status func() any, log *slog
 	}
 }
 
-const metricsAddrUsage = "serve /metrics and /status (which name paths and errors) on this address; keep it on loopback or a management network (\"off\": not at all)"
+const metricsAddrUsage = "serve /metrics, /status (which names paths and errors) and /debug/goroutines (every goroutine's stack) on this address; keep it on loopback or a management network (\"off\": not at all)"
 
 func openRoot(dir string) (*os.Root, error) {
 	if dir == "" {
