@@ -32,6 +32,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/dtnflow/dtnflow/agent/fsname"
 	"github.com/dtnflow/dtnflow/agent/fsroot"
@@ -84,6 +85,12 @@ type Record struct {
 	// another writer renamed onto the name since — another job's version of the same
 	// size and mtime — is another inode.
 	Ino uint64 `json:"ino,omitempty"`
+	// At is when the record was written (Unix nanoseconds; 0 in the journals of
+	// receivers older than it). A job's journals are one file per receiver process,
+	// read file after file, so a reader meets records out of the order they were
+	// written: a final record of a run hours ago, in another stripe's file, read after
+	// this run's records of the same file version. At orders them (State.apply).
+	At int64 `json:"at,omitempty"`
 }
 
 // Key returns the record's file key.
@@ -112,11 +119,16 @@ func Create(root *os.Root, job, name string) (*Writer, error) {
 	return &Writer{f: f}, nil
 }
 
-// Append adds records to the pending batch.
+// Append adds records to the pending batch, each stamped with the time (Record.At)
+// unless it has one.
 func (w *Writer) Append(recs ...Record) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	now := time.Now().UnixNano()
 	for _, r := range recs {
+		if r.At == 0 {
+			r.At = now
+		}
 		b, _ := json.Marshal(r)
 		w.buf = binary.BigEndian.AppendUint32(w.buf, uint32(len(b)))
 		w.buf = binary.BigEndian.AppendUint32(w.buf, crc32.Update(0, castagnoli, b))
@@ -162,6 +174,9 @@ type FileState struct {
 	Ino       uint64 // the final file's inode, 0 when not known (Record.Ino)
 	ChunkSize int64
 	Chunks    map[int32]*ChunkState
+	// decidedAt is the time (Record.At) of the latest final or lost record applied,
+	// lostAt of the latest lost one: an older record read after them is not applied.
+	decidedAt, lostAt int64
 }
 
 // State is the union of a job's journals, read incrementally.
@@ -267,6 +282,13 @@ func Decode(data []byte, apply func(Record)) int {
 	return pos
 }
 
+// apply applies a record in the order it was written (Record.At), whatever the order it
+// is read in: a final or lost record older than the latest of either applied says
+// nothing any more (a run made the file final, a later run found it gone and made it
+// final again: the first run's final record, read last, must not stand), nor does a
+// chunk record older than the latest lost one (it described a temporary file that
+// the rename consumed). Records without a time come from receivers older than the
+// stamp and count as older than every stamped one.
 func (s *State) apply(r Record) {
 	fs := s.files[r.Key()]
 	if fs == nil {
@@ -274,11 +296,23 @@ func (s *State) apply(r Record) {
 		s.files[r.Key()] = fs
 	}
 	switch r.Kind {
+	case KindFinal, KindLost:
+		if r.At < fs.decidedAt {
+			return
+		}
+		fs.decidedAt = r.At
+	default:
+		if r.At < fs.lostAt {
+			return
+		}
+	}
+	switch r.Kind {
 	case KindFinal:
 		fs.Final, fs.Mode, fs.Digest, fs.Run, fs.Ino = true, r.Mode, r.Digest, r.Run, r.Ino
 	case KindLost:
 		fs.Final, fs.Digest, fs.Run, fs.ChunkSize, fs.Ino = false, "", "", 0, 0
 		fs.Chunks = map[int32]*ChunkState{}
+		fs.lostAt = r.At
 	case KindReset:
 		if fs.ChunkSize == r.ChunkSize {
 			delete(fs.Chunks, r.Index)
@@ -304,11 +338,16 @@ func (s *State) apply(r Record) {
 }
 
 // Apply records what this process itself just made durable, so it need not re-read
-// its own journal.
+// its own journal. A record without a time gets the present one: it was just
+// written, stamped within microseconds of it (Writer.Append).
 func (s *State) Apply(recs ...Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now().UnixNano()
 	for _, r := range recs {
+		if r.At == 0 {
+			r.At = now
+		}
 		s.apply(r)
 	}
 }

@@ -1,6 +1,9 @@
 package journal
 
 import (
+	"encoding/binary"
+	"encoding/json"
+	"hash/crc32"
 	"os"
 	"path"
 	"path/filepath"
@@ -178,5 +181,87 @@ func TestLostForgetsTheFinalFile(t *testing.T) {
 	s.Apply(rec(KindChunk, 0), rec(KindChunk, 1), Record{Kind: KindFinal, Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, Run: "2"})
 	if fs := s.File(k); !fs.Final || fs.Run != "2" {
 		t.Fatalf("after run 2: %+v, want final by run 2", fs)
+	}
+}
+
+// TestRecordsApplyInTheOrderTheyWereWritten: a job's journals are one file per
+// receiver process, read in the order of their names. A run this morning made a file
+// final through stripe 1's receiver (z-s1.log); the file was deleted at the
+// destination; tonight's run found it gone (lost), sent it again and made it final
+// through stripe 0's receiver (a-s0.log). Read a-s0 then z-s1, the morning's final
+// record came last and stood: the final check then found "another writer's version"
+// at the final name — the inode of tonight's file where the journal named the
+// morning's (make test's chaos step, seed 738763558, failed that way three times in a
+// row). Each record now applies in the order it was written: tonight's final record
+// stands, the morning's blocks of a temporary file the rename consumed are not
+// counted again, and a record from a receiver older than the stamp (no time) counts
+// as older than every stamped one.
+func TestRecordsApplyInTheOrderTheyWereWritten(t *testing.T) {
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	final := Key{Path: "medium/chunk-002.dat", Size: 4574537, MtimeNs: 1551416400000039596}
+	partial := Key{Path: "large/run-000.h5", Size: 8 << 20, MtimeNs: 1551398400000000001}
+	rec := func(k Key, kind string, at int64) Record {
+		return Record{Kind: kind, Path: fsname.Path(k.Path), Size: k.Size, MtimeNs: k.MtimeNs, ChunkSize: 64 << 20, BlockSize: 1 << 20, At: at}
+	}
+	morning, tonight := time.Date(2026, 12, 3, 8, 26, 0, 0, time.UTC).UnixNano(), time.Date(2026, 12, 3, 20, 21, 0, 0, time.UTC).UnixNano()
+	older, _ := Create(root, "job", "z-s1.log")
+	newer, _ := Create(root, "job", "a-s0.log")
+	morningFinal := rec(final, KindFinal, morning)
+	morningFinal.Ino, morningFinal.Run = 5328710, "morning"
+	untimedFinal := rec(final, KindFinal, 0) // a receiver older than Record.At
+	untimedFinal.Ino, untimedFinal.Run = 99, "older-receiver"
+	morningBlocks := rec(partial, KindBlocks, morning)
+	morningBlocks.Ranges = [][2]int64{{0, 6}}
+	older.Append(morningFinal, morningBlocks)
+	appendUnstamped(t, root, "job", "m-old.log", untimedFinal)
+	tonightFinal := rec(final, KindFinal, tonight+2)
+	tonightFinal.Ino, tonightFinal.Run = 5327274, "tonight"
+	tonightBlocks := rec(partial, KindBlocks, tonight+1)
+	tonightBlocks.Ranges = [][2]int64{{0, 1}}
+	newer.Append(rec(final, KindLost, tonight), rec(partial, KindLost, tonight), tonightBlocks, tonightFinal)
+	if err := older.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := newer.Sync(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := NewState(root, "job")
+	if err := s.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if fs := s.File(final); fs == nil || !fs.Final || fs.Ino != 5327274 || fs.Run != "tonight" {
+		t.Fatalf("state of the file made final twice: %+v, want final by tonight's run (inode 5327274)", fs)
+	}
+	if fs := s.File(partial); fs == nil || fs.Final || len(fs.Chunks) != 1 || !reflect.DeepEqual(fs.Chunks[0].Have, Ranges{{0, 1}}) {
+		t.Fatalf("state of the file lost and begun again: %+v, want only tonight's block [0,1)", fs)
+	}
+	// Applied the other way round (the newest first, as when a file is appended to
+	// after the first read), the same two final records end in the same state.
+	s2 := NewState(root, "job")
+	s2.Apply(tonightFinal)
+	s2.Apply(morningFinal)
+	if fs := s2.File(final); !fs.Final || fs.Ino != 5327274 {
+		t.Fatalf("applied newest first: %+v, want tonight's final record to stand", fs)
+	}
+}
+
+// appendUnstamped writes records as a receiver older than Record.At did: without a
+// time.
+func appendUnstamped(t *testing.T, root *os.Root, job, name string, recs ...Record) {
+	t.Helper()
+	var buf []byte
+	for _, r := range recs {
+		b, _ := json.Marshal(r)
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(b)))
+		buf = binary.BigEndian.AppendUint32(buf, crc32.Update(0, castagnoli, b))
+		buf = append(buf, b...)
+	}
+	if err := root.WriteFile(path.Join(JobDir(job), name), buf, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
