@@ -109,25 +109,6 @@ func (c *committer) writtenElsewhere(ch *rchunk) journal.Ranges {
 	return out
 }
 
-// awaitEndingCopies waits until no other copy of ch's chunk belongs to a session whose
-// control connection has ended and whose data streams are still bringing blocks: each
-// such session ends its streams within streamsEndLimit.
-func (c *committer) awaitEndingCopies(ch *rchunk) {
-	c.mu.Lock()
-	var ending []<-chan struct{}
-	for other := range c.tracked {
-		if other.copyOf(ch) && other.session != nil && other.session != ch.session {
-			if done, ok := other.session.streamsEnding(); ok {
-				ending = append(ending, done)
-			}
-		}
-	}
-	c.mu.Unlock()
-	for _, done := range ending {
-		<-done
-	}
-}
-
 // discardCopies stops the writes of the other copies of ch's chunk and forgets what
 // they wrote: ch failed its digest, and the damaged bytes may be any copy's — a block
 // changed in flight where nothing checks data (HeadersOnly), written by a session that

@@ -189,29 +189,17 @@ func TestDrainHandsItsChunkOverWhereTheReceiverHasIt(t *testing.T) {
 // exactly once. (A session that closed at once had the receiver drop them with its
 // control connection, and they were sent again: 368 MB of a 4 GiB file on issue 11's
 // path with four competing flows.)
-//
-// Through a proxy that acknowledges each connection's end before it has passed on what
-// it holds (storeAndForward, a megabyte per connection), the control connection's end
-// reaches the receiver while its data streams still bring blocks: the receiver lets
-// them arrive, and the taking stripe's ChunkOpen waits for them, so the file is still
-// sent once. (Before, the receiver closed those streams with the control connection
-// and the blocks in them were sent again; through the rate-limited relay below, whose
-// close also went back to the sender before the receiver had read the last block, one
-// run in a few hundred sent a block twice.)
 func TestDrainDeliversWhatIsOnItsWay(t *testing.T) {
 	for name, mode := range map[string]struct {
 		verify             bool
 		verifyMode, flight string
-		proxyHold          int
 	}{
-		"verified on arrival":                   {true, wire.VerifyOnArrival, wire.InFlightAuthenticated, 0},
-		"unverified zero-copy":                  {false, "", wire.InFlightHeadersOnly, 0},
-		"verified on arrival, through a proxy":  {true, wire.VerifyOnArrival, wire.InFlightAuthenticated, 1 << 20},
-		"unverified zero-copy, through a proxy": {false, "", wire.InFlightHeadersOnly, 1 << 20},
+		"verified on arrival":  {true, wire.VerifyOnArrival, wire.InFlightAuthenticated},
+		"unverified zero-copy": {false, "", wire.InFlightHeadersOnly},
 	} {
 		t.Run(name, func(t *testing.T) {
 			testDrainHandsItsChunkOver(t, handover{verify: mode.verify, verifyMode: mode.verifyMode, inFlight: mode.flight,
-				chunk: 32 << 20, streams: 2, buffer: 1 << 20, pathBitsPerSecond: 64e6, proxyHold: mode.proxyHold})
+				chunk: 32 << 20, streams: 2, buffer: 1 << 20, pathBitsPerSecond: 64e6})
 		})
 	}
 }
@@ -228,18 +216,12 @@ type handover struct {
 	buffer            int64
 	capBitsPerSecond  int64
 	pathBitsPerSecond float64
-	// proxyHold, when set, puts the drained stripe behind storeAndForward holding
-	// that much per connection, at pathBitsPerSecond.
-	proxyHold int
 }
 
 func testDrainHandsItsChunkOver(t *testing.T, hc handover) {
 	addr, dstDir := startReceiver(t)
 	firstPath := addr
-	switch {
-	case hc.proxyHold > 0:
-		firstPath = storeAndForward(t, addr, hc.pathBitsPerSecond, hc.proxyHold)
-	case hc.pathBitsPerSecond > 0:
+	if hc.pathBitsPerSecond > 0 {
 		firstPath = slowReader(t, addr, hc.pathBitsPerSecond)
 	}
 	const chunks, block = 2, 1 << 20

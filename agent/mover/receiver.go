@@ -278,21 +278,9 @@ type rsession struct {
 	conns    map[*wire.Conn]struct{} // the control connection and the data streams
 	done     chan struct{}
 	dead     atomic.Bool
-	// aborted marks a session ended for a frame that failed its check: its streams are
-	// closed at once, nothing more of them trusted.
-	aborted atomic.Bool
 
 	memBytes atomic.Int64
 	memMore  chan struct{}
-
-	// ending is set once the control connection has ended; streamsEnded is closed
-	// once, after that, no data stream of the session is left (or the wait for them
-	// ended: streamsEndLimit).
-	ending           bool
-	streamsEnded     chan struct{}
-	streamsEndedOnce sync.Once
-	// framesIn counts the frames that came on the session's data streams.
-	framesIn atomic.Int64
 }
 
 func (s *rsession) send(t wire.Type, v any) {
@@ -316,7 +304,6 @@ func (s *rsession) abort(why error) {
 		s.ctrl.WriteJSON(wire.TypeError, wire.ErrorMsg{Error: "receiver: " + why.Error(), Integrity: true})
 	}
 	s.dead.Store(true)
-	s.aborted.Store(true)
 	if s.job != nil {
 		s.job.commit.journalBlocks()
 	}
@@ -342,81 +329,6 @@ func (s *rsession) dropConn(c *wire.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.conns, c)
-	if s.ending && len(s.conns) <= 1 { // the control connection's entry stays to the end
-		s.endStreams()
-	}
-}
-
-// endStreams marks the session's data streams over: the copies of chunks it wrote hold
-// all they will get.
-func (s *rsession) endStreams() {
-	s.streamsEndedOnce.Do(func() { close(s.streamsEnded) })
-}
-
-// streamsEndLimit bounds how long a session whose control connection ended waits for
-// its data streams to end on their own, and so how long another session's ChunkOpen
-// waits for what they bring (rsession.awaitStreams); streamsIdleLimit ends the wait
-// sooner when no frame has arrived for that long: streams that bring nothing (a
-// sender whose control connection broke while its data connections hang) are not
-// waited for.
-const (
-	streamsEndLimit  = deliverLimit
-	streamsIdleLimit = time.Second
-)
-
-// awaitStreams lets the data streams of a session whose control connection ended
-// bring what is on its way, while frames keep arriving (streamsIdleLimit), up to
-// streamsEndLimit. A sender closes its control
-// connection once the receiver has closed each stream it drained (awaitDelivery), so
-// the streams are over by then — unless something between the two acknowledged the
-// streams' ends before the receiver read them: a relay or proxy that closes toward the
-// sender when it has taken the last bytes, not when they arrived. Closed at once, those
-// streams lost the blocks still in them, and the stripe that took the chunks over sent
-// them again.
-func (s *rsession) awaitStreams() {
-	s.mu.Lock()
-	s.ending = true
-	if len(s.conns) <= 1 {
-		s.endStreams()
-	}
-	s.mu.Unlock()
-	limit := time.NewTimer(streamsEndLimit)
-	defer limit.Stop()
-	idle := time.NewTicker(streamsIdleLimit)
-	defer idle.Stop()
-	frames := s.framesIn.Load()
-	for {
-		select {
-		case <-s.streamsEnded:
-			return
-		case <-limit.C:
-			s.endStreams()
-			return
-		case <-idle.C:
-			if n := s.framesIn.Load(); n != frames {
-				frames = n
-				continue
-			}
-			s.endStreams()
-			return
-		}
-	}
-}
-
-// streamsEnding says the session's control connection has ended and its data streams
-// have not, and returns what closes when they have.
-func (s *rsession) streamsEnding() (<-chan struct{}, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.ending {
-		return nil, false
-	}
-	select {
-	case <-s.streamsEnded:
-		return nil, false
-	default:
-		return s.streamsEnded, true
-	}
 }
 
 // checkEncrypted refuses a clear frame in a session that asked for encryption: the

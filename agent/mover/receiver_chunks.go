@@ -72,8 +72,6 @@ type rchunk struct {
 	// blockDigests are the digests of the blocks that arrived in this session, by
 	// index, when the job verifies on arrival (nil otherwise).
 	blockDigests [][]byte
-	// session is the session that opened this copy.
-	session *rsession
 }
 
 func (c *rchunk) release() {
@@ -117,7 +115,7 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		}
 		fst = j.state.File(key)
 	}
-	c := &rchunk{open: m, key: key, tmp: TempName(p, s.cfg.Job), nblocks: (m.Length + m.BlockSize - 1) / m.BlockSize, refs: 1, session: s}
+	c := &rchunk{open: m, key: key, tmp: TempName(p, s.cfg.Job), nblocks: (m.Length + m.BlockSize - 1) / m.BlockSize, refs: 1}
 	c.writeLock = j.writeLock(c.tmp)
 	if s.onArrival() {
 		c.blockDigests = make([][]byte, c.nblocks)
@@ -146,9 +144,7 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 	// Besides what the journal holds, the chunk has what other copies of it wrote and
 	// the journal does not hold yet: a drained stripe's last blocks, read just before
 	// its session ended, are journaled as it ends, and the stripe taking the chunk
-	// over may ask first. A copy whose session has ended while its streams still bring
-	// blocks (rsession.awaitStreams) is waited for: what they bring is not sent again.
-	j.commit.awaitEndingCopies(c)
+	// over may ask first.
 	for _, rg := range j.commit.writtenElsewhere(c) {
 		c.have.Add(rg[0], rg[1])
 	}

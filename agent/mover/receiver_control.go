@@ -27,7 +27,7 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello,
 		return
 	}
 	s := &rsession{id: hello.Session, r: r, ctrl: w, ctrlConn: c, chunks: map[uint64]*rchunk{}, conns: map[*wire.Conn]struct{}{c: {}},
-		done: make(chan struct{}), streamsEnded: make(chan struct{}), memMore: make(chan struct{}, 1), dirs: newDirCache(r.Root, true)}
+		done: make(chan struct{}), memMore: make(chan struct{}, 1), dirs: newDirCache(r.Root, true)}
 	if err := wire.DecodeJSON(meta, &s.cfg); err != nil {
 		return
 	}
@@ -64,14 +64,11 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello,
 	r.sessions[s.id] = s
 	r.mu.Unlock()
 	defer func() {
+		close(s.done)
 		s.dead.Store(true)
 		r.mu.Lock()
 		delete(r.sessions, s.id)
 		r.mu.Unlock()
-		if !s.aborted.Load() {
-			s.awaitStreams()
-		}
-		close(s.done)
 		if s.job != nil {
 			// Whatever arrived is journaled now, not at the next tick: the sender that
 			// left (or was killed) resumes at once and must not send it again.

@@ -76,7 +76,6 @@ func (s *rsession) readData(rd *wire.Reader) error {
 		if err != nil {
 			return err
 		}
-		s.framesIn.Add(1)
 		if err := s.checkEncrypted(h); err != nil {
 			return err
 		}

@@ -142,42 +142,6 @@ func slowReader(t *testing.T, addr string, bitsPerSecond float64) string {
 	})
 }
 
-// storeAndForward is a TCP relay to addr that takes what the sender writes as it comes,
-// holding up to hold bytes per connection, and passes it on at bitsPerSecond. When the
-// sender ends its side, the relay closes toward the sender at once and then passes on
-// what it holds before closing toward addr, as a proxy that terminates TCP does: the
-// sender's end is acknowledged before the receiver has read what came before it.
-func storeAndForward(t *testing.T, addr string, bitsPerSecond float64, hold int) string {
-	t.Helper()
-	const piece = 16 << 10
-	return relay(t, net.ListenConfig{}, addr, nil, func(out, in net.Conn) {
-		held := make(chan []byte, max(hold/piece, 1))
-		go func() {
-			defer close(held)
-			for {
-				buf := make([]byte, piece)
-				n, err := in.Read(buf)
-				if n > 0 {
-					held <- buf[:n]
-				}
-				if err != nil {
-					in.Close() // the sender hears its end taken while the data is still held
-					return
-				}
-			}
-		}()
-		lim := rate.NewLimiter(rate.Limit(bitsPerSecond/8), piece)
-		for b := range held {
-			if lim.WaitN(context.Background(), len(b)) != nil {
-				return
-			}
-			if _, err := out.Write(b); err != nil {
-				return
-			}
-		}
-	})
-}
-
 // TestStripeReportsTheRateThatArrived: a stripe with a 4 MiB socket buffer sends a
 // file over a path that carries 40 Mbit/s. Its first seconds fill that buffer — 4 MiB
 // written beyond what arrived, 34 Mbit/s more in the first second — but the rate it
