@@ -95,12 +95,21 @@ func relay(t *testing.T, lc net.ListenConfig, addr string, beforeDial func(), up
 					in.Close()
 					return
 				}
-				go func() { io.Copy(in, out); in.Close() }()
+				back := make(chan struct{})
+				go func() { io.Copy(in, out); in.Close(); close(back) }()
 				defer out.Close()
 				if up != nil {
 					up(out, in)
 				} else {
 					io.Copy(out, in)
+				}
+				// The sender's end goes on as the path would carry it: behind the bytes
+				// before it, and the sender hears the receiver's close only once the
+				// receiver has read them (a relay that closed both ways here told a
+				// drained sender its blocks had arrived while the receiver had yet to
+				// read the last one).
+				if tc, ok := out.(*net.TCPConn); ok && tc.CloseWrite() == nil {
+					<-back
 				}
 			}()
 		}
