@@ -182,13 +182,15 @@ func (s *rsession) openChunk(m wire.ChunkOpen) {
 		f.Truncate(m.FileSize) // left over from another version of the file
 	}
 	c.f, c.ino = f, inode(fi)
+	// What the chunk has is read before the chunk is published: from then on its data
+	// streams add to it (a sender may send blocks before the answer reaches it).
+	for _, rg := range c.have {
+		reply.Have = append(reply.Have, rg)
+	}
 	s.mu.Lock()
 	s.chunks[m.ID] = c
 	s.mu.Unlock()
 	j.commit.track(c)
-	for _, rg := range c.have {
-		reply.Have = append(reply.Have, rg)
-	}
 	s.send(wire.TypeChunkOpened, reply)
 }
 
