@@ -204,14 +204,19 @@ func (s *rsession) chunk(id uint64) *rchunk {
 // belong where it says, after its frame passed the check: a peer that breaks the
 // protocol).
 func (s *rsession) block(m wire.BlockMeta, data []byte, bh *blockHasher) error {
-	c, idx, off, f, err := s.blockAt(m, int64(len(data)))
+	c, idx, off, err := s.blockAt(m, int64(len(data)))
 	if err != nil {
 		return err
 	}
 	c.writeLock.Lock()
+	f, err := c.startWrite()
+	if err != nil {
+		c.writeLock.Unlock()
+		return err
+	}
 	_, err = f.WriteAt(data, off)
-	c.writeLock.Unlock()
 	c.wrote()
+	c.writeLock.Unlock()
 	if err != nil {
 		s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err), Retry: isTransient(err)})
 		return nil
@@ -227,13 +232,27 @@ func (s *rsession) block(m wire.BlockMeta, data []byte, bh *blockHasher) error {
 // spliceBlock moves a block whose data nothing checks in flight (in-flight mode
 // HeadersOnly) from the stream into its chunk's file without a copy through user
 // space. A failed write leaves the stream in the middle of a frame: the stream ends.
+//
+// The block goes in piece by piece as it arrives, each piece a write of its own
+// (chunkGate): a copy retired while the stream waits for the rest of a block (a path
+// stalled with its connections open) is retired at once, and the rest of the block,
+// when it comes, ends the stream instead of going into a file that has since taken its
+// final name.
 func (s *rsession) spliceBlock(m wire.BlockMeta, h wire.Header, rd *wire.Reader) error {
-	c, idx, off, f, err := s.blockAt(m, int64(h.DataLen))
+	c, idx, off, err := s.blockAt(m, int64(h.DataLen))
 	if err != nil {
 		return err
 	}
-	err = rd.SpliceData(f, off, c.writeLock)
-	c.wrote()
+	c.mu.Lock()
+	f := c.f
+	c.mu.Unlock()
+	if f == nil {
+		return errChunkClosed
+	}
+	err = rd.SpliceData(f, off, chunkGate{c})
+	if errors.Is(err, wire.ErrDestinationClosed) {
+		return errChunkClosed
+	}
 	if err != nil {
 		if !wire.IsIntegrity(err) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			s.result(wire.Result{Chunk: m.Chunk, Error: describeWriteError("writing", c.key.Path, err), Fatal: isFatal(err), Retry: isTransient(err)})
@@ -244,41 +263,64 @@ func (s *rsession) spliceBlock(m wire.BlockMeta, h wire.Header, rd *wire.Reader)
 	return nil
 }
 
-// blockAt says where a block of n bytes goes — its chunk, index, offset and file — or
-// why it does not belong anywhere (after its frame passed the check: a peer that breaks
-// the protocol).
-func (s *rsession) blockAt(m wire.BlockMeta, n int64) (*rchunk, int64, int64, *os.File, error) {
+// errChunkClosed ends a stream whose block's chunk takes no more writes: its session
+// closed it, or another copy made its file final (retire).
+var errChunkClosed = errors.New("chunk closed")
+
+// chunkGate admits the pieces of a spliced block into its chunk's file: each under the
+// file's write lock, and counted as a write under way (startWrite) only while it is
+// written.
+type chunkGate struct{ c *rchunk }
+
+func (g chunkGate) Enter() bool {
+	g.c.writeLock.Lock()
+	if _, err := g.c.startWrite(); err != nil {
+		g.c.writeLock.Unlock()
+		return false
+	}
+	return true
+}
+
+func (g chunkGate) Leave() {
+	g.c.wrote()
+	g.c.writeLock.Unlock()
+}
+
+// blockAt says where a block of n bytes goes — its chunk, index and offset — or why it
+// does not belong anywhere (after its frame passed the check: a peer that breaks the
+// protocol).
+func (s *rsession) blockAt(m wire.BlockMeta, n int64) (*rchunk, int64, int64, error) {
 	c := s.chunk(m.Chunk)
 	if c == nil {
-		return nil, 0, 0, nil, fmt.Errorf("%w: block for unknown chunk %d", wire.ErrFrame, m.Chunk)
+		return nil, 0, 0, fmt.Errorf("%w: block for unknown chunk %d", wire.ErrFrame, m.Chunk)
 	}
 	if m.Offset > math.MaxInt64 {
-		return nil, 0, 0, nil, fmt.Errorf("%w: block offset %d", wire.ErrFrame, m.Offset)
+		return nil, 0, 0, fmt.Errorf("%w: block offset %d", wire.ErrFrame, m.Offset)
 	}
 	off := int64(m.Offset)
 	rel := off - c.open.Offset
 	if rel < 0 || rel%c.open.BlockSize != 0 || rel >= c.open.Length {
-		return nil, 0, 0, nil, fmt.Errorf("%w: block at %d outside chunk %d [%d, +%d)", wire.ErrFrame, off, m.Chunk, c.open.Offset, c.open.Length)
+		return nil, 0, 0, fmt.Errorf("%w: block at %d outside chunk %d [%d, +%d)", wire.ErrFrame, off, m.Chunk, c.open.Offset, c.open.Length)
 	}
 	if want := min(c.open.BlockSize, c.open.Length-rel); n != want {
-		return nil, 0, 0, nil, fmt.Errorf("%w: block at %d of %d bytes, want %d", wire.ErrFrame, off, n, want)
+		return nil, 0, 0, fmt.Errorf("%w: block at %d of %d bytes, want %d", wire.ErrFrame, off, n, want)
 	}
-	c.mu.Lock()
-	f := c.f
-	if c.retired {
-		f = nil
-	}
-	if f != nil {
-		c.writing++
-	}
-	c.mu.Unlock()
-	if f == nil {
-		return nil, 0, 0, nil, errors.New("chunk closed")
-	}
-	return c, rel / c.open.BlockSize, off, f, nil
+	return c, rel / c.open.BlockSize, off, nil
 }
 
-// wrote ends a block write that blockAt allowed.
+// startWrite counts a write into the chunk's file as under way and returns the file,
+// unless the chunk takes no more writes (closed, or retired). wrote ends the write.
+func (c *rchunk) startWrite() (*os.File, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f == nil || c.retired {
+		return nil, errChunkClosed
+	}
+	c.writing++
+	return c.f, nil
+}
+
+// wrote ends a write that startWrite allowed.
 func (c *rchunk) wrote() {
 	c.mu.Lock()
 	c.writing--
@@ -288,7 +330,8 @@ func (c *rchunk) wrote() {
 	c.mu.Unlock()
 }
 
-// retire stops the copy's block writes, waiting for those under way.
+// retire stops the copy's block writes, waiting for the one under way: a block's write,
+// or a piece of a spliced block (spliceBlock), never the peer.
 func (c *rchunk) retire() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

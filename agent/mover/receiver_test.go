@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -39,19 +40,53 @@ type hostile struct {
 	flip *flipConn
 }
 
-// flipConn flips one bit of the next write once armed.
+// flipConn flips one bit of the next write once armed, and holds back what is written
+// past a point (a stalled path) until released.
 type flipConn struct {
 	net.Conn
 	armed atomic.Int64 // byte offset+1 in the next write to flip (0: none)
+
+	mu      sync.Mutex
+	holding bool
+	passing int    // while holding: bytes still passed on before the hold
+	held    []byte // what the hold kept back
 }
 
 func (f *flipConn) Write(b []byte) (int, error) {
 	if at := f.armed.Swap(0); at > 0 && int(at-1) < len(b) {
 		c := append([]byte(nil), b...)
 		c[at-1] ^= 0x10
-		return f.Conn.Write(c)
+		b = c
 	}
-	return f.Conn.Write(b)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.holding {
+		return f.Conn.Write(b)
+	}
+	pass := min(f.passing, len(b))
+	f.passing -= pass
+	if _, err := f.Conn.Write(b[:pass]); err != nil {
+		return 0, err
+	}
+	f.held = append(f.held, b[pass:]...)
+	return len(b), nil
+}
+
+// holdAfter passes n more bytes on and holds back the rest.
+func (f *flipConn) holdAfter(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.holding, f.passing = true, n
+}
+
+// release passes on what was held back, and every write after it.
+func (f *flipConn) release() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.holding = false
+	_, err := f.Conn.Write(f.held)
+	f.held = nil
+	return err
 }
 
 // dialFlip dials addr through a flipConn.
@@ -443,6 +478,74 @@ func TestReceiverVerifiesOnArrival(t *testing.T) {
 	}
 }
 
+// oneChunk is a file of one chunk as a sender sends it, in blocks whose frames carry
+// flags.
+type oneChunk struct {
+	t                    *testing.T
+	content              []byte
+	mtime                int64
+	chunkSize, blockSize int64
+	flags                wire.Flags
+}
+
+func (o oneChunk) open(h *hostile, id uint64) {
+	o.t.Helper()
+	size := int64(len(o.content))
+	h.ctrlW.WriteJSON(wire.TypeChunkOpen, wire.ChunkOpen{ID: id, Path: "f", FileSize: size, Mode: 0o640, MtimeNs: o.mtime,
+		Chunks: 1, Index: 0, Offset: 0, Length: size, ChunkSize: o.chunkSize, BlockSize: o.blockSize})
+	var op wire.ChunkOpened
+	if err := wire.DecodeJSON(h.expect(wire.TypeChunkOpened), &op); err != nil || op.Error != "" {
+		o.t.Fatalf("open: %+v %v", op, err)
+	}
+}
+
+func (o oneChunk) block(h *hostile, id uint64, off int64) {
+	o.t.Helper()
+	meta := wire.BlockMeta{Chunk: id, Offset: uint64(off)}.Put(make([]byte, 32))
+	if err := h.data.WriteFrameFlags(wire.TypeBlock, o.flags, meta, o.content[off:min(off+o.blockSize, int64(len(o.content)))]); err != nil {
+		o.t.Fatal(err)
+	}
+}
+
+// sendWhole sends every block and the chunk's end, and fails the test unless the
+// chunk's result comes, a success, within expect's wait.
+func (o oneChunk) sendWhole(h *hostile, id uint64) {
+	o.t.Helper()
+	for off := int64(0); off < int64(len(o.content)); off += o.blockSize {
+		o.block(h, id, off)
+	}
+	sum := sha256.Sum256(o.content)
+	h.ctrlW.WriteJSON(wire.TypeChunkEnd, wire.ChunkEnd{ID: id, Blocks: (int64(len(o.content)) + o.blockSize - 1) / o.blockSize, Digest: sum[:]})
+	var res wire.Results
+	if err := wire.DecodeJSON(h.expect(wire.TypeResult), &res); err != nil || len(res.Results) != 1 || !res.Results[0].OK {
+		o.t.Fatalf("the whole chunk: %+v %v", res, err)
+	}
+}
+
+// untouched checks that the file at final is the chunk's, with its mtime.
+func (o oneChunk) untouched(final, what string) {
+	o.t.Helper()
+	fi, err := os.Stat(final)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	if fi.ModTime().UnixNano() != o.mtime {
+		o.t.Errorf("%s moved the final file's mtime to %v", what, fi.ModTime())
+	}
+	if b, _ := os.ReadFile(final); !bytes.Equal(b, o.content) {
+		o.t.Errorf("%s changed the final file's content", what)
+	}
+}
+
+// streamEnds checks that the receiver ends the data stream under fc.
+func streamEnds(t *testing.T, fc *flipConn, what string) {
+	t.Helper()
+	fc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fc.Read(make([]byte, 1)); err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the stalled session's data stream is still open after %s", what)
+	}
+}
+
 // TestReceiverStaleCopyCannotTouchAFinalFile: a session that stalled (the path was cut)
 // left a chunk half written; the sender's next session sends the whole chunk and it
 // takes its final name; then the stalled session's connection comes back and delivers
@@ -453,54 +556,52 @@ func TestReceiverStaleCopyCannotTouchAFinalFile(t *testing.T) {
 	addr, dir := startReceiver(t)
 	cfg := wire.Session{Job: "stale", Checksum: "SHA256", Verify: true, Overwrite: "Always", BlockSize: 1 << 10, ChunkSize: 8 << 10}
 	stalled, next := connectWith(t, addr, 101, cfg), connectWith(t, addr, 102, cfg)
-	content := bytes.Repeat([]byte("0123456789abcdef"), 4<<10/16) // 4 KiB: one chunk of four blocks
-	const mtime = 1e18
-	open := func(h *hostile, id uint64) {
-		h.ctrlW.WriteJSON(wire.TypeChunkOpen, wire.ChunkOpen{ID: id, Path: "f", FileSize: int64(len(content)), Mode: 0o640, MtimeNs: mtime,
-			Chunks: 1, Index: 0, Offset: 0, Length: int64(len(content)), ChunkSize: 8 << 10, BlockSize: 1 << 10})
-		var op wire.ChunkOpened
-		if err := wire.DecodeJSON(h.expect(wire.TypeChunkOpened), &op); err != nil || op.Error != "" {
-			t.Fatalf("open: %+v %v", op, err)
-		}
-	}
-	block := func(h *hostile, id uint64, off int) {
-		if err := h.data.WriteFrame(wire.TypeBlock, wire.BlockMeta{Chunk: id, Offset: uint64(off)}.Put(make([]byte, 32)), content[off:off+1<<10]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	open(stalled, 1)
-	block(stalled, 1, 0)
-	open(next, 1)
-	for off := 0; off < len(content); off += 1 << 10 {
-		block(next, 1, off)
-	}
-	sum := sha256.Sum256(content)
-	next.ctrlW.WriteJSON(wire.TypeChunkEnd, wire.ChunkEnd{ID: 1, Blocks: 4, Digest: sum[:]})
-	var res wire.Results
-	if err := wire.DecodeJSON(next.expect(wire.TypeResult), &res); err != nil || len(res.Results) != 1 || !res.Results[0].OK {
-		t.Fatalf("the whole chunk: %+v %v", res, err)
-	}
+	// 4 KiB: one chunk of four blocks
+	f := oneChunk{t: t, content: bytes.Repeat([]byte("0123456789abcdef"), 4<<10/16), mtime: 1e18, chunkSize: 8 << 10, blockSize: 1 << 10}
+	f.open(stalled, 1)
+	f.block(stalled, 1, 0)
+	f.open(next, 1)
+	f.sendWhole(next, 1)
 	final := filepath.Join(dir, "root", "f")
-	if fi, err := os.Stat(final); err != nil || fi.ModTime().UnixNano() != mtime {
-		t.Fatalf("final file: %v %v", fi, err)
-	}
-	block(stalled, 1, 1<<10) // the stalled connection delivers its last block
+	f.untouched(final, "nothing yet")
+	f.block(stalled, 1, 1<<10) // the stalled connection delivers its last block
 	// The receiver refuses it and ends that stream (the chunk is closed to it); without
 	// the refusal nothing ends, and the wait runs out before the file is checked.
-	stalled.flip.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := stalled.flip.Read(make([]byte, 1)); err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Error("the stalled session's data stream is still open after its block for a file made final elsewhere")
+	streamEnds(t, stalled.flip, "its block for a file made final elsewhere")
+	f.untouched(final, "the stalled session's block")
+}
+
+// TestReceiverStalledCopyDoesNotHoldUpTheJob: where nothing checks data in flight
+// (HeadersOnly) a block goes from the socket into the file as it arrives. A session
+// stalled in the middle of such a block (the path stopped with its connections open)
+// must not hold up the next session's chunk, which makes the file final and retires the
+// stalled copy: retiring waited for the stalled block's write to end, which waited for
+// the peer, and the job's committer — every result and rename of the job — waited with
+// it. When the rest of the block comes, it is refused and its stream ends.
+func TestReceiverStalledCopyDoesNotHoldUpTheJob(t *testing.T) {
+	addr, dir := startReceiver(t)
+	cfg := wire.Session{Job: "stalled", Checksum: "SHA256", Verify: true, Overwrite: "Always", BlockSize: 64 << 10, ChunkSize: 256 << 10}
+	stalled, next := connectWith(t, addr, 121, cfg), connectWith(t, addr, 122, cfg)
+	content := make([]byte, 256<<10) // one chunk of four blocks
+	for i := range content {
+		content[i] = byte(i * 7 / 5)
 	}
-	fi, err := os.Stat(final)
-	if err != nil {
+	f := oneChunk{t: t, content: content, mtime: 2e18, chunkSize: 256 << 10, blockSize: 64 << 10,
+		flags: wire.FlagDataOutsideTag | wire.FlagDataUnchecked}
+	f.open(stalled, 1)
+	// The block's header and meta and a part of its data arrive; the rest is held
+	// back, with the connection open.
+	stalled.flip.holdAfter(wire.HeaderSize + 32 + 10<<10)
+	f.block(stalled, 1, 0)
+	f.open(next, 1)
+	f.sendWhole(next, 1) // fails the test when no result comes within its wait
+	final := filepath.Join(dir, "root", "f")
+	f.untouched(final, "nothing yet")
+	if err := stalled.flip.release(); err != nil {
 		t.Fatal(err)
 	}
-	if fi.ModTime().UnixNano() != mtime {
-		t.Errorf("the stalled session's block moved the final file's mtime to %v", fi.ModTime())
-	}
-	if b, _ := os.ReadFile(final); !bytes.Equal(b, content) {
-		t.Error("the final file's content changed")
-	}
+	streamEnds(t, stalled.flip, "the rest of its block for a file made final elsewhere")
+	f.untouched(final, "the rest of the stalled session's block")
 }
 
 // TestReceiverForgetsEveryCopyOfAChunkThatFailedItsDigest: a session wrote every block

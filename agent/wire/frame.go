@@ -181,6 +181,9 @@ type Reader struct {
 	tag     [TagSize]byte
 	pending int64 // data bytes of the current frame not yet read
 	tagDue  bool  // the current frame's tag is not yet read
+	// copyBuf carries SpliceData's data where the kernel cannot splice (made when
+	// first needed).
+	copyBuf []byte
 }
 
 func newReader(r io.Reader, mac *frameMAC) *Reader { return &Reader{r: r, mac: mac} }

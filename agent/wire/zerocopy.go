@@ -1,10 +1,10 @@
 package wire
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"sync"
 )
 
 // Zero-copy paths. A frame whose data is neither under its tag nor checked in flight
@@ -54,24 +54,41 @@ func (w *Writer) WriteFrameFile(t Type, flags Flags, meta []byte, f *os.File, of
 // looks at it. What the read buffer already holds of it is written from there; the
 // rest goes from the socket through a pipe into the file.
 //
-// lock, when not nil, is held while bytes go into dst (and only then, not while the
-// socket is read): the writers of one file take turns in user space, where a parked
-// goroutine costs nothing, instead of spinning on the file's lock in the kernel.
-func (r *Reader) SpliceData(dst *os.File, off int64, lock sync.Locker) error {
-	if lock == nil {
-		lock = noLock{}
+// gate, when not nil, admits each piece of the data into dst (and is held only while
+// the piece is written, never while the socket is waited on): the writers of one file
+// take turns in user space, where a parked goroutine costs nothing, instead of spinning
+// on the file's lock in the kernel, and whoever closes dst waits for a piece's write,
+// not for the peer to send the rest of the frame. A gate that refuses a piece ends the
+// data there with ErrDestinationClosed: the stream is left in the middle of the frame.
+func (r *Reader) SpliceData(dst *os.File, off int64, gate Gate) error {
+	if gate == nil {
+		gate = openGate{}
 	}
 	if !r.tagDue || r.cur.Flags&FlagDataOutsideTag == 0 || r.cur.Flags&FlagEncrypted != 0 {
 		return fmt.Errorf("wire: SpliceData on a frame whose data is under its tag (type %d)", r.cur.Type)
 	}
 	n := r.pending
 	r.pending = 0
-	if err := r.moveData(dst, off, n, lock); err != nil {
+	if err := r.moveData(dst, off, n, gate); err != nil {
 		r.tagDue = false
+		if errors.Is(err, ErrDestinationClosed) {
+			return err
+		}
 		return unexpected(err)
 	}
 	return r.finish(nil)
 }
+
+// Gate admits the writes into a destination one piece at a time (SpliceData).
+type Gate interface {
+	// Enter is called before a piece is written: true lets it be written, and Leave
+	// follows the write; false says the destination takes nothing more.
+	Enter() bool
+	Leave()
+}
+
+// ErrDestinationClosed: SpliceData's gate refused a piece of the data.
+var ErrDestinationClosed = errors.New("wire: destination closed to further writes")
 
 // socketReader is the kernel socket under a Reader's buffer: it reads the socket
 // itself (zeroCopy.read), so that it can set the socket's low-water mark to what the
@@ -81,41 +98,24 @@ type socketReader struct{ zc *zeroCopy }
 
 func (s socketReader) Read(p []byte) (int, error) { return s.zc.read(p) }
 
-// noLock is the lock of a destination nobody else writes (a sink).
-type noLock struct{}
+// openGate is the gate of a destination nobody else writes or closes (a sink).
+type openGate struct{}
 
-func (noLock) Lock()   {}
-func (noLock) Unlock() {}
+func (openGate) Enter() bool { return true }
+func (openGate) Leave()      {}
 
 // moveData moves n bytes of the current frame's data into dst at off (off < 0: dst has
 // no offsets, a sink such as /dev/null).
-func (r *Reader) moveData(dst *os.File, off, n int64, lock sync.Locker) error {
+func (r *Reader) moveData(dst *os.File, off, n int64, gate Gate) error {
 	if r.zc == nil || r.zc.br == nil {
-		src := io.LimitReader(r.r, n)
-		var err error
-		var k int64
-		if off < 0 {
-			k, err = io.Copy(dst, src)
-		} else {
-			k, err = io.Copy(io.NewOffsetWriter(dst, off), src)
+		if r.copyBuf == nil {
+			r.copyBuf = make([]byte, copyPieceSize)
 		}
-		if err == nil && k < n {
-			err = io.ErrUnexpectedEOF
-		}
-		return err
+		return copyData(dst, off, r.r, n, gate, r.copyBuf)
 	}
 	if b := min(int64(r.zc.br.Buffered()), n); b > 0 {
 		p, _ := r.zc.br.Peek(int(b))
-		var err error
-		lock.Lock()
-		if off < 0 {
-			_, err = dst.Write(p)
-		} else {
-			_, err = dst.WriteAt(p, off)
-			off += b
-		}
-		lock.Unlock()
-		if err != nil {
+		if err := writePiece(dst, &off, p, gate); err != nil {
 			return err
 		}
 		r.zc.br.Discard(int(b))
@@ -124,5 +124,47 @@ func (r *Reader) moveData(dst *os.File, off, n int64, lock sync.Locker) error {
 	if n == 0 {
 		return nil
 	}
-	return r.zc.splice(dst, off, n, lock)
+	return r.zc.splice(dst, off, n, gate)
+}
+
+// copyPieceSize is what the copy through user space reads before each write (the
+// Reader's copyBuf): a quarter of a usual block, so that whoever closes the
+// destination waits for at most that much of a write.
+const copyPieceSize = 256 << 10
+
+// copyData copies n bytes of src into dst at off through buf, where the kernel cannot
+// splice: read a piece (outside the gate), then write it (within the gate).
+func copyData(dst *os.File, off int64, src io.Reader, n int64, gate Gate, buf []byte) error {
+	for n > 0 {
+		k, err := io.ReadFull(src, buf[:min(n, int64(len(buf)))])
+		if k > 0 {
+			if werr := writePiece(dst, &off, buf[:k], gate); werr != nil {
+				return werr
+			}
+			n -= int64(k)
+		}
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// writePiece writes p into dst at *off (off < 0: at dst's own position) within the
+// gate, moving *off past it.
+func writePiece(dst *os.File, off *int64, p []byte, gate Gate) error {
+	if !gate.Enter() {
+		return ErrDestinationClosed
+	}
+	defer gate.Leave()
+	if *off < 0 {
+		_, err := dst.Write(p)
+		return err
+	}
+	_, err := dst.WriteAt(p, *off)
+	*off += int64(len(p))
+	return err
 }

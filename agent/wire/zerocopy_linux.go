@@ -204,9 +204,12 @@ func (z *zeroCopy) sendfile(f *os.File, off int64, n int) error {
 //
 // The pipe takes what the socket has until it holds the whole frame's data (a block
 // fits in it) or the socket has nothing more for now, and only then goes into the file
-// in one splice, under lock: one turn at the file's write lock per block, not one per
-// socket read. Bytes held in the pipe are written out before the socket is waited on.
-func (z *zeroCopy) splice(dst *os.File, off, n int64, lock sync.Locker) error {
+// in one splice, within the gate: one turn at the file's write lock per block, not one
+// per socket read. Bytes held in the pipe are written out before the socket is waited
+// on. Each flush runs with dst's descriptor held (Control), so that a dst closed while
+// the socket was waited on fails the flush instead of splicing into whatever file took
+// its descriptor number since.
+func (z *zeroCopy) splice(dst *os.File, off, n int64, gate Gate) error {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if z.pipe[0] < 0 {
@@ -228,8 +231,6 @@ func (z *zeroCopy) splice(dst *os.File, off, n int64, lock sync.Locker) error {
 	if err != nil {
 		return err
 	}
-	var dstFD int
-	dc.Control(func(fd uintptr) { dstFD = int(fd) })
 	var held int64 // bytes in the pipe, not yet in the file
 	for n > 0 || held > 0 {
 		if n > 0 && held < z.pipeCap {
@@ -244,11 +245,19 @@ func (z *zeroCopy) splice(dst *os.File, off, n int64, lock sync.Locker) error {
 				continue
 			}
 		}
-		lock.Lock()
-		err := z.flush(dstFD, &off, held)
-		lock.Unlock()
-		if err != nil {
-			return err
+		if !gate.Enter() {
+			z.drain()
+			return ErrDestinationClosed
+		}
+		var ferr error
+		cerr := dc.Control(func(fd uintptr) { ferr = z.flush(int(fd), &off, held) })
+		gate.Leave()
+		if cerr != nil {
+			z.drain()
+			return cerr
+		}
+		if ferr != nil {
+			return ferr
 		}
 		held = 0
 	}

@@ -85,9 +85,9 @@ func uncheckedBlocks(t *testing.T, rng *rand.Rand, sizes []int) (stream, data []
 	return buf.Bytes(), data
 }
 
-// receiveBlocks splices every Block frame on conn into f at its offset, taking lock
-// to write, until the ChunkEnd.
-func receiveBlocks(conn *Conn, f *os.File, lock sync.Locker) error {
+// receiveBlocks splices every Block frame on conn into f at its offset, within gate,
+// until the ChunkEnd.
+func receiveBlocks(conn *Conn, f *os.File, gate Gate) error {
 	r := conn.Reader(4096)
 	for {
 		h, meta, err := r.Next()
@@ -101,11 +101,17 @@ func receiveBlocks(conn *Conn, f *os.File, lock sync.Locker) error {
 		if err != nil {
 			return err
 		}
-		if err := r.SpliceData(f, int64(m.Offset), lock); err != nil {
+		if err := r.SpliceData(f, int64(m.Offset), gate); err != nil {
 			return err
 		}
 	}
 }
+
+// lockGate is a gate that takes turns at a lock: it never closes.
+type lockGate struct{ sync.Locker }
+
+func (g lockGate) Enter() bool { g.Lock(); return true }
+func (g lockGate) Leave()      { g.Unlock() }
 
 // TestSpliceDataTakesWhatArrives: blocks spliced into a file arrive whole at their
 // offsets however the stream is cut — in one write, in thousands of segments of a few
@@ -144,8 +150,7 @@ func TestSpliceDataTakesWhatArrives(t *testing.T) {
 				rest = rest[n:]
 			}
 			done := make(chan error, 1)
-			var lock sync.Mutex
-			go func() { done <- receiveBlocks(conn, f, &lock) }()
+			go func() { done <- receiveBlocks(conn, f, lockGate{&sync.Mutex{}}) }()
 			for len(rest) > 0 {
 				n := min(cut[1](rng, len(rest)), len(rest))
 				if _, err := raw.Write(rest[:n]); err != nil {
@@ -189,7 +194,7 @@ func TestSpliceDataWritesBeforeItWaits(t *testing.T) {
 	var lock sync.Mutex
 	lock.Lock() // another writer of the file
 	done := make(chan error, 1)
-	go func() { done <- receiveBlocks(conn, f, &lock) }()
+	go func() { done <- receiveBlocks(conn, f, lockGate{&lock}) }()
 
 	// The frame's header first, read before any data comes, so that the data goes
 	// through the pipe, not the reader's buffer.
@@ -282,5 +287,109 @@ func TestSpliceDataCutShort(t *testing.T) {
 			t.Fatalf("cut after %d bytes of the block's data: the reader never returned", cut)
 		}
 		f.Close()
+	}
+}
+
+// closingGate is a destination's gate as a receiver keeps it: Close refuses every piece
+// after it, waiting for the one being written.
+type closingGate struct {
+	mu      sync.Mutex
+	idle    sync.Cond
+	closed  bool
+	writing int
+}
+
+func (g *closingGate) Enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.writing++
+	return true
+}
+
+func (g *closingGate) Leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.writing--
+	if g.idle.L != nil {
+		g.idle.Broadcast()
+	}
+}
+
+func (g *closingGate) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	if g.idle.L == nil {
+		g.idle.L = &g.mu
+	}
+	for g.writing > 0 {
+		g.idle.Wait()
+	}
+}
+
+// feed writes b to c in the background (a net.Pipe's write waits for the reader).
+func feed(c net.Conn, b []byte) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Write(b)
+		done <- err
+	}()
+	return done
+}
+
+// TestSpliceDataStopsAtAClosedDestination: a destination closed while the reader waits
+// in the middle of a block's data (a path stalled with its connections open) is closed
+// at once — closing waits for a piece's write, never for the peer — and takes nothing
+// more when the rest arrives: the reader ends with ErrDestinationClosed. Over a kernel
+// socket (spliced) and over a connection that is not one (copied through user space).
+func TestSpliceDataStopsAtAClosedDestination(t *testing.T) {
+	transports := map[string]func(t *testing.T) (net.Conn, *Conn){
+		"splice": func(t *testing.T) (net.Conn, *Conn) { return splicePair(t) },
+		"copy": func(t *testing.T) (net.Conn, *Conn) {
+			raw, srv := net.Pipe()
+			key := bytes.Repeat([]byte{7}, 32)
+			conn := NewConn(srv, Keys{MAC: key}, Keys{MAC: key})
+			t.Cleanup(func() { raw.Close(); conn.Close() })
+			return raw, conn
+		},
+	}
+	for name, connect := range transports {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			rng := rand.New(rand.NewPCG(11, uint64(len(name))))
+			stream, data := uncheckedBlocks(t, rng, []int{2 << 20})
+			raw, conn := connect(t)
+			f, err := os.Create(filepath.Join(t.TempDir(), "dst"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			gate := &closingGate{}
+			done := make(chan error, 1)
+			go func() { done <- receiveBlocks(conn, f, gate) }()
+
+			// The header and a part of the data that fills whole pieces; the rest of
+			// the block is held back.
+			part := HeaderSize + blockMetaSize + maxLowWater + 64<<10
+			g.Eventually(feed(raw, stream[:part])).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
+			inFile := func() []byte {
+				b := make([]byte, len(data))
+				n, _ := f.ReadAt(b, 0)
+				return b[:n]
+			}
+			g.Eventually(func() int { return len(inFile()) }).WithTimeout(10*time.Second).WithPolling(time.Millisecond).Should(BeNumerically(">=", copyPieceSize), "what arrived, in the file")
+			closed := make(chan struct{})
+			go func() { gate.Close(); close(closed) }()
+			g.Eventually(closed).WithTimeout(10*time.Second).Should(BeClosed(), "closing waits for no peer")
+			written := inFile()
+			g.Expect(bytes.Equal(written, data[:len(written)])).To(BeTrue(), "what was written is the block's start")
+
+			feed(raw, stream[part:])
+			g.Eventually(done).WithTimeout(time.Minute).Should(Receive(MatchError(ErrDestinationClosed)))
+			g.Expect(len(inFile())).To(Equal(len(written)), "nothing written after the close")
+		})
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"net"
 	"os"
-	"sync"
 )
 
 // zeroCopy has no kernel paths here: WriteFrameFile and SpliceData copy through a buffer.
@@ -19,6 +18,6 @@ func (z *zeroCopy) delivered(int64)                     {}
 func (z *zeroCopy) read([]byte) (int, error)            { panic("unreachable") }
 func (z *zeroCopy) sendMore([]byte) error               { panic("unreachable") }
 func (z *zeroCopy) sendfile(*os.File, int64, int) error { panic("unreachable") }
-func (z *zeroCopy) splice(*os.File, int64, int64, sync.Locker) error {
+func (z *zeroCopy) splice(*os.File, int64, int64, Gate) error {
 	panic("unreachable")
 }
