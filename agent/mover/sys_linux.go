@@ -48,32 +48,45 @@ func socketControl(bytes int64, lowWater int) func(network, address string, c sy
 	}
 }
 
-func fdatasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
+// fdatasync makes f's data durable. It runs on the descriptor held open (Control), not
+// on f.Fd()'s number: the committer syncs a chunk's file while its session may be
+// closing it, and a number freed by that Close and taken by the next open would sync
+// another file and have the journal record the chunk's blocks as durable (go test
+// -race on agent/e2e, the agents built with -race, found the two racing).
+func fdatasync(f *os.File) error {
+	return onDescriptor(f, func(fd int) error { return unix.Fdatasync(fd) })
+}
+
+// onDescriptor runs op on f's descriptor, which stays open meanwhile; a closed f is
+// an error, op not run.
+func onDescriptor(f *os.File, op func(fd int) error) error {
+	c, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var opErr error
+	if err := c.Control(func(fd uintptr) { opErr = op(int(fd)) }); err != nil {
+		return err
+	}
+	return opErr
+}
 
 // setTimes sets f's access and modification times to t through its descriptor
 // (utimensat with no path, as futimens does): one call, where os.Root.Chtimes
 // resolves the name again, link by link.
 func setTimes(f *os.File, t time.Time) error {
-	c, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
 	at := unix.NsecToTimespec(t.UnixNano())
 	ts := [2]unix.Timespec{at, at} // access and modification
-	var errno syscall.Errno
-	if err := c.Control(func(fd uintptr) {
-		_, _, errno = unix.Syscall6(unix.SYS_UTIMENSAT, fd, 0, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-	}); err != nil {
-		return err
-	}
-	if errno != 0 {
-		return &os.PathError{Op: "futimens", Path: f.Name(), Err: errno}
-	}
-	return nil
+	return onDescriptor(f, func(fd int) error {
+		if _, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts)), 0, 0, 0); errno != 0 {
+			return &os.PathError{Op: "futimens", Path: f.Name(), Err: errno}
+		}
+		return nil
+	})
 }
 
 // syncfs makes everything written on f's file system durable, in one call.
-func syncfs(f *os.File) error { return unix.Syncfs(int(f.Fd())) }
+func syncfs(f *os.File) error { return onDescriptor(f, unix.Syncfs) }
 
 // hostSocketLimits are ReadSocketLimits, read once: the sysctls do not change under a
 // running agent, and a sender reports them with every probe sample.
@@ -221,15 +234,7 @@ func (r *Receiver) finalInode(fi fs.FileInfo) uint64 {
 
 // setBlocking clears O_NONBLOCK on f's descriptor.
 func setBlocking(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.SetNonblock(int(fd), false) }); err != nil {
-		return err
-	}
-	return serr
+	return onDescriptor(f, func(fd int) error { return unix.SetNonblock(fd, false) })
 }
 
 // rename renames from to to, both names in d, with one renameat on the directory's
