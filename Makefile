@@ -61,11 +61,15 @@ deps: ## Install the Debian packages of every program the tests, the demo, the b
 	hack/deps.sh
 
 .PHONY: test
-test: deps verify vet test-unit test-integration test-e2e ## Everything CI runs: verify, unit, integration and e2e tests (the e2e on the local cluster).
+test: deps verify vet test-unit test-race test-integration test-e2e ## Everything CI runs: verify, unit, race, integration and e2e tests (the e2e on the local cluster).
 
 .PHONY: test-unit
 test-unit: deps ## Unit tests (no API server).
 	go test -count=1 $$(go list ./... | grep -v -e /test/integration -e /test/e2e/cluster -e /test/e2e/chart -e /test/e2e/federation)
+
+.PHONY: test-race
+test-race: deps ## The agent's, the optimizer's and the controllers' unit tests under the race detector; the agents agent/e2e starts are built with it too, and a report from any fails the run.
+	go test -race -count=1 ./agent/... ./optimizer/... ./controllers/... ./internal/...
 
 .PHONY: kube-assets
 kube-assets: ## Build kube-apiserver, etcd and kubectl from the module proxy into .cache (reused).

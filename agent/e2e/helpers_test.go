@@ -38,15 +38,41 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	agentBin = filepath.Join(dir, "dtnflow-agent")
-	build := exec.Command("go", "build", "-o", agentBin, "../../cmd/dtnflow-agent")
+	args := []string{"build", "-o", agentBin}
+	raceLogs := filepath.Join(dir, "races")
+	if raceBuild {
+		// `go test -race` checks the agents too. A race in an agent the test only
+		// kills at its end (a receiver) would fail nothing, so every agent writes
+		// its reports under raceLogs, and any report fails the run.
+		args = append(args, "-race")
+		os.Setenv("GORACE", "log_path="+filepath.Join(raceLogs, "agent"))
+		if err := os.MkdirAll(raceLogs, 0o755); err != nil {
+			panic(err)
+		}
+	}
+	build := exec.Command("go", append(args, "../../cmd/dtnflow-agent")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building dtnflow-agent:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
+	if raceBuild && agentsRaced(raceLogs) {
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// agentsRaced prints the race reports the agents wrote under dir, and says whether
+// there were any.
+func agentsRaced(dir string) bool {
+	reports, _ := filepath.Glob(filepath.Join(dir, "agent.*"))
+	for _, r := range reports {
+		b, _ := os.ReadFile(r)
+		fmt.Fprintf(os.Stderr, "FAIL: an agent reported a data race (%s):\n%s\n", filepath.Base(r), b)
+	}
+	return len(reports) > 0
 }
 
 // proc is a running agent.
