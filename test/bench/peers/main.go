@@ -44,6 +44,7 @@ var (
 	verifyList = flag.String("verify", "false,true", "the verify settings of the file cases")
 	withSSH    = flag.Bool("ssh", true, "also run OpenSSH's scp and sftp (aes128-gcm, to an sshd of the run's own on loopback) in the file case, beside dtnflow's Encrypted rows")
 	baseline   = flag.String("baseline", "", "another dtnflow-agent binary (an earlier commit) to run beside -agent in every dtnflow case, with its own receiver: the table adds dtnflow ÷ baseline")
+	baseAll    = flag.Bool("baseline-every-row", false, "run the baseline beside every dtnflow row, in-flight modes included (a baseline that knows every flag the rows pass); without it, only beside the plain rows")
 )
 
 // Result is one row of the table and one JSON line.
@@ -308,7 +309,7 @@ func run() error {
 		var out []contender
 		for _, c := range cs {
 			out = append(out, c)
-			if c.tool != "dtnflow" || strings.Contains(c.name, "+") && !strings.HasSuffix(c.name, "+tag") {
+			if c.tool != "dtnflow" || !*baseAll && strings.Contains(c.name, "+") && !strings.HasSuffix(c.name, "+tag") {
 				continue // the baseline may not know these flags: such rows compare with its plain row
 			}
 			b := c
@@ -551,11 +552,12 @@ func report(rs []Result) error {
 	for _, r := range rs {
 		ratioG, ratioI, ratioB := "", "", ""
 		if r.Tool == "dtnflow" {
-			baseCase := r.Case
-			if !strings.HasSuffix(baseCase, "+tag") {
-				baseCase, _, _ = strings.Cut(baseCase, "+")
+			// the baseline's row of the same case, else its plain row
+			b := find("baseline", r.Case, r.Streams, r.Verify)
+			if plain, _, _ := strings.Cut(r.Case, "+"); b == nil {
+				b = find("baseline", plain, r.Streams, r.Verify)
 			}
-			if b := find("baseline", baseCase, r.Streams, r.Verify); b != nil {
+			if b != nil {
 				ratioB = fmt.Sprintf("%.2f× rate, %.2f× CPU/GB", float64(r.BitsPerSecond)/float64(b.BitsPerSecond), r.CPUSecondsPerGB/b.CPUSecondsPerGB)
 			}
 		}
