@@ -365,6 +365,14 @@ func (s *rsession) blockWritten(c *rchunk, idx, n int64, d []byte) {
 	s.r.bytes.Add(n)
 	receivedCounter.Add(float64(n))
 	c.mu.Lock()
+	if c.retired {
+		// Retired while its last piece was written: what it holds no longer counts
+		// (the chunk was reset, or the file made final by another copy), and a block
+		// added after the reset's forget would be journaled by the next round of
+		// records and skipped by every resend.
+		c.mu.Unlock()
+		return
+	}
 	if d != nil {
 		c.blockDigests[idx] = d
 	}

@@ -886,3 +886,19 @@ func TestReceiverRefusesAChecksumItDoesNotKnow(t *testing.T) {
 		connectWith(t, addr, uint64(8+i), wire.Session{Job: "known", Checksum: sum, Overwrite: "Always", BlockSize: 1 << 20, ChunkSize: 1 << 20})
 	}
 }
+
+// TestRetiredCopyRecordsNoBlock: a block whose last piece went in just before its copy
+// was retired (the chunk reset after a failed digest, which forgot what the copy held)
+// is not recorded for that copy: the next round of journal records would take it for
+// durable, and every resend would skip it.
+func TestRetiredCopyRecordsNoBlock(t *testing.T) {
+	s := &rsession{r: &Receiver{}}
+	c := &rchunk{nblocks: 4, open: wire.ChunkOpen{Length: 4 << 10, BlockSize: 1 << 10}}
+	s.blockWritten(c, 0, 1<<10, nil)
+	c.retire()
+	c.forget()
+	s.blockWritten(c, 1, 1<<10, nil)
+	if got := c.have.Count(); got != 0 {
+		t.Errorf("a retired, forgotten copy holds %d blocks, want 0", got)
+	}
+}
