@@ -2,8 +2,11 @@ package mover
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/dtnflow/dtnflow/agent/wire"
 )
 
 // TestPeerRetry: a peer never reached is tried every 50 ms and warned of once a second;
@@ -47,5 +50,34 @@ func TestPeerRetry(t *testing.T) {
 	cancel()
 	if r.Wait(cancelled) {
 		t.Error("Wait went on after its context ended")
+	}
+}
+
+// TestResultsGiveBackEachTokenOnce: a unit's token goes back once, with its first
+// result; a chunk's result for a unit already finished counts nothing, and a token
+// found missing is logged, not waited for (waiting stopped a session for good on the
+// local cluster's chaos step).
+func TestResultsGiveBackEachTokenOnce(t *testing.T) {
+	src := &scriptedSource{}
+	s := &ssession{st: &Stripe{}, src: src, log: slog.New(slog.DiscardHandler), inflight: make(chan struct{}, 4),
+		flights: map[uint64]*flight{}, chunks: map[uint64]*flight{}}
+	fl := &flight{unit: wire.Unit{ID: 7, Kind: wire.UnitChunk}}
+	s.inflight <- struct{}{} // the unit's token
+	s.inflight <- struct{}{} // another unit's
+	s.flights[7], s.chunks[1], s.chunks[2] = fl, fl, fl
+	s.results([]wire.Result{{Chunk: 1, OK: true}})
+	s.results([]wire.Result{{Chunk: 2, OK: true}}) // the same unit again, under its other chunk
+	if got := len(s.inflight); got != 1 {
+		t.Errorf("%d tokens held after the unit's results, want 1 (the other unit's)", got)
+	}
+	if got := len(src.results); got != 1 {
+		t.Errorf("the unit reported done %d times, want once", got)
+	}
+	done := make(chan struct{})
+	go func() { s.returnTokens(3); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("giving back tokens that are not there waited")
 	}
 }

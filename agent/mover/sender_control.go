@@ -200,6 +200,12 @@ func (s *ssession) results(rs []wire.Result) {
 			s.mu.Unlock()
 			continue
 		}
+		if _, inFlight := s.flights[fl.unit.ID]; !inFlight {
+			// a chunk's result for a unit already finished (its token given back
+			// and its result reported): nothing to count again
+			s.mu.Unlock()
+			continue
+		}
 		if r.Retry && !r.Fatal && fl.attempts < maxAttempts {
 			s.mu.Unlock()
 			s.again(fl.unit.ID, r.Error)
@@ -207,7 +213,7 @@ func (s *ssession) results(rs []wire.Result) {
 		}
 		delete(s.flights, fl.unit.ID)
 		s.mu.Unlock()
-		<-s.inflight
+		s.returnTokens(1)
 		ur := wire.UnitResult{ID: fl.unit.ID, OK: r.OK, Error: r.Error, Fatal: r.Fatal, Bytes: r.Bytes}
 		if r.OK && len(fl.digest) > 0 {
 			ur.Digest = hex.EncodeToString(fl.digest)

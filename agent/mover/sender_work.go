@@ -144,11 +144,7 @@ func (s *ssession) work() error {
 	// allowance is how many units may wait unstarted: one per worker
 	allowance := func() int { return int(max(s.concurrency.Load(), 1)) }
 	// release gives back room taken for units that did not come
-	release := func(room int) {
-		for range room {
-			<-s.inflight
-		}
-	}
+	release := s.returnTokens
 	for {
 		select {
 		case <-drain:
@@ -383,8 +379,26 @@ func (s *ssession) finish(u wire.Unit, r wire.UnitResult) {
 	if !ok {
 		return
 	}
-	<-s.inflight
+	s.returnTokens(1)
 	s.src.Done([]wire.UnitResult{r})
+}
+
+// returnTokens gives n tokens of s.inflight back. A unit holds its token from its grant
+// to its result, and room taken for a request is held until the grant, so the tokens
+// are there to take; one that is not means something was counted twice. That is
+// logged, not waited for: waiting stopped the session for good — on the local
+// cluster's chaos step a stripe whose receiver had been killed waited here with the
+// final check's request for its receiver's manifest in hand, and the job stayed at
+// 100 % until the test gave up (2026-12-04; cause of the double count not found yet).
+func (s *ssession) returnTokens(n int) {
+	for i := range n {
+		select {
+		case <-s.inflight:
+		default:
+			s.log.Warn("A unit's token was already given back: something was counted twice", "stripe", s.st.Index, "missing", n-i)
+			return
+		}
+	}
 }
 
 // openSource opens a source file and checks that it is the version that was listed.
