@@ -188,3 +188,22 @@ func TestRequestBounds(t *testing.T) {
 		}
 	}
 }
+
+// staleGrantSource grants up to three times what each request asks for, as a
+// coordinator's answer to a request the stripe's previous session abandoned reaches
+// the next session's request (grants name no request).
+type staleGrantSource struct{ holdingSource }
+
+func (s *staleGrantSource) Request(ctx context.Context, n int) (wire.WorkGrant, error) {
+	return s.holdingSource.Request(ctx, 3*n)
+}
+
+// TestStripeTakesATokenPerUnitGranted: a stripe whose grants bring more units than its
+// requests had room for sends every file. Counting tokens by the request's room left
+// fewer tokens than units in flight, and the session waited for good for tokens that
+// were not there (the local cluster's chaos step, a receiver killed, 2026-12-04).
+func TestStripeTakesATokenPerUnitGranted(t *testing.T) {
+	recv, _ := startReceiver(t)
+	src := &staleGrantSource{holdingSource{scriptedSource: scriptedSource{configs: make(chan wire.JobConfig, 1)}}}
+	sendSmallFiles(t, recv, src, &src.holdingSource, 300, 8<<10, 1, 4)
+}

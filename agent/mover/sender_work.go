@@ -219,18 +219,38 @@ func (s *ssession) work() error {
 			}
 			return err
 		}
-		release(room - len(g.Units))
+		// A token per unit granted, whatever the request asked for: a grant may answer
+		// an earlier request of the stripe, one its last session abandoned as it ended
+		// (the coordinator's connection outlives the sessions and grants name no
+		// request), with more units than this request had room for. Counting tokens by
+		// the request's room left fewer tokens than units in flight, and a later
+		// release waited for good (the local cluster's chaos step, a receiver killed).
+		var fresh []wire.Unit
+		s.mu.Lock()
+		for _, u := range g.Units {
+			if s.flights[u.ID] != nil {
+				continue // granted again while this session holds it
+			}
+			s.flights[u.ID] = &flight{unit: u}
+			fresh = append(fresh, u)
+		}
+		s.mu.Unlock()
+		release(room - len(fresh))
+		for i, u := range fresh {
+			if i >= room {
+				select {
+				case s.inflight <- struct{}{}:
+				case <-s.ctx.Done():
+					return s.ctx.Err() // the session's end gives its flights back
+				}
+			}
+			units <- u
+		}
 		if g.Manifest {
 			if err := s.fetchManifest(); err != nil {
 				return err
 			}
 			continue
-		}
-		for _, u := range g.Units {
-			s.mu.Lock()
-			s.flights[u.ID] = &flight{unit: u}
-			s.mu.Unlock()
-			units <- u
 		}
 		if g.Finished {
 			// Everything is verified; make the renames durable and stop.
