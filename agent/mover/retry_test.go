@@ -81,3 +81,26 @@ func TestResultsGiveBackEachTokenOnce(t *testing.T) {
 		t.Fatal("giving back tokens that are not there waited")
 	}
 }
+
+// TestNoWorkerStartsAfterTheWorkLoopEnds: a configuration applied once the session's
+// work loop has returned starts no worker. One did (its wg.Add came after the loop's
+// Wait, which the race detector reported in CI), and it could pick a unit off retry
+// after the session's work was over.
+func TestNoWorkerStartsAfterTheWorkLoopEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the loop returns at its first wait for room
+	s := &ssession{st: &Stripe{}, src: &scriptedSource{}, log: slog.New(slog.DiscardHandler), ctx: ctx,
+		cfg: wire.JobConfig{Concurrency: 1}, inflight: make(chan struct{}), retry: make(chan wire.Unit, 1),
+		flights: map[uint64]*flight{}, chunks: map[uint64]*flight{}}
+	if err := s.work(); err == nil {
+		t.Fatal("work returned nil on a cancelled session")
+	}
+	s.retry <- wire.Unit{ID: 1}
+	s.setConcurrency(3)
+	if got := s.workers.Load(); got != 0 {
+		t.Errorf("%d workers running after the work loop ended, want 0", got)
+	}
+	if got := len(s.retry); got != 1 {
+		t.Errorf("a unit waiting to be sent again was taken after the work loop ended")
+	}
+}

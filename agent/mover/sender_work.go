@@ -140,7 +140,19 @@ func (s *ssession) work() error {
 	concurrency := s.cfg.Concurrency
 	s.mu.Unlock()
 	s.setConcurrency(concurrency)
-	defer func() { close(units); close(stopWorkers); wg.Wait() }()
+	defer func() {
+		// A configuration may still arrive after the work loop ends (the session
+		// runs on until its streams close): it must start no worker, whose wg.Add
+		// would come after the Wait below (the race detector caught one, from
+		// TestOnConfigIsHeardBeforeTheStripeApplies in CI) and which could run a
+		// unit from retry after the session's work was over.
+		s.workMu.Lock()
+		s.spawnWorker = nil
+		s.workMu.Unlock()
+		close(units)
+		close(stopWorkers)
+		wg.Wait()
+	}()
 	// allowance is how many units may wait unstarted: one per worker
 	allowance := func() int { return int(max(s.concurrency.Load(), 1)) }
 	// release gives back room taken for units that did not come
