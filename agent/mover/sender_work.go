@@ -421,7 +421,8 @@ func (s *ssession) finish(u wire.Unit, r wire.UnitResult) {
 // logged, not waited for: waiting stopped the session for good — on the local
 // cluster's chaos step a stripe whose receiver had been killed waited here with the
 // final check's request for its receiver's manifest in hand, and the job stayed at
-// 100 % until the test gave up (2026-12-04; cause of the double count not found yet).
+// 100 % until the test gave up (2026-12-04: a grant with more units than its request's
+// room, counted by the room; work now takes a token per unit granted).
 func (s *ssession) returnTokens(n int) {
 	for i := range n {
 		select {
