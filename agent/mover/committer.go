@@ -228,11 +228,27 @@ func (c *committer) commit(batch []*commitItem) {
 		}
 		return wire.Result{Unit: it.unit, Bytes: it.bytes}
 	}
+	// answer gives an item's verdict to its session. A resumed chunk's rename answers
+	// the ChunkOpened its sender waits for, failed or not: a Result in its place (as a
+	// failed sync or journal sent before) answered nothing the sender had asked, and
+	// the sender waited for the ChunkOpened until its session ended.
+	answer := func(it *commitItem, res wire.Result) {
+		if it.openReply == nil {
+			results[it.session] = append(results[it.session], res)
+			return
+		}
+		reply := *it.openReply
+		reply.Verified = res.OK
+		if !res.OK {
+			reply.Error, reply.Fatal = res.Error, res.Fatal
+		}
+		it.session.send(wire.TypeChunkOpened, reply)
+	}
 	if err := c.syncData(items); err != nil {
 		for _, it := range items {
 			res := resultOf(it)
 			res.Error, res.Fatal = describeWriteError("syncing", it.final, err), isFatal(err)
-			results[it.session] = append(results[it.session], res)
+			answer(it, res)
 			if it.file != nil {
 				it.file.Close()
 			}
@@ -262,7 +278,7 @@ func (c *committer) commit(batch []*commitItem) {
 		for _, it := range items {
 			res := resultOf(it)
 			res.Error, res.Fatal = describeWriteError("journaling", it.final, err), isFatal(err)
-			results[it.session] = append(results[it.session], res)
+			answer(it, res)
 		}
 		c.send(results, items)
 		return
@@ -284,15 +300,7 @@ func (c *committer) commit(batch []*commitItem) {
 		} else if it.file != nil {
 			it.file.Close()
 		}
-		if it.openReply != nil {
-			it.openReply.Verified = res.OK
-			if !res.OK {
-				it.openReply.Error = res.Error
-			}
-			it.session.send(wire.TypeChunkOpened, *it.openReply)
-			continue
-		}
-		results[it.session] = append(results[it.session], res)
+		answer(it, res)
 	}
 	c.send(results, items)
 }

@@ -107,6 +107,14 @@ func dialFlip(t *testing.T, addr string) (*wire.Conn, *flipConn) {
 
 func startReceiver(t *testing.T) (string, string) {
 	t.Helper()
+	addr, dir, _ := startReceiverWith(t)
+	return addr, dir
+}
+
+// startReceiverWith starts a receiver on loopback and returns it too, for tests that
+// reach into its jobs.
+func startReceiverWith(t *testing.T) (string, string, *Receiver) {
+	t.Helper()
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
 	os.MkdirAll(root, 0o755)
@@ -122,7 +130,7 @@ func startReceiver(t *testing.T) (string, string) {
 	rcv := &Receiver{Root: r, ID: "test", Log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
 	go Serve(ctx, ln, []byte(testSecret), 0, rcv.HandleConn, rcv.Log)
 	t.Cleanup(func() { cancel(); r.Close() })
-	return ln.Addr().String(), dir
+	return ln.Addr().String(), dir, rcv
 }
 
 func connect(t *testing.T, addr string) *hostile {
