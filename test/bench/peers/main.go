@@ -299,6 +299,23 @@ func run() error {
 		prep       func()
 		parse      func(out string, wall float64) float64
 		skip       bool // not in this case (a row that only means something with verify on)
+		// copyOf is the source path (under src) the run must leave at its destination,
+		// byte for byte and nothing else beside it; checked after every run, outside its
+		// time, so that a row's figure is never that of a copy that did not happen.
+		copyOf string
+	}
+	// destinationOf is where a server's runs write.
+	destinationOf := func(srv *server) string {
+		switch {
+		case srv == recv:
+			return dtnDst
+		case srv == gftp:
+			return gftpDst
+		case baseRecv != nil && srv == baseRecv:
+			return baseDst
+		default:
+			return sshDst
+		}
 	}
 	// withBaseline adds, after each dtnflow contender, the same command run by the
 	// baseline binary against its own receiver.
@@ -358,6 +375,11 @@ func run() error {
 					secs = c.parse(out, wall)
 				}
 				scpu := c.srv.cpu() - s0
+				if c.copyOf != "" {
+					if err := sameCopy(src, c.copyOf, destinationOf(c.srv)); err != nil {
+						return fmt.Errorf("%s %s (%s): %w", c.tool, c.name, strings.Join(cmd, " "), err)
+					}
+				}
 				r := Result{Tool: c.tool, Case: c.name, Streams: c.streams, Verify: verify, Seconds: secs, BitsPerSecond: int64(float64(bytes) * 8 / secs),
 					CPUSecondsPerGB: (ccpu + scpu) / (float64(bytes) / 1e9), Command: strings.Join(cmd, " "),
 					ClientCPUSecondsPerGB: ccpu / (float64(bytes) / 1e9), ServerCPUSecondsPerGB: scpu / (float64(bytes) / 1e9)}
@@ -458,21 +480,21 @@ func run() error {
 		if strings.Contains(*cases, "file") {
 			fmt.Fprintf(os.Stderr, "One %d-byte file, verify %v\n", *bigBytes, verify)
 			err = runCase(verify, *bigBytes, 0,
-				contender{tool: "dtnflow", name: "file-2GiB", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin")},
-				contender{tool: "dtnflow", name: "file-2GiB+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Checksum")},
-				contender{tool: "dtnflow", name: "file-2GiB+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--verify-mode", "OnArrival"), skip: !verify},
+				contender{tool: "dtnflow", name: "file-2GiB", streams: *fileStream, srv: recv, prep: fresh, copyOf: "big.bin", cmd: dtn("big.bin")},
+				contender{tool: "dtnflow", name: "file-2GiB+crc", streams: *fileStream, srv: recv, prep: fresh, copyOf: "big.bin", cmd: dtn("big.bin", "--in-flight", "Checksum")},
+				contender{tool: "dtnflow", name: "file-2GiB+arrival", streams: *fileStream, srv: recv, prep: fresh, copyOf: "big.bin", cmd: dtn("big.bin", "--verify-mode", "OnArrival"), skip: !verify},
 				// The default digest is BLAKE3; SHA-256 (the default before) beside it.
-				contender{tool: "dtnflow", name: "file-2GiB+sha256", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--checksum", "SHA256"), skip: !verify},
-				contender{tool: "dtnflow", name: "file-2GiB+headers", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "HeadersOnly")},
-				contender{tool: "dtnflow", name: "file-2GiB+enc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("big.bin", "--in-flight", "Encrypted")},
-				contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh,
+				contender{tool: "dtnflow", name: "file-2GiB+sha256", streams: *fileStream, srv: recv, prep: fresh, copyOf: "big.bin", cmd: dtn("big.bin", "--checksum", "SHA256"), skip: !verify},
+				contender{tool: "dtnflow", name: "file-2GiB+headers", streams: *fileStream, srv: recv, prep: fresh, copyOf: "big.bin", cmd: dtn("big.bin", "--in-flight", "HeadersOnly")},
+				contender{tool: "dtnflow", name: "file-2GiB+enc", streams: *fileStream, srv: recv, prep: fresh, copyOf: "big.bin", cmd: dtn("big.bin", "--in-flight", "Encrypted")},
+				contender{tool: "gridftp", name: "file-2GiB", streams: *fileStream, srv: gftp, prep: fresh, copyOf: "big.bin",
 					cmd: fixed(append(append([]string{"globus-url-copy", "-p", fs, "-fast"}, gverify...),
 						gftpURL+filepath.Join(src, "big.bin"), "file://"+filepath.Join(gftpDst, "big.bin"))...)},
 				// OpenSSH encrypts everything (aes128-gcm here) and checks nothing end to end:
 				// run beside the verify=false rows only.
-				contender{tool: "scp", name: "file-2GiB+enc", streams: 1, srv: ssh.server(), prep: fresh, skip: ssh == nil || verify,
+				contender{tool: "scp", name: "file-2GiB+enc", streams: 1, srv: ssh.server(), prep: fresh, copyOf: "big.bin", skip: ssh == nil || verify,
 					cmd: func() []string { return ssh.scp(filepath.Join(src, "big.bin"), filepath.Join(sshDst, "big.bin")) }},
-				contender{tool: "sftp", name: "file-2GiB+enc", streams: 1, srv: ssh.server(), prep: fresh, skip: ssh == nil || verify,
+				contender{tool: "sftp", name: "file-2GiB+enc", streams: 1, srv: ssh.server(), prep: fresh, copyOf: "big.bin", skip: ssh == nil || verify,
 					cmd: func() []string { return ssh.sftp(filepath.Join(src, "big.bin"), filepath.Join(sshDst, "big.bin")) }})
 			if err != nil {
 				return err
@@ -484,13 +506,13 @@ func run() error {
 		fmt.Fprintf(os.Stderr, "%d files of %d bytes, verify %v\n", *smallCount, *smallSize, verify)
 		smallBytes := int64(*smallCount) * int64(*smallSize)
 		err = runCase(verify, smallBytes, *smallCount,
-			contender{tool: "dtnflow", name: "small-files", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small")},
-			contender{tool: "dtnflow", name: "small-files+crc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "Checksum")},
-			contender{tool: "dtnflow", name: "small-files+arrival", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--verify-mode", "OnArrival"), skip: !verify},
-			contender{tool: "dtnflow", name: "small-files+sha256", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--checksum", "SHA256"), skip: !verify},
-			contender{tool: "dtnflow", name: "small-files+headers", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "HeadersOnly")},
-			contender{tool: "dtnflow", name: "small-files+enc", streams: *fileStream, srv: recv, prep: fresh, cmd: dtn("small", "--in-flight", "Encrypted")},
-			contender{tool: "gridftp", name: "small-files", streams: 1, srv: gftp, prep: fresh,
+			contender{tool: "dtnflow", name: "small-files", streams: *fileStream, srv: recv, prep: fresh, copyOf: "small", cmd: dtn("small")},
+			contender{tool: "dtnflow", name: "small-files+crc", streams: *fileStream, srv: recv, prep: fresh, copyOf: "small", cmd: dtn("small", "--in-flight", "Checksum")},
+			contender{tool: "dtnflow", name: "small-files+arrival", streams: *fileStream, srv: recv, prep: fresh, copyOf: "small", cmd: dtn("small", "--verify-mode", "OnArrival"), skip: !verify},
+			contender{tool: "dtnflow", name: "small-files+sha256", streams: *fileStream, srv: recv, prep: fresh, copyOf: "small", cmd: dtn("small", "--checksum", "SHA256"), skip: !verify},
+			contender{tool: "dtnflow", name: "small-files+headers", streams: *fileStream, srv: recv, prep: fresh, copyOf: "small", cmd: dtn("small", "--in-flight", "HeadersOnly")},
+			contender{tool: "dtnflow", name: "small-files+enc", streams: *fileStream, srv: recv, prep: fresh, copyOf: "small", cmd: dtn("small", "--in-flight", "Encrypted")},
+			contender{tool: "gridftp", name: "small-files", streams: 1, srv: gftp, prep: fresh, copyOf: "small",
 				cmd: fixed(append(append([]string{"globus-url-copy", "-cc", ccs, "-fast", "-r", "-cd"}, gverify...),
 					gftpURL+filepath.Join(src, "small")+"/", "file://"+filepath.Join(gftpDst, "small")+"/")...)})
 		if err != nil {
@@ -682,4 +704,69 @@ func warmMemory(dir string, n int64) error {
 		}
 	}
 	return f.Close()
+}
+
+// sameCopy checks that dst holds rel exactly as src does: every regular file under
+// src/rel at the same path under dst with the same bytes, and no other file under dst
+// (the agent's own state under .dtnflow aside).
+func sameCopy(src, rel, dst string) error {
+	want := map[string]bool{}
+	err := filepath.WalkDir(filepath.Join(src, rel), func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		r, _ := filepath.Rel(src, p)
+		want[r] = true
+		return sameFile(p, filepath.Join(dst, r))
+	})
+	if err != nil {
+		return err
+	}
+	return filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		r, _ := filepath.Rel(dst, p)
+		if d.IsDir() && r == ".dtnflow" {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && !want[r] {
+			return fmt.Errorf("the destination holds %s, which is not in the source", r)
+		}
+		return nil
+	})
+}
+
+func sameFile(a, b string) error {
+	fa, err := os.Open(a)
+	if err != nil {
+		return err
+	}
+	defer fa.Close()
+	fb, err := os.Open(b)
+	if err != nil {
+		return fmt.Errorf("the destination lacks it: %w", err)
+	}
+	defer fb.Close()
+	ba, bb := make([]byte, 4<<20), make([]byte, 4<<20)
+	for off := int64(0); ; {
+		na, ea := io.ReadFull(fa, ba)
+		nb, eb := io.ReadFull(fb, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return fmt.Errorf("%s differs from its source in the 4 MiB from byte %d", b, off)
+		}
+		off += int64(na)
+		if ea == io.EOF || ea == io.ErrUnexpectedEOF {
+			if eb != ea {
+				return fmt.Errorf("%s is longer than its source", b)
+			}
+			return nil
+		}
+		if ea != nil {
+			return ea
+		}
+		if eb != nil {
+			return eb
+		}
+	}
 }
