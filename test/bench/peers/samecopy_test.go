@@ -36,7 +36,9 @@ func TestSameCopyFindsEveryWrongCopy(t *testing.T) {
 			write(t, filepath.Join(dst, "d", "big"), b)
 		}, "differs"},
 		{"one byte short", func(t *testing.T, dst string) { write(t, filepath.Join(dst, "d", "big"), big[:len(big)-1]) }, "differs"},
-		{"one byte long", func(t *testing.T, dst string) { write(t, filepath.Join(dst, "d", "big"), append(append([]byte(nil), big...), 0)) }, "differs"},
+		{"one byte long", func(t *testing.T, dst string) {
+			write(t, filepath.Join(dst, "d", "big"), append(append([]byte(nil), big...), 0))
+		}, "differs"},
 		{"two files' bytes swapped", func(t *testing.T, dst string) {
 			write(t, filepath.Join(dst, "d", "small"), big)
 			write(t, filepath.Join(dst, "d", "big"), []byte("tiny"))
