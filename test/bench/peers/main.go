@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/dtnflow/dtnflow/test/bench/agentbuild"
+	"github.com/dtnflow/dtnflow/test/dataset"
 )
 
 var (
@@ -304,6 +305,7 @@ func run() error {
 		// time, so that a row's figure is never that of a copy that did not happen.
 		copyOf string
 	}
+	copies := &copyChecker{src: src}
 	// destinationOf is where a server's runs write.
 	destinationOf := func(srv *server) string {
 		switch {
@@ -376,7 +378,7 @@ func run() error {
 				}
 				scpu := c.srv.cpu() - s0
 				if c.copyOf != "" {
-					if err := sameCopy(src, c.copyOf, destinationOf(c.srv)); err != nil {
+					if err := copies.check(c.copyOf, destinationOf(c.srv)); err != nil {
 						return fmt.Errorf("%s %s (%s): %w", c.tool, c.name, strings.Join(cmd, " "), err)
 					}
 				}
@@ -706,67 +708,36 @@ func warmMemory(dir string, n int64) error {
 	return f.Close()
 }
 
-// sameCopy checks that dst holds rel exactly as src does: every regular file under
-// src/rel at the same path under dst with the same bytes, and no other file under dst
-// (the agent's own state under .dtnflow aside).
-func sameCopy(src, rel, dst string) error {
-	want := map[string]bool{}
-	err := filepath.WalkDir(filepath.Join(src, rel), func(p string, d os.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		r, _ := filepath.Rel(src, p)
-		want[r] = true
-		return sameFile(p, filepath.Join(dst, r))
-	})
-	if err != nil {
-		return err
-	}
-	return filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		r, _ := filepath.Rel(dst, p)
-		if d.IsDir() && r == ".dtnflow" {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && !want[r] {
-			return fmt.Errorf("the destination holds %s, which is not in the source", r)
-		}
-		return nil
-	})
+// copyChecker checks a run's destination against the source (SHA-256 of every file,
+// through test/dataset), hashing the source once for the whole bench.
+type copyChecker struct {
+	src     string
+	sources map[string]string // the source's digests, read at the first check
 }
 
-func sameFile(a, b string) error {
-	fa, err := os.Open(a)
+// check says whether dst holds rel exactly as the source does: every regular file under
+// rel at the same path with the same bytes, and no other file (the agent's own state
+// under .dtnflow aside).
+func (c *copyChecker) check(rel, dst string) error {
+	if c.sources == nil {
+		sums, err := dataset.Digests(c.src)
+		if err != nil {
+			return fmt.Errorf("reading the source: %w", err)
+		}
+		c.sources = sums
+	}
+	want := map[string]string{}
+	for p, sum := range c.sources {
+		if p == rel || strings.HasPrefix(p, rel+"/") {
+			want[p] = sum
+		}
+	}
+	got, err := dataset.Digests(dst)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the copy: %w", err)
 	}
-	defer fa.Close()
-	fb, err := os.Open(b)
-	if err != nil {
-		return fmt.Errorf("the destination lacks it: %w", err)
+	if diff := dataset.CompareDigests(want, got); diff != "" {
+		return fmt.Errorf("the copy at %s is not exact:\n%s", dst, diff)
 	}
-	defer fb.Close()
-	ba, bb := make([]byte, 4<<20), make([]byte, 4<<20)
-	for off := int64(0); ; {
-		na, ea := io.ReadFull(fa, ba)
-		nb, eb := io.ReadFull(fb, bb)
-		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
-			return fmt.Errorf("%s differs from its source in the 4 MiB from byte %d", b, off)
-		}
-		off += int64(na)
-		if ea == io.EOF || ea == io.ErrUnexpectedEOF {
-			if eb != ea {
-				return fmt.Errorf("%s is longer than its source", b)
-			}
-			return nil
-		}
-		if ea != nil {
-			return ea
-		}
-		if eb != nil {
-			return eb
-		}
-	}
+	return nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	copies "github.com/dtnflow/dtnflow/test/dataset"
 	"github.com/dtnflow/dtnflow/test/e2e/framework"
 )
 
@@ -173,18 +174,14 @@ func describeConditions(job *dtnflowv1alpha1.TransferJob) string {
 // that dest holds nothing else.
 func expectIdentical(t *testing.T, source, dest string) {
 	t.Helper()
-	src, err := framework.Digests(source)
+	diff, files, err := copies.CompareFolders(source, dest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := framework.Digests(dest)
-	if err != nil {
-		t.Fatalf("reading the copy: %v", err)
-	}
-	if diff := framework.CompareDigests(src, dst); diff != "" {
+	if diff != "" {
 		t.Fatalf("the copy at %s differs from %s:\n%s", dest, source, diff)
 	}
-	t.Logf("all %d files identical at the destination (SHA-256)", len(src))
+	t.Logf("all %d files identical at the destination (SHA-256)", files)
 	// The destination is site B: everything its agents wrote belongs to its owner.
 	owner := cluster.Sites[1].Owner
 	wrong, err := framework.WrongOwners(dest, owner.User, owner.Group)

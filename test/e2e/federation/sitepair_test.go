@@ -16,6 +16,7 @@ import (
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
+	"github.com/dtnflow/dtnflow/test/dataset"
 	"github.com/dtnflow/dtnflow/test/e2e/framework"
 )
 
@@ -159,15 +160,11 @@ func waitProgress(ctx context.Context, g Gomega, job *dtnflowv1alpha1.TransferJo
 // folder there belongs to the destination site's owner.
 func expectCopy(t *testing.T, source, dest string, owner *framework.Site) {
 	t.Helper()
-	src, err := framework.Digests(source)
+	diff, files, err := dataset.CompareFolders(source, dest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := framework.Digests(dest)
-	if err != nil {
-		t.Fatalf("reading the copy: %v", err)
-	}
-	if diff := framework.CompareDigests(src, dst); diff != "" {
+	if diff != "" {
 		t.Fatalf("the copy at %s differs from %s:\n%s", dest, source, diff)
 	}
 	wrong, err := framework.WrongOwners(dest, owner.Owner.User, owner.Owner.Group)
@@ -177,7 +174,7 @@ func expectCopy(t *testing.T, source, dest string, owner *framework.Site) {
 	if len(wrong) > 0 {
 		t.Fatalf("files at %s not owned by %s's agents' user %d:%d:\n%s", dest, owner.Name, owner.Owner.User, owner.Owner.Group, strings.Join(wrong, "\n"))
 	}
-	t.Logf("all %d files identical (SHA-256) and owned by %d:%d at %s", len(src), owner.Owner.User, owner.Owner.Group, owner.Name)
+	t.Logf("all %d files identical (SHA-256) and owned by %d:%d at %s", files, owner.Owner.User, owner.Owner.Group, owner.Name)
 }
 
 // remoteTransfers lists the RemoteTransfers at B.

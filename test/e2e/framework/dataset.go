@@ -125,64 +125,6 @@ func seedFor(seed, i uint64) [32]byte {
 	return k
 }
 
-// Digests is the SHA-256 of every regular file under dir, by slash-separated path
-// relative to dir. Folders and files whose name starts with ".dtnflow" (the agents'
-// journals) are skipped.
-func Digests(dir string) (map[string]string, error) {
-	sums := map[string]string{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(d.Name(), ".dtnflow") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		sums[filepath.ToSlash(rel)] = hex.EncodeToString(h.Sum(nil))
-		return nil
-	})
-	return sums, err
-}
-
-// CompareDigests describes every difference between the files at the source and at the
-// destination (missing, extra or different), or returns "" when they are identical.
-func CompareDigests(source, destination map[string]string) string {
-	var diffs []string
-	for path, sum := range source {
-		switch got, ok := destination[path]; {
-		case !ok:
-			diffs = append(diffs, "missing at the destination: "+path)
-		case got != sum:
-			diffs = append(diffs, fmt.Sprintf("different at the destination: %s (sha256 %s, source %s)", path, got[:12], sum[:12]))
-		}
-	}
-	for path := range destination {
-		if _, ok := source[path]; !ok {
-			diffs = append(diffs, "not in the source: "+path)
-		}
-	}
-	sort.Strings(diffs)
-	if len(diffs) > 20 {
-		diffs = append(diffs[:20], fmt.Sprintf("... and %d more", len(diffs)-20))
-	}
-	return strings.Join(diffs, "\n")
-}
-
 // FileState is what the chaos checks compare of a file: its bytes (SHA-256), owner,
 // permission bits and modification time.
 type FileState struct {

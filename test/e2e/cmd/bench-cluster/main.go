@@ -53,6 +53,7 @@ import (
 	"github.com/dtnflow/dtnflow/controllers"
 	"github.com/dtnflow/dtnflow/test/bench/agentbuild"
 	"github.com/dtnflow/dtnflow/test/bench/wan"
+	"github.com/dtnflow/dtnflow/test/dataset"
 	"github.com/dtnflow/dtnflow/test/e2e/framework"
 	"github.com/dtnflow/dtnflow/test/topology"
 	"github.com/dtnflow/dtnflow/test/wanem"
@@ -658,15 +659,11 @@ func runScenario(ctx context.Context, c *framework.Cluster, federated bool, i in
 		return fail(fmt.Errorf("ended %s", got.Status.State))
 	}
 	if verify {
-		src, err := framework.Digests(srcDir)
+		diff, _, err := dataset.CompareFolders(srcDir, filepath.Join(destRoot, rel))
 		if err != nil {
 			return fail(err)
 		}
-		dst, err := framework.Digests(filepath.Join(destRoot, rel))
-		if err != nil {
-			return fail(err)
-		}
-		if diff := framework.CompareDigests(src, dst); diff != "" {
+		if diff != "" {
 			return fail(fmt.Errorf("the copy differs: %s", strings.SplitN(diff, "\n", 2)[0]))
 		}
 	}
@@ -778,15 +775,11 @@ func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s scenario, 
 		r.Plan = fmt.Sprintf("1 × %s × %s", m[1], m[2])
 	}
 	if verify {
-		srcD, err := framework.Digests(srcDir)
+		diff, _, err := dataset.CompareFolders(srcDir, filepath.Join(destRoot, "copy", rel))
 		if err != nil {
 			return fail(err)
 		}
-		dstD, err := framework.Digests(filepath.Join(destRoot, "copy", rel))
-		if err != nil {
-			return fail(err)
-		}
-		if diff := framework.CompareDigests(srcD, dstD); diff != "" {
+		if diff != "" {
 			return fail(fmt.Errorf("the agent's copy differs: %s", strings.SplitN(diff, "\n", 2)[0]))
 		}
 	}

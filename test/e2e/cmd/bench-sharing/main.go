@@ -48,6 +48,7 @@ import (
 
 	dtnflowv1alpha1 "github.com/dtnflow/dtnflow/api/v1alpha1"
 	"github.com/dtnflow/dtnflow/test/bench/wan"
+	"github.com/dtnflow/dtnflow/test/dataset"
 	"github.com/dtnflow/dtnflow/test/e2e/framework"
 	"github.com/dtnflow/dtnflow/test/wanem"
 )
@@ -612,15 +613,11 @@ func (res *Result) reportedRates(samples [][]sample, weights []int, until time.T
 func (b *bench) sameFiles(j *dtnflowv1alpha1.TransferJob) error {
 	src := filepath.Join(b.c.Source().Storage, string(j.Spec.Source.Paths[0]))
 	dst := filepath.Join(b.c.Destination().Storage, "incoming-sharing", string(j.Spec.Source.Paths[0]))
-	a, err := framework.Digests(src)
+	diff, _, err := dataset.CompareFolders(src, dst)
 	if err != nil {
-		return err
+		return fmt.Errorf("job %s: %w", j.Name, err)
 	}
-	z, err := framework.Digests(dst)
-	if err != nil {
-		return err
-	}
-	if diff := framework.CompareDigests(a, z); diff != "" {
+	if diff != "" {
 		return fmt.Errorf("job %s: the copy differs: %s", j.Name, strings.SplitN(diff, "\n", 2)[0])
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/dtnflow/dtnflow/test/dataset"
 	"github.com/dtnflow/dtnflow/test/e2e/framework"
 )
 
@@ -41,15 +42,18 @@ func main() {
 		if len(os.Args) != 4 {
 			usage()
 		}
-		src, err := framework.Digests(os.Args[2])
+		src, err := dataset.Digests(os.Args[2])
 		if err != nil {
 			fail("compare: %v", err)
 		}
-		dst, err := framework.Digests(os.Args[3])
+		if len(src) == 0 {
+			fail("compare: %s holds no files: nothing to compare", os.Args[2])
+		}
+		dst, err := dataset.Digests(os.Args[3])
 		if err != nil {
 			fail("compare: %v", err)
 		}
-		if diff := framework.CompareDigests(src, dst); diff != "" {
+		if diff := dataset.CompareDigests(src, dst); diff != "" {
 			fail("compare: %s and %s differ:\n%s", os.Args[2], os.Args[3], diff)
 		}
 		paths := make([]string, 0, len(src))
