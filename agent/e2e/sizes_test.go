@@ -40,6 +40,7 @@ func TestSizesAtEveryBoundary(t *testing.T) {
 		{"--in-flight", "Checksum", "--verify-mode", "OnArrival"},
 		{"--in-flight", "HeadersOnly", "--verify-mode", "ReadBack"}, // spliced into the files
 		{"--in-flight", "HeadersOnly", "--verify=false"},            // sendfile and splice, nothing read in user space
+		{"--in-flight", "Authenticated", "--verify=false"},          // each stream reads its blocks itself
 		{"--in-flight", "Encrypted", "--verify-mode", "OnArrival"},
 	} {
 		t.Run(strings.Join(mode, " "), func(t *testing.T) {

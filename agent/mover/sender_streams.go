@@ -34,6 +34,9 @@ type outFrame struct {
 	// slots, when set, gets one token back once the frame is on the wire (a chunk's
 	// bound on blocks in flight).
 	slots chan struct{}
+	// reads, when set, takes the error of a file whose data the stream could not read
+	// (the frame is then not sent, and the chunk fails as its source's error).
+	reads *readFailure
 }
 
 // dataLen is the length of the frame's data.
@@ -224,6 +227,14 @@ func (s *ssession) runStream(st *stream) {
 			err = st.w.WriteFrameFile(f.typ, f.flags, f.meta, f.file, f.fileOff, f.fileLen)
 		} else {
 			err = st.w.WriteFrameFlags(f.typ, f.flags, f.meta, f.data)
+		}
+		var unread *wire.SourceReadError
+		if f.reads != nil && errors.As(err, &unread) {
+			// Nothing of the frame went out: the stream carries on, and the chunk's
+			// sender reports the source's error once its blocks are done.
+			f.reads.set(err)
+			s.release(f)
+			continue
 		}
 		s.release(f)
 		if err != nil {

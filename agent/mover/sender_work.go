@@ -584,16 +584,36 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 	// the blocks go from the page cache to the socket, and the file stays open until
 	// the last of them is on the wire.
 	zeroCopy := s.dataFlags()&wire.FlagDataUnchecked != 0 && h == nil
-	if zeroCopy {
-		defer func() {
-			for range cap(slots) {
-				select {
-				case slots <- struct{}{}:
-				case <-s.ctx.Done():
-					return
-				}
+	// Nothing reads the data here either when it goes under the frame's tag and no
+	// digest is taken: each stream reads its block itself and tags and writes it from
+	// its own buffer, one goroutine and one core's cache for the three passes, where a
+	// block read here would be handed to a stream and read again from another core's.
+	// A file of one block stays here: its worker would wait for the frame to be written
+	// before the next file, where small files need their workers ahead of the streams.
+	streamReads := s.dataFlags() == 0 && h == nil && nblocks > 1
+	var reads *readFailure
+	if streamReads {
+		reads = new(readFailure)
+	}
+	drained := false
+	// drain waits until every block of the chunk given to a stream is on the wire (or
+	// its read failed): the file stays open until then.
+	drain := func() bool {
+		if drained {
+			return true
+		}
+		for range cap(slots) {
+			select {
+			case slots <- struct{}{}:
+			case <-s.ctx.Done():
+				return false
 			}
-		}()
+		}
+		drained = true
+		return true
+	}
+	if zeroCopy || streamReads {
+		defer drain()
 	}
 	for i := int64(0); i < nblocks; i++ {
 		if s.handOver(u.ID, id) {
@@ -601,7 +621,7 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 		}
 		off := u.Offset + i*bs
 		n := min(bs, u.Offset+u.Length-off)
-		if zeroCopy {
+		if zeroCopy || streamReads {
 			if have[i] {
 				continue
 			}
@@ -613,7 +633,7 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 			fr := framePool.Get().(*outFrame)
 			fr.typ, fr.flags, fr.file, fr.fileOff, fr.fileLen = wire.TypeBlock, s.dataFlags(), f, off, int(n)
 			fr.meta = wire.BlockMeta{Chunk: id, Offset: uint64(off)}.Put(fr.metaArr[:])
-			fr.slots = slots
+			fr.slots, fr.reads = slots, reads
 			if !s.enqueue(fr) {
 				return nil
 			}
@@ -659,6 +679,18 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 			return nil
 		}
 	}
+	if streamReads {
+		// The streams read the blocks: the file's version is judged once they have.
+		if !drain() {
+			return nil
+		}
+		if err := reads.get(); err != nil {
+			s.mu.Lock()
+			delete(s.chunks, id)
+			s.mu.Unlock()
+			return sourceError(fmt.Errorf("reading source %s %w", fsname.Show(string(u.Source)), err))
+		}
+	}
 	if err := stillListed(f, u); err != nil {
 		s.mu.Lock()
 		delete(s.chunks, id)
@@ -674,6 +706,27 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 		s.fail(err)
 	}
 	return nil
+}
+
+// readFailure is the first error of a chunk's blocks read by its streams
+// (streamReads in sendChunk).
+type readFailure struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (r *readFailure) set(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+func (r *readFailure) get() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
 }
 
 // dataFlags are the flags of the session's data frames: in-flight mode Checksum puts

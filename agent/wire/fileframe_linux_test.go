@@ -3,11 +3,13 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -40,10 +42,11 @@ func sourceFile(t *testing.T, content []byte) *os.File {
 	return f
 }
 
-// TestFileFrameIsTheBufferedFrame: a frame written from a file (its data sent by
-// sendfile, outside the tag) is byte for byte the frame written from the same bytes in
-// a buffer — data checked in flight by a CRC32C in its meta or not at all, of sizes
-// around the page and the block, at offsets that are not a page's.
+// TestFileFrameIsTheBufferedFrame: a frame written from a file is byte for byte the
+// frame written from the same bytes in a buffer — data under the tag (read by the
+// writer into its own buffer), checked in flight by a CRC32C in its meta or not at all
+// (sent by sendfile), of sizes around the page and the block, at offsets that are not
+// a page's, the modes interleaved on one connection.
 func TestFileFrameIsTheBufferedFrame(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 11))
 	content := make([]byte, 5<<20)
@@ -65,7 +68,7 @@ func TestFileFrameIsTheBufferedFrame(t *testing.T) {
 		sizes = append(sizes, 1+rng.IntN(2<<20))
 	}
 	for i, n := range sizes {
-		for _, flags := range []Flags{FlagDataOutsideTag, FlagDataOutsideTag | FlagDataUnchecked} {
+		for _, flags := range []Flags{0, FlagDataOutsideTag, FlagDataOutsideTag | FlagDataUnchecked} {
 			off := int64(0)
 			switch i % 3 {
 			case 1:
@@ -103,8 +106,16 @@ func TestFileFrameIsTheBufferedFrame(t *testing.T) {
 
 // TestFileFrameOfAFileCutShort: a file shorter than the frame it was listed for is an
 // error, and the frame's tag never goes out: the reader cannot take what came of the
-// frame for a whole one.
+// frame for a whole one. Data under the tag is read before anything is written, so
+// there nothing of the frame goes out at all, the error is the source's
+// (SourceReadError), and the connection carries the next frame.
 func TestFileFrameOfAFileCutShort(t *testing.T) {
+	for _, flags := range []Flags{FlagDataOutsideTag | FlagDataUnchecked, 0} {
+		t.Run(fmt.Sprintf("flags %#x", flags), func(t *testing.T) { testFileFrameOfAFileCutShort(t, flags) })
+	}
+}
+
+func testFileFrameOfAFileCutShort(t *testing.T, flags Flags) {
 	for _, tc := range []struct {
 		name      string
 		size      int64 // what the file holds when the frame is written
@@ -127,7 +138,13 @@ func TestFileFrameOfAFileCutShort(t *testing.T) {
 				got <- b
 			}()
 			meta := BlockMeta{Chunk: 1, Offset: uint64(tc.off)}.Put(make([]byte, blockMetaSize))
-			err := conn.Writer().WriteFrameFile(TypeBlock, FlagDataOutsideTag|FlagDataUnchecked, meta, f, tc.off, tc.n)
+			err := conn.Writer().WriteFrameFile(TypeBlock, flags, meta, f, tc.off, tc.n)
+			next := []byte("the frame after")
+			if flags == 0 && tc.wantError {
+				if werr := conn.Writer().WriteFrame(TypeBlock, meta, next); werr != nil {
+					t.Fatalf("the frame after a source's failed read: %v", werr)
+				}
+			}
 			conn.Close()
 			sent := <-got
 			whole := HeaderSize + blockMetaSize + tc.n + TagSize
@@ -142,6 +159,25 @@ func TestFileFrameOfAFileCutShort(t *testing.T) {
 			}
 			if len(sent) >= whole-TagSize {
 				t.Fatalf("%d bytes of a %d-byte frame cut short went out", len(sent), whole)
+			}
+			if flags != 0 {
+				return
+			}
+			var unread *SourceReadError
+			if !errors.As(err, &unread) || !strings.Contains(err.Error(), fmt.Sprintf("at byte %d", tc.off)) {
+				t.Fatalf("got %v, want a SourceReadError naming byte %d", err, tc.off)
+			}
+			// Only the next frame went out, and it reads as the connection's first.
+			_, r := pair(nil, bytes.NewReader(sent))
+			if _, _, err := r.Next(); err != nil {
+				t.Fatalf("the frame after the failed read: %v", err)
+			}
+			data := make([]byte, len(next))
+			if err := r.ReadData(data); err != nil || !bytes.Equal(data, next) {
+				t.Fatalf("the frame after the failed read: %v, data %q", err, data)
+			}
+			if _, _, err := r.Next(); err != io.EOF {
+				t.Fatalf("more than the next frame went out: %v", err)
 			}
 		})
 	}

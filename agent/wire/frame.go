@@ -311,6 +311,9 @@ type Writer struct {
 	vec     net.Buffers
 	encrypt bool   // every frame from now on is encrypted (SetEncrypt)
 	enc     []byte // encrypted data, the caller's buffer left as it was
+	// fileBuf holds the data WriteFrameFile reads for a frame whose data is under its
+	// tag; one Writer is written by one stream's goroutine, so one buffer serves it.
+	fileBuf []byte
 }
 
 // SetEncrypt makes every frame written from now on encrypted (FlagEncrypted).
@@ -348,6 +351,11 @@ func (w *Writer) WriteFixedFrame(t Type, flags Flags, meta, data []byte) error {
 func (w *Writer) writeFrame(t Type, flags Flags, meta, data []byte, fixed bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.writeFrameLocked(t, flags, meta, data, fixed)
+}
+
+// writeFrameLocked is writeFrame with w.mu held.
+func (w *Writer) writeFrameLocked(t Type, flags Flags, meta, data []byte, fixed bool) error {
 	if w.encrypt {
 		flags |= FlagEncrypted
 	}

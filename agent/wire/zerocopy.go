@@ -14,9 +14,15 @@ import (
 // file (SpliceData). Where the kernel offers neither (another OS, a connection that is
 // not a kernel socket) the same calls copy through a buffer.
 
-// WriteFrameFile writes a frame whose data is n bytes of f at off, which must be outside
-// the frame's tag (flags has FlagDataOutsideTag).
+// WriteFrameFile writes a frame whose data is n bytes of f at off. Data outside the
+// frame's tag (flags has FlagDataOutsideTag) goes from the page cache to the socket.
+// Data under the tag is read into the Writer's own buffer and tagged and written from
+// there by the caller's goroutine, while the bytes are still in its core's cache (see
+// SourceReadError for a read that fails).
 func (w *Writer) WriteFrameFile(t Type, flags Flags, meta []byte, f *os.File, off int64, n int) error {
+	if flags&FlagDataOutsideTag == 0 {
+		return w.writeFrameRead(t, flags, meta, f, off, n)
+	}
 	h := Header{Type: t, Flags: flags, MetaLen: uint32(len(meta)), DataLen: uint32(n)}
 	if err := h.Check(); err != nil || flags&FlagDataOutsideTag == 0 || !t.bulk() {
 		return fmt.Errorf("wire: refusing to write file-backed frame type %d flags %#x (meta %d, data %d): %v", t, flags, len(meta), n, err)
@@ -47,6 +53,35 @@ func (w *Writer) WriteFrameFile(t Type, flags Flags, meta []byte, f *os.File, of
 	}
 	_, err := w.w.Write(tag)
 	return err
+}
+
+// SourceReadError is WriteFrameFile's error when the file could not be read (or was
+// shorter than the frame's data), naming the offset of the read: nothing of the frame was written, so the connection
+// can carry the next frame, and the error is the source's, not the connection's.
+type SourceReadError struct{ Err error }
+
+func (e *SourceReadError) Error() string { return e.Err.Error() }
+func (e *SourceReadError) Unwrap() error { return e.Err }
+
+// writeFrameRead reads a frame's data from f into the Writer's buffer, then writes the
+// frame with its data under its tag.
+func (w *Writer) writeFrameRead(t Type, flags Flags, meta []byte, f *os.File, off int64, n int) error {
+	if n < 0 || n > MaxData {
+		return fmt.Errorf("wire: refusing to write file-backed frame type %d with %d bytes of data", t, n)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if cap(w.fileBuf) < n {
+		w.fileBuf = make([]byte, n)
+	}
+	data := w.fileBuf[:n]
+	if got, err := f.ReadAt(data, off); got < n {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("the file is shorter than listed (%w)", io.ErrUnexpectedEOF)
+		}
+		return &SourceReadError{Err: fmt.Errorf("at byte %d: %w", off, err)}
+	}
+	return w.writeFrameLocked(t, flags, meta, data, false)
 }
 
 // SpliceData moves the current frame's data into dst at off and checks the frame's
