@@ -1,9 +1,11 @@
 package mover
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/dtnflow/dtnflow/agent/fsname"
@@ -44,7 +46,7 @@ func (r *Receiver) serveControl(c *wire.Conn, rd *wire.Reader, hello wire.Hello,
 	}
 	if !s.cfg.Memory {
 		if s.job, err = r.job(s.cfg.Job); err != nil {
-			w.WriteJSON(wire.TypeError, wire.ErrorMsg{Error: fsname.Message(err)})
+			w.WriteJSON(wire.TypeError, refusal(err))
 			return
 		}
 		if s.cfg.BlockSize <= 0 || s.cfg.BlockSize > wire.MaxData {
@@ -360,4 +362,13 @@ func (s *rsession) sendSummary() {
 		}
 	}
 	flush(true)
+}
+
+// refusal is the receiver's answer to a session it cannot serve: Retry when what it
+// lacks is a resource it may have again soon (a flood of connections took its file
+// descriptors, memory ran short), so that the sender tries again within its
+// --retry-for instead of failing the job.
+func refusal(err error) wire.ErrorMsg {
+	short := errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM)
+	return wire.ErrorMsg{Error: fsname.Message(err), Retry: short}
 }

@@ -71,10 +71,7 @@ func (s *ssession) connect() error {
 		case wire.TypeError:
 			var m wire.ErrorMsg
 			wire.DecodeJSON(meta, &m)
-			if m.Integrity {
-				return fail(&IntegrityError{Err: errors.New(m.Error)})
-			}
-			return fail(&FatalError{Msg: "receiver refused the session: " + m.Error})
+			return fail(refused(m))
 		case wire.TypeStats:
 			continue
 		case wire.TypeSessionOK:
@@ -235,4 +232,16 @@ func (s *ssession) results(rs []wire.Result) {
 	if fatal != nil {
 		s.fail(fatal)
 	}
+}
+
+// refused is the error of a session the receiver refused: an integrity failure and a
+// refusal for now (ErrorMsg.Retry) are tried again, any other refusal stops the stripe.
+func refused(m wire.ErrorMsg) error {
+	switch {
+	case m.Integrity:
+		return &IntegrityError{Err: errors.New(m.Error)}
+	case m.Retry:
+		return errors.New("receiver refused the session for now: " + m.Error)
+	}
+	return &FatalError{Msg: "receiver refused the session: " + m.Error}
 }

@@ -254,6 +254,9 @@ type ErrorMsg struct {
 	// Integrity says a frame arrived other than it was sent: the session may be
 	// retried, and what it carried is sent again.
 	Integrity bool `json:"integrity,omitempty"`
+	// Retry says the peer refused for want of something it may have again soon (file
+	// descriptors, memory): the same session may be tried again.
+	Retry bool `json:"retry,omitempty"`
 }
 
 // Unit is one piece of work the coordinator hands a stripe: a small file, a chunk of a
