@@ -590,7 +590,10 @@ func (s *ssession) sendChunk(u wire.Unit) error {
 	// block read here would be handed to a stream and read again from another core's.
 	// A file of one block stays here: its worker would wait for the frame to be written
 	// before the next file, where small files need their workers ahead of the streams.
-	streamReads := s.dataFlags() == 0 && h == nil && nblocks > 1
+	// Encrypted frames too: there the stream's encryption is the long pass, the read
+	// overlapped with it on the other core, and reading in the stream showed no gain
+	// in four runs (docs/benchmarks.md, 2026-12-05).
+	streamReads := s.dataFlags() == 0 && !s.encrypted() && h == nil && nblocks > 1
 	var reads *readFailure
 	if streamReads {
 		reads = new(readFailure)
