@@ -56,8 +56,9 @@ func (w *Writer) WriteFrameFile(t Type, flags Flags, meta []byte, f *os.File, of
 }
 
 // SourceReadError is WriteFrameFile's error when the file could not be read (or was
-// shorter than the frame's data), naming the offset of the read: nothing of the frame was written, so the connection
-// can carry the next frame, and the error is the source's, not the connection's.
+// shorter than the frame's data), naming the offset of the read. Nothing of the frame
+// was written, so the connection can carry the next frame: the error is the source's,
+// not the connection's.
 type SourceReadError struct{ Err error }
 
 func (e *SourceReadError) Error() string { return e.Err.Error() }

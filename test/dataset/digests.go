@@ -22,16 +22,7 @@ import (
 func Digests(dir string) (map[string]string, error) {
 	sums := map[string]string{}
 	buf := make([]byte, 1<<20) // one buffer for the whole walk, not one per file
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(d.Name(), ".dtnflow") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := WalkOutsideJournals(dir, func(path string, d fs.DirEntry) error {
 		if !d.Type().IsRegular() {
 			return nil
 		}
@@ -49,6 +40,24 @@ func Digests(dir string) (map[string]string, error) {
 		return nil
 	})
 	return sums, err
+}
+
+// WalkOutsideJournals calls fn for every entry under dir (dir itself included), in
+// lexical order, leaving out the folders and files whose name starts with ".dtnflow"
+// (the agents' journals and state). An error reading dir or from fn ends the walk.
+func WalkOutsideJournals(dir string, fn func(path string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".dtnflow") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		return fn(path, d)
+	})
 }
 
 // onlyReader hides a file's WriterTo so that io.CopyBuffer uses the buffer it is given.

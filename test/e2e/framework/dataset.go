@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dtnflow/dtnflow/test/dataset"
 )
 
 // File is one file of a generated dataset, by path relative to the dataset's folder.
@@ -249,16 +251,7 @@ func CompareTrees(source, destination Tree, partial bool) ([]string, int) {
 // that does not belong to uid:gid, at most 20 of them, or returns nil.
 func WrongOwners(dir string, uid, gid int64) ([]string, error) {
 	var wrong []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(d.Name(), ".dtnflow") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := dataset.WalkOutsideJournals(dir, func(path string, d fs.DirEntry) error {
 		info, err := d.Info()
 		if err != nil {
 			return err
