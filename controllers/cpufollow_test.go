@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dtnflow/dtnflow/agent/contract"
 )
@@ -59,6 +60,97 @@ func TestMeasuredUse(t *testing.T) {
 	} {
 		if got := measuredUse(c.rep, c.role, c.k, now, 10*time.Second); got != c.want {
 			t.Errorf("%s: measuredUse = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestStartShare(t *testing.T) {
+	now := time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC)
+	const gib = int64(1) << 30
+	// half of 4 GiB left at 1 Gbit/s: 17.18 s to go, 10 s since the pod started
+	rep := &contract.Report{Phase: contract.PhaseTransferring, Time: now, BytesTotal: 4 * gib, BytesDone: 2 * gib, BitsPerSecond: 1e9}
+	started := metav1.NewTime(now.Add(-10 * time.Second))
+	cold := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(-12 * time.Second))}, Status: corev1.PodStatus{StartTime: &started}}
+	unstarted := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(-12 * time.Second))}}
+	later := metav1.NewTime(now.Add(time.Hour))
+	future := &corev1.Pod{Status: corev1.PodStatus{StartTime: &later}}
+	warm := cold.DeepCopy()
+	warm.Labels = map[string]string{contract.LabelWarmPool: "site-a"}
+	for _, c := range []struct {
+		name string
+		pod  *corev1.Pod
+		rep  *contract.Report
+		want int64
+	}{
+		{"a cold pod: 0.2 s over 10 + 17.18 s", cold, rep, 7},
+		{"no start time yet: its life counts from its creation, 12 + 17.18 s", unstarted, rep, 7},
+		{"every byte moved: its life so far, 10 s", cold, &contract.Report{Phase: rep.Phase, Time: now, BytesTotal: 4 * gib, BytesDone: 4 * gib, BitsPerSecond: 1e9}, 20},
+		{"a pod that started after now by the controller's clock: its life is the 17.18 s left", future, rep, 12},
+		{"a claimed warm agent: its start was the pool's", warm, rep, 0},
+		{"no rate: no expected life", cold, &contract.Report{Phase: rep.Phase, Time: now, BytesTotal: 4 * gib}, 0},
+		{"no report", cold, nil, 0},
+		{"no pod", nil, rep, 0},
+	} {
+		if got := startShare(c.pod, c.rep, now); got != c.want {
+			t.Errorf("%s: startShare = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestColdCoordinatorAsksWhatItsPodUses replays a cold coordinator's life as the local
+// cluster measured it (docs/benchmarks.md, "A cold pod's start in its CPU request": its
+// pod's cgroup counted startCPU for the start, then steady millicores, on a 4 GiB job
+// of life seconds; and the 20 000 small files' coordinator), reported every 2 s: the
+// request the controller keeps (coordinatorUse through followUse), averaged over the pod's life
+// as bench-cluster averages it, is within issue 11's ±25 % of what the pod used. The
+// same life with the measured use alone, without the start's share, asks 1.5–1.7× too
+// little.
+func TestColdCoordinatorAsksWhatItsPodUses(t *testing.T) {
+	const gib = int64(1) << 30
+	interval := 2 * time.Second
+	for _, c := range []struct {
+		name     string
+		startCPU float64 // CPU seconds
+		steady   int64   // millicores
+		life     float64 // seconds
+		bytes    int64
+	}{
+		{"4 GiB, 47.2 s", 0.228, 8, 47.2, 4 * gib},
+		{"4 GiB, 43.9 s", 0.163, 7, 43.9, 4 * gib},
+		{"4 GiB, 48.3 s", 0.233, 7, 48.3, 4 * gib},
+		{"20 000 × 64 KiB, 14.3 s (its start not measured: the constant)", 0.2, 115, 14.3, 20000 << 16},
+	} {
+		created := time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}}
+		rate := int64(float64(c.bytes) * 8 / c.life)
+		used := c.startCPU*1000 + float64(c.steady)*c.life // millicore seconds
+		for _, withStart := range []bool{true, false} {
+			current := int64(5) // the manager's default until a figure is heard
+			asked := 0.0
+			const step = 0.25
+			next := 1.0 // the coordinator's first figure goes out a second after its start
+			for at := 0.0; at < c.life; at += step {
+				if at >= next {
+					now := created.Add(time.Duration(at * float64(time.Second)))
+					rep := &contract.Report{Phase: contract.PhaseTransferring, Time: now, BytesTotal: c.bytes,
+						BytesDone: min(int64(at*float64(rate)/8), c.bytes), BitsPerSecond: rate, CoordinatorMillicores: c.steady}
+					measured := measuredUse(rep, contract.RoleCoordinator, 0, now, interval)
+					if withStart {
+						measured = coordinatorUse(pod, rep, now, interval)
+					}
+					current = followUse(5, current, measured, 0)
+					next += interval.Seconds()
+				}
+				asked += float64(current) * step
+			}
+			ratio := used / asked
+			within := ratio >= 1-useTolerance && ratio <= 1+useTolerance
+			if withStart && !within {
+				t.Errorf("%s: the pod used %.1f millicores and asked %.1f on average (%.2f×), want within ±25 %%", c.name, used/c.life, asked/c.life, ratio)
+			}
+			if !withStart && c.steady < 50 && within {
+				t.Errorf("%s: without the start's share the pod used %.1f millicores and asked %.1f (%.2f×): the start is not what the share corrects", c.name, used/c.life, asked/c.life, ratio)
+			}
 		}
 	}
 }

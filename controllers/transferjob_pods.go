@@ -241,7 +241,7 @@ func (r *TransferJobReconciler) syncCoordinator(ctx context.Context, p *pass, l 
 			// the plan sizes the coordinator as it sizes the other agents, until it has
 			// measured its own use
 			want := withUse(agentResources(l.cpu(), agentPod{Role: contract.RoleCoordinator, Endpoint: obs.endpoints.Source}, r.Pods), podMillicores(coord),
-				measuredUse(obs.report, contract.RoleCoordinator, 0, p.now.Time, r.ReportInterval))
+				coordinatorUse(coord, obs.report, p.now.Time, r.ReportInterval))
 			if err := r.resize(ctx, coord, want, l.resizeBand()); err != nil {
 				return "", err
 			}

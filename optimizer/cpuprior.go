@@ -91,3 +91,23 @@ func CoordinatorMillicores(bitsPerSecond float64, files, bytes int64) float64 {
 	filesPerSecond := bitsPerSecond / 8 / (float64(bytes) / float64(files))
 	return coordinatorIdleMillicores + filesPerSecond*coordinatorMillicoresPerThousandFilesPerS/1000*priorMarginPercent/100
 }
+
+// PodStartCPUSeconds is the CPU a cold agent pod's cgroup counts for its start, before
+// the agent measures anything of its own: the pod's sandbox (its pause container), the
+// runtime starting the agent's container, and the agent's process starting. On the
+// local cluster (docs/benchmarks.md, "A cold pod's start in its CPU request",
+// cpuacct.usage of the pod read every 100 ms) a coordinator's pod spent 163–233 ms on
+// it over four runs, 83 ms of that in its pause container, and then 6.5–8.2
+// millicores while the 4 GiB job ran for 44–48 s: the start was a third of what the
+// pod used, and no process of the pod can see the part outside its own container.
+const PodStartCPUSeconds = 0.2
+
+// StartMillicores is PodStartCPUSeconds spread over a pod's expected life, in whole
+// millicores (rounded): the share of its CPU request that its start accounts for.
+// An unknown or empty life gets none.
+func StartMillicores(lifeSeconds float64) int64 {
+	if !(lifeSeconds > 0) || math.IsInf(lifeSeconds, 0) {
+		return 0
+	}
+	return int64(math.Round(PodStartCPUSeconds / lifeSeconds * 1000))
+}
