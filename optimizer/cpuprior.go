@@ -97,7 +97,7 @@ func CoordinatorMillicores(bitsPerSecond float64, files, bytes int64) float64 {
 // runtime starting the agent's container, and the agent's process starting. On the
 // local cluster (docs/benchmarks.md, "A cold pod's start in its CPU request",
 // cpuacct.usage of the pod read every 100 ms) a coordinator's pod spent 163–233 ms on
-// it over four runs, 83 ms of that in its pause container, and then 6.5–8.2
+// it over three watched runs, 83 ms of that in its pause container, and then 6.5–8.2
 // millicores while the 4 GiB job ran for 44–48 s: the start was a third of what the
 // pod used, and no process of the pod can see the part outside its own container.
 const PodStartCPUSeconds = 0.2
