@@ -133,6 +133,11 @@ type Result struct {
 	// tool's rate in each phase.
 	Schedule []rateStep  `json:"schedule,omitempty"`
 	Phases   []phaseRate `json:"phases,omitempty"`
+	// DeliveredMbitPerSecond is what reached the destination in each second from the
+	// run's start (the job's creation, the sender's start, bench-wan's tool's start),
+	// read from the destination's allocated blocks every 500 ms: the grid's row
+	// includes its probing runs.
+	DeliveredMbitPerSecond []int64 `json:"deliveredMbitPerSecond,omitempty"`
 }
 
 func main() {
@@ -622,6 +627,7 @@ func runScenario(ctx context.Context, c *framework.Cluster, federated bool, i in
 	}
 	r.Seconds = ended.Sub(start).Seconds()
 	r.Phases = tr.stop(s)
+	r.DeliveredMbitPerSecond = tr.perSecond()
 	stopWatch()
 	r.CPU = cpu.results()
 	if ch := got.Status.Channels; ch != nil {
@@ -758,6 +764,7 @@ func runAgentAuto(ctx context.Context, c *framework.Cluster, i int, s scenario, 
 	err = send.Run()
 	r.Seconds = time.Since(start).Seconds()
 	r.Phases = tr.stop(s)
+	r.DeliveredMbitPerSecond = tr.perSecond()
 	// beside the operator's archive: what send --auto logged (its probe, its plan) is
 	// what the operator's coordinator log is compared with
 	keepAgentAloneLog(logDir, s, "send", out.String())

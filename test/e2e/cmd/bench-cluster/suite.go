@@ -243,6 +243,7 @@ func runWANTool(ctx context.Context, c *framework.Cluster, i int, s scenario, to
 	tr := followRun(ctx, c, s, func() int64 { return max(treeBytes(work)-ds.Total-sample.Total, 0) })
 	rs, err := runner.Run(ctx, env)
 	r.Phases = tr.stop(s)
+	r.DeliveredMbitPerSecond = tr.perSecond()
 	for _, res := range rs {
 		if !res.Chosen {
 			continue
@@ -299,10 +300,14 @@ type phaseRate struct {
 	BitsPerSecond     int64   `json:"bitsPerSecond"`
 }
 
-// trace follows a run's bytes at its destination (every 250 ms) and applies the
-// scenario's schedule from its first byte; stop restores the scenario's rate.
+// trace follows a run's bytes at its destination (every 250 ms under a schedule,
+// every 500 ms otherwise) and applies the scenario's schedule from its first byte;
+// stop restores the scenario's rate.
 type trace struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// begun is when the trace started, just before the run: the per-second series
+	// counts from it, so the time to the first byte shows as its leading zeros.
+	begun   time.Time
 	t0      time.Time
 	times   []time.Time
 	bytes   []int64
@@ -311,15 +316,19 @@ type trace struct {
 }
 
 func followRun(ctx context.Context, c *framework.Cluster, s scenario, destBytes func() int64) *trace {
-	tr := &trace{stopped: make(chan struct{}), done: make(chan struct{})}
-	if len(s.Schedule) == 0 {
-		close(tr.done)
-		return tr
+	tr := &trace{begun: time.Now(), stopped: make(chan struct{}), done: make(chan struct{})}
+	interval := 500 * time.Millisecond
+	if len(s.Schedule) > 0 {
+		interval = 250 * time.Millisecond
 	}
 	go func() {
 		defer close(tr.done)
-		defer func() { _ = c.SetWANRate(context.Background(), s.RateBitsPerSecond) }()
-		tick := time.NewTicker(250 * time.Millisecond)
+		defer func() {
+			if len(s.Schedule) > 0 {
+				_ = c.SetWANRate(context.Background(), s.RateBitsPerSecond)
+			}
+		}()
+		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		next := 0
 		base := destBytes() // what was there before the run (a key file, a journal)
@@ -365,16 +374,7 @@ func (tr *trace) stop(s scenario) []phaseRate {
 	if len(s.Schedule) == 0 || len(tr.times) < 2 {
 		return nil
 	}
-	// The run's end is its first sample at the most bytes it delivered: after it the
-	// run moves nothing, and a tool that clears its destination once done (bench-wan's
-	// runs do, before the trace stops) would read as a negative rate.
-	last := 0
-	for i, b := range tr.bytes {
-		if b > tr.bytes[last] {
-			last = i
-		}
-	}
-	end := tr.times[last].Sub(tr.t0)
+	end := tr.times[tr.last()].Sub(tr.t0)
 	var out []phaseRate
 	window := func(from, to time.Duration, link int64) {
 		to = min(to, end)
@@ -392,6 +392,45 @@ func (tr *trace) stop(s scenario) []phaseRate {
 			to = min(to, s.Schedule[i+1].At)
 		}
 		window(st.At+10*time.Second, to, st.Rate)
+	}
+	return out
+}
+
+// last is the index of the run's end, its first sample at the most bytes it delivered:
+// after it the run moves nothing, and a tool that clears its destination once done
+// (bench-wan's runs do, before the trace stops) would read as a negative rate.
+func (tr *trace) last() int {
+	last := 0
+	for i, b := range tr.bytes {
+		if b > tr.bytes[last] {
+			last = i
+		}
+	}
+	return last
+}
+
+// perSecond is the run's delivery in Mbit/s over each whole second from the trace's
+// start to the run's end (the last second may be part of one): where a run's time went,
+// side by side with another tool's — the first byte's wait, a probe's slower stretches,
+// a plan's change, the tail. Call it after stop.
+func (tr *trace) perSecond() []int64 {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.times) < 2 {
+		return nil
+	}
+	end := tr.times[tr.last()].Sub(tr.begun)
+	fromFirst := tr.t0.Sub(tr.begun)
+	bytesAt := func(d time.Duration) int64 { // before the first byte nothing had arrived
+		if d <= fromFirst {
+			return 0
+		}
+		return tr.at(d - fromFirst)
+	}
+	var out []int64
+	for from := time.Duration(0); from < end; from += time.Second {
+		to := min(from+time.Second, end)
+		out = append(out, int64(float64(bytesAt(to)-bytesAt(from))*8/(to-from).Seconds()/1e6))
 	}
 	return out
 }

@@ -13,6 +13,52 @@ import (
 	"github.com/dtnflow/dtnflow/test/bench/wan"
 )
 
+// TestPerSecond: a run whose first byte arrives 1.5 s after its start, then moves 800
+// Mbit/s for 2 s and 400 Mbit/s for 1.25 s, and whose destination is cleared after
+// its end, reads as the seconds from its start: nothing, half a second of 800, 800,
+// 400 over the two windows straddling the change, and the last quarter second alone.
+func TestPerSecond(t *testing.T) {
+	begun := time.Unix(1000, 0)
+	tr := &trace{begun: begun, t0: begun.Add(1500 * time.Millisecond), stopped: make(chan struct{}), done: make(chan struct{})}
+	close(tr.done)
+	rateAt := func(d time.Duration) float64 { // d from the first byte
+		switch {
+		case d < 2*time.Second:
+			return 800e6
+		case d < 3250*time.Millisecond:
+			return 400e6
+		}
+		return 0
+	}
+	var bits float64
+	const tick = 250 * time.Millisecond
+	for d := time.Duration(0); d <= 5*time.Second; d += tick {
+		b := int64(bits / 8)
+		if d > 4*time.Second {
+			b = 0 // cleared once done
+		}
+		tr.times, tr.bytes = append(tr.times, tr.t0.Add(d)), append(tr.bytes, b)
+		bits += rateAt(d) * tick.Seconds()
+	}
+	_ = tr.stop(scenario{})
+	// seconds [0,1) nothing; [1,2) 0.5 s at 800 = 400; [2,3) 800; [3,4) 0.5 s at 800
+	// and 0.5 s at 400 = 600; [4,4.75) 400 (the run ends at 4.75 s, its last byte)
+	want := []int64{0, 400, 800, 600, 400}
+	got := tr.perSecond()
+	if len(got) != len(want) {
+		t.Fatalf("per second %v, want %v", got, want)
+	}
+	for i := range want {
+		if d := got[i] - want[i]; d < -1 || d > 1 {
+			t.Errorf("per second %v, want %v", got, want)
+			break
+		}
+	}
+	if got := (&trace{begun: begun}).perSecond(); got != nil {
+		t.Errorf("a run that delivered nothing: %v, want none", got)
+	}
+}
+
 // TestPhaseRates: a run's bytes at the destination through the suite's schedule (1
 // Gbit/s, 400 Mbit/s from 10 s, 1 Gbit/s again from 50 s), the tool adapting 3 s after
 // each change — each phase is read from 10 s after its change to 10 s later (the first
