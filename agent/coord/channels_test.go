@@ -374,3 +374,67 @@ func TestSCCountsAFilesChunksAsOneSlot(t *testing.T) {
 		})
 	}
 }
+
+// TestAFileOfSeveralChunksRunsTwoOnAStripe: Algorithm 1 gives a class of one file a
+// concurrency of 1 (min(…, files, maxCC)), and a stripe of one worker opens each chunk
+// with a round trip to its receiver while its streams idle. Where a class has one file
+// left and it moves as several chunks, the stripes run two workers (two chunks of the
+// one file: still one file in flight); a class of several files keeps its concurrency,
+// a cap of 1 included, and so does a file of one chunk.
+func TestAFileOfSeveralChunksRunsTwoOnAStripe(t *testing.T) {
+	const chunkSize = 300 // newCore's
+	small := func(n int) map[string]int {
+		files := map[string]int{}
+		for i := range n {
+			files[fmt.Sprintf("d/s%02d", i)] = 50
+		}
+		return files
+	}
+	with := func(files map[string]int, more map[string]int) map[string]int {
+		for p, n := range more {
+			files[p] = n
+		}
+		return files
+	}
+	for _, tc := range []struct {
+		name    string
+		files   map[string]int
+		classes []contract.SizeClassParam
+		want    int32 // the stripes' workers (wire.JobConfig.Concurrency)
+	}{
+		{"one file of 16 chunks, concurrency 1", map[string]int{"d/huge": 16 * chunkSize},
+			[]contract.SizeClassParam{{Class: "Large", Pipelining: 1, Concurrency: 1}}, 2},
+		{"one file of 2 chunks, concurrency 1", map[string]int{"d/two": chunkSize + 1},
+			[]contract.SizeClassParam{{Class: "Large", Pipelining: 1, Concurrency: 1}}, 2},
+		{"two files of several chunks, the job's cap of 1", map[string]int{"d/a": 3 * chunkSize, "d/b": 3 * chunkSize},
+			[]contract.SizeClassParam{{Class: "Large", Pipelining: 1, Concurrency: 1}}, 1},
+		{"one file of one chunk, concurrency 1", map[string]int{"d/one": chunkSize},
+			[]contract.SizeClassParam{{Class: "Large", Pipelining: 1, Concurrency: 1}}, 1},
+		{"the Huge class's one file beside small files", with(small(20), map[string]int{"d/huge": 16 * chunkSize}),
+			[]contract.SizeClassParam{{Class: "Small", MaxBytes: 100, Pipelining: 8, Concurrency: 1}, {Class: "Huge", Pipelining: 1, Concurrency: 1}}, 2},
+		{"small files of one class, concurrency 6", small(20),
+			[]contract.SizeClassParam{{Class: "Small", Pipelining: 8, Concurrency: 6}}, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCore(t, tc.files)
+			m := c.Join(0)
+			c.SetParams(ParamsFromDirective(contract.Directive{Mode: contract.ModeTransfer, StreamsPerStripe: 2, Scheduler: string(optimizer.SingleChunk),
+				SizeClasses: tc.classes}, c.Params()))
+			var cfg wire.JobConfig
+			select {
+			case cfg = <-m.Configs():
+			default:
+				t.Fatal("the stripe was sent no configuration")
+			}
+			if cfg.Concurrency != tc.want || c.Params().Concurrency != tc.want {
+				t.Fatalf("the stripe's workers %d (params %d), want %d", cfg.Concurrency, c.Params().Concurrency, tc.want)
+			}
+			// the classes stay Algorithm 1's: what the plan said, for its status
+			for i, sc := range cfg.SizeClasses {
+				if sc.Concurrency != tc.classes[i].Concurrency {
+					t.Errorf("class %s sent with concurrency %d, the plan's %d", sc.Class, sc.Concurrency, tc.classes[i].Concurrency)
+				}
+			}
+		})
+	}
+}
