@@ -13,15 +13,27 @@ import (
 	"github.com/dtnflow/dtnflow/test/bench/wan"
 )
 
+// played is a stopped trace of a run whose first byte arrived at t0 and whose rate d
+// after it was rateAt(d), read every 250 ms up to until.
+func played(t0 time.Time, until time.Duration, rateAt func(d time.Duration) float64) *trace {
+	tr := &trace{t0: t0, stopped: make(chan struct{}), done: make(chan struct{})}
+	close(tr.done)
+	var bits float64
+	const tick = 250 * time.Millisecond
+	for d := time.Duration(0); d <= until; d += tick {
+		tr.times, tr.bytes = append(tr.times, t0.Add(d)), append(tr.bytes, int64(bits/8))
+		bits += rateAt(d) * tick.Seconds()
+	}
+	return tr
+}
+
 // TestPerSecond: a run whose first byte arrives 1.5 s after its start, then moves 800
 // Mbit/s for 2 s and 400 Mbit/s for 1.25 s, and whose destination is cleared after
 // its end, reads as the seconds from its start: nothing, half a second of 800, 800,
 // 400 over the two windows straddling the change, and the last quarter second alone.
 func TestPerSecond(t *testing.T) {
 	begun := time.Unix(1000, 0)
-	tr := &trace{begun: begun, t0: begun.Add(1500 * time.Millisecond), stopped: make(chan struct{}), done: make(chan struct{})}
-	close(tr.done)
-	rateAt := func(d time.Duration) float64 { // d from the first byte
+	tr := played(begun.Add(1500*time.Millisecond), 5*time.Second, func(d time.Duration) float64 {
 		switch {
 		case d < 2*time.Second:
 			return 800e6
@@ -29,16 +41,12 @@ func TestPerSecond(t *testing.T) {
 			return 400e6
 		}
 		return 0
-	}
-	var bits float64
-	const tick = 250 * time.Millisecond
-	for d := time.Duration(0); d <= 5*time.Second; d += tick {
-		b := int64(bits / 8)
-		if d > 4*time.Second {
-			b = 0 // cleared once done
+	})
+	tr.begun = begun
+	for i, at := range tr.times {
+		if at.Sub(tr.t0) > 4*time.Second {
+			tr.bytes[i] = 0 // cleared once done
 		}
-		tr.times, tr.bytes = append(tr.times, tr.t0.Add(d)), append(tr.bytes, b)
-		bits += rateAt(d) * tick.Seconds()
 	}
 	_ = tr.stop(scenario{})
 	// seconds [0,1) nothing; [1,2) 0.5 s at 800 = 400; [2,3) 800; [3,4) 0.5 s at 800
@@ -65,7 +73,7 @@ func TestPerSecond(t *testing.T) {
 // from 5 s to the change), so the adaptation falls outside the windows.
 func TestPhaseRates(t *testing.T) {
 	s := scenario{Scenario: wan.Scenario{RateBitsPerSecond: 1e9}, Schedule: defaultSchedule(1e9)}
-	rateAt := func(d time.Duration) float64 {
+	tr := played(time.Unix(1000, 0), 68*time.Second, func(d time.Duration) float64 {
 		switch {
 		case d < 13*time.Second:
 			return 1e9
@@ -73,15 +81,7 @@ func TestPhaseRates(t *testing.T) {
 			return 400e6
 		}
 		return 950e6
-	}
-	tr := &trace{stopped: make(chan struct{}), done: make(chan struct{}), t0: time.Unix(1000, 0)}
-	close(tr.done)
-	var bits float64
-	const tick = 250 * time.Millisecond
-	for d := time.Duration(0); d <= 68*time.Second; d += tick {
-		tr.times, tr.bytes = append(tr.times, tr.t0.Add(d)), append(tr.bytes, int64(bits/8))
-		bits += rateAt(d) * tick.Seconds()
-	}
+	})
 	got := tr.stop(s)
 	want := []phaseRate{
 		{FromSeconds: 5, ToSeconds: 10, LinkBitsPerSecond: 1e9, BitsPerSecond: 1e9},
